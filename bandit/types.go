@@ -1,0 +1,86 @@
+package bandit
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Bandit is a stored bandit: its name and configuration.
+type Bandit struct {
+	Name string
+	// Config is the full configuration as the API accepted it, with
+	// defaults filled in. The store keeps it as JSON and does not
+	// interpret it.
+	Config    json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// SampleKind says what kind of posterior sample a decision acted on.
+type SampleKind string
+
+const (
+	SampleRefined   SampleKind = "refined"    // locally refined sample (Havasi et al. 2021)
+	SampleMeanField SampleKind = "mean-field" // plain draw from the mean-field posterior
+	SamplePoint     SampleKind = "point"      // point estimate (greedy, epsilon-greedy)
+	SampleNone      SampleKind = "none"       // no model (uniform, or before any training)
+)
+
+// Decision is one arm choice, as stored.
+type Decision struct {
+	Bandit  string
+	EventID string
+	// Context is the context exactly as the client sent it (a JSON
+	// object), kept for audit and for the dashboard.
+	Context json.RawMessage
+	// Encoded is the context after the bandit's encoder: what the model
+	// sees and what the trainer reads back.
+	Encoded []float64
+	Arm     int
+	// Propensities[i] is the probability that the policy picks arm i for
+	// this context; Scores[i] is the policy's score of arm i.
+	Propensities []float64
+	Scores       []float64
+	Policy       string
+	ModelVersion int64
+	Sample       SampleKind
+	CreatedAt    time.Time
+}
+
+// Reward is the observed reward of one decision. There is at most one
+// per decision.
+type Reward struct {
+	Bandit     string
+	EventID    string
+	Value      float64
+	ReceivedAt time.Time
+}
+
+// TrainingRow is one (context, arm, reward) triple for the trainer,
+// with the cursor position it was read at.
+type TrainingRow struct {
+	// Seq orders rows within a bandit; passing the last Seq seen as the
+	// cursor of the next read returns only newer rows.
+	Seq     int64
+	Encoded []float64
+	Arm     int
+	Reward  float64
+}
+
+// Snapshot is a persisted posterior: opaque parameters and metrics.
+type Snapshot struct {
+	Bandit  string
+	Version int64
+	// Params is the serialized posterior; its encoding belongs to the
+	// agent, not to the store.
+	Params    []byte
+	Metrics   json.RawMessage
+	CreatedAt time.Time
+}
+
+// DecisionRecord is a decision together with its reward, if any, as the
+// dashboard pages through them.
+type DecisionRecord struct {
+	Decision
+	Reward *Reward
+}

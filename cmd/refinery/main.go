@@ -1,0 +1,100 @@
+// Command refinery is the one binary of the Refinery contextual-bandit
+// platform: serve, simulate, migrate and version.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// command is one subcommand of the binary.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands lists the subcommands in the order `refinery help` shows them.
+// Each lives in its own file.
+var commands []command
+
+func register(c command) { commands = append(commands, c) }
+
+func init() {
+	register(command{name: "version", summary: "print the version", run: runVersion})
+}
+
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	_, err := fmt.Fprintf(stdout, "refinery %s\n", version)
+	return err
+}
+
+// usageError marks a bad command line: the message is printed on one line
+// and the exit status is 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: refinery <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "run 'refinery <command> -h' for the flags of a command")
+}
+
+// run executes the command line and returns the process exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, new(usageError)):
+			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "refinery: unknown command %q (run 'refinery help')\n", args[0])
+	return 2
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

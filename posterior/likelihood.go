@@ -1,0 +1,43 @@
+package posterior
+
+import "math/rand/v2"
+
+// Likelihood is the data term of a model: log p(y_i | x_i, w) for the
+// rows i of a dataset, as a function of a flat parameter vector w.
+//
+// A Likelihood holds read-only data and may be shared by any number of
+// goroutines; all scratch space lives in the Evaluators it makes, one per
+// goroutine. nn.Likelihood implements it for Bayesian MLPs; tests and the
+// toy examples implement it for closed-form models.
+type Likelihood interface {
+	// NumParams is the length of w.
+	NumParams() int
+	// NumHyper is the number of point-estimated likelihood
+	// hyperparameters (for example the log noise variance of a Gaussian
+	// likelihood whose variance is learned); it may be zero.
+	NumHyper() int
+	// NumRows is the number of rows in the dataset.
+	NumRows() int
+	// NewEvaluator returns scratch space for batches of at most maxBatch
+	// rows. It is the only method that allocates.
+	NewEvaluator(maxBatch int) Evaluator
+}
+
+// Evaluator computes the data term and its gradients for one goroutine.
+// Its methods allocate nothing.
+type Evaluator interface {
+	// ExpectedLogLik returns a one-sample unbiased estimate of
+	//
+	//	sum_{i in rows} E_{w ~ N(mu, diag(sigma^2))} [log p(y_i | x_i, w, hyper)]
+	//
+	// and writes (overwrites) its gradients with respect to mu, sigma and
+	// hyper into dMu, dSigma and dHyper. The estimator (weight
+	// reparameterization, local reparameterization, deterministic) is
+	// the evaluator's. rng supplies all randomness.
+	ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, hyper []float64, rows []int, rng *rand.Rand) float64
+	// LogLik returns sum_{i in rows} log p(y_i | x_i, w, hyper) for a
+	// fixed w; rows == nil means every row. If dW is not nil it writes
+	// the gradient with respect to w into it; if dHyper is not nil, the
+	// gradient with respect to hyper.
+	LogLik(dW, dHyper, w, hyper []float64, rows []int) float64
+}
