@@ -1,0 +1,253 @@
+package posterior
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestSoftplusInverse(t *testing.T) {
+	for _, s := range []float64{1e-12, 1e-6, 0.01, 0.5, 1, 3, 29.9, 30.1, 100, 1e4} {
+		got := Softplus(SoftplusInv(s))
+		if math.Abs(got-s) > 1e-12*math.Max(1, s) && math.Abs(got-s)/s > 1e-9 {
+			t.Errorf("Softplus(SoftplusInv(%g)) = %g", s, got)
+		}
+	}
+	if got := Softplus(-800); got != 0 && got > 1e-300 {
+		t.Errorf("Softplus(-800) = %g, want ~0", got)
+	}
+	if got := Softplus(800); got != 800 {
+		t.Errorf("Softplus(800) = %g, want 800", got)
+	}
+}
+
+// TestKLMatchesMonteCarlo checks the closed-form KL against a Monte Carlo
+// estimate of E_q[log q(w) - log p(w)] with 200,000 draws; the tolerance
+// is 5 standard errors of that estimate.
+func TestKLMatchesMonteCarlo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := NewMeanField(3, 0, []float64{1, 0.5, 2}, 1)
+	copy(q.Mu, []float64{0.3, -1, 2})
+	q.SetSigma([]float64{0.2, 0.9, 1.7})
+	q.PriorMean = []float64{0, 0.5, -1}
+	sig := q.Sigma(nil)
+	const n = 200000
+	var sum, sum2 float64
+	w := make([]float64, 3)
+	for range n {
+		q.Sample(w, rng)
+		var d float64
+		for j := range w {
+			d += logNormal(w[j], q.Mu[j], sig[j]*sig[j]) - logNormal(w[j], q.PriorMean[j], q.PriorVar[j])
+		}
+		sum += d
+		sum2 += d * d
+	}
+	mean := sum / n
+	se := math.Sqrt((sum2/n - mean*mean) / n)
+	if got := q.KL(); math.Abs(got-mean) > 5*se {
+		t.Errorf("KL() = %g, Monte Carlo %g ± %g", got, mean, se)
+	}
+}
+
+func logNormal(x, m, v float64) float64 {
+	return -0.5*math.Log(2*math.Pi*v) - (x-m)*(x-m)/(2*v)
+}
+
+// TestKLGradient checks subKLGrad against central finite differences of
+// KL in mu and rho; the relative error must be below 1e-7.
+func TestKLGradient(t *testing.T) {
+	q := NewMeanField(4, 0, []float64{1, 0.3, 2, 0.7}, 1)
+	copy(q.Mu, []float64{0.3, -1, 2, 0})
+	copy(q.Rho, []float64{-2, 0.1, 1.5, -0.5})
+	q.PriorMean = []float64{0, 0.5, -1, 0.2}
+	dMu := make([]float64, 4)
+	dRho := make([]float64, 4)
+	q.subKLGrad(dMu, dRho, q.Sigma(nil), 1) // writes -grad
+	const h = 1e-6
+	for j := range 4 {
+		for _, c := range []struct {
+			name string
+			p    []float64
+			got  float64
+		}{{"mu", q.Mu, -dMu[j]}, {"rho", q.Rho, -dRho[j]}} {
+			old := c.p[j]
+			c.p[j] = old + h
+			up := q.KL()
+			c.p[j] = old - h
+			down := q.KL()
+			c.p[j] = old
+			fd := (up - down) / (2 * h)
+			if rel := math.Abs(fd-c.got) / math.Max(1e-8, math.Abs(fd)+math.Abs(c.got)); rel > 1e-7 {
+				t.Errorf("dKL/d%s[%d] = %g, finite difference %g", c.name, j, c.got, fd)
+			}
+		}
+	}
+}
+
+func TestMarshalRoundTrip(t *testing.T) {
+	q := NewMeanField(3, 1, []float64{1, 2, 3}, 0.1)
+	copy(q.Mu, []float64{1, 2, 3})
+	q.Hyper[0] = -0.5
+	q.PriorMean = []float64{0.1, 0.2, 0.3}
+	b, err := q.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got MeanField
+	if err := got.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range q.Params() {
+		if got.Params()[i] != v {
+			t.Fatalf("params differ at %d: %g vs %g", i, got.Params()[i], v)
+		}
+	}
+	if got.PriorVar[2] != 3 || got.PriorMean[1] != 0.2 || got.Hyper[0] != -0.5 {
+		t.Errorf("prior or hyper not restored: %+v", got)
+	}
+	for _, bad := range [][]byte{nil, b[:10], b[:len(b)-1], append(append([]byte{}, b...), 0)} {
+		if err := got.UnmarshalBinary(bad); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("UnmarshalBinary(%d bytes) = %v, want ErrBadSnapshot", len(bad), err)
+		}
+	}
+}
+
+// TestTrainerRecoversBayesianLinearRegression: for Bayesian linear
+// regression with a known noise variance the optimal mean-field posterior
+// has the exact posterior mean and variances 1/diag(Lambda) (Bishop 2006,
+// Section 10.1.2; Khan 2018, Section 3). With the analytic data term the
+// trainer's only error is the optimizer's, so the tolerance is tight.
+func TestTrainerRecoversBayesianLinearRegression(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	lik := correlatedRegression(rng, 40, 3, 0.8, 0.25)
+	lik.exact = true
+	priorVar := []float64{1, 1, 2}
+	wantMean, prec := lik.exactPosterior(priorVar)
+
+	q := NewMeanField(3, 0, priorVar, 0.5)
+	tr, err := NewTrainer(lik, TrainConfig{BatchSize: 64, LR: 0.05, FinalLR: 1e-5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background(), q, 20000, rng); err != nil {
+		t.Fatal(err)
+	}
+	const tol = 1e-6 // relative; Adam with the learning rate decayed to 1e-5
+	sig := q.Sigma(nil)
+	for j := range 3 {
+		wantVar := 1 / prec.At(j, j)
+		if rel := math.Abs(q.Mu[j]-wantMean[j]) / math.Abs(wantMean[j]); rel > tol {
+			t.Errorf("mean[%d] = %.9g, want %.9g (rel err %.2g)", j, q.Mu[j], wantMean[j], rel)
+		}
+		if rel := math.Abs(sig[j]*sig[j]-wantVar) / wantVar; rel > tol {
+			t.Errorf("var[%d] = %.9g, want %.9g (rel err %.2g)", j, sig[j]*sig[j], wantVar, rel)
+		}
+	}
+}
+
+// TestTrainerStochastic trains the same model with the stochastic
+// reparameterization estimator on minibatches of 16 out of 200 rows.
+// Gradient noise leaves the solution jittering around the optimum, so
+// the tolerance is 10% of each posterior standard deviation for the
+// means and 10% for the variances.
+func TestTrainerStochastic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	lik := correlatedRegression(rng, 200, 3, 0.8, 0.5)
+	priorVar := ones(3, 1)
+	wantMean, prec := lik.exactPosterior(priorVar)
+	q := NewMeanField(3, 0, priorVar, 0.5)
+	tr, err := NewTrainer(lik, TrainConfig{BatchSize: 16, LR: 0.01, FinalLR: 1e-5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := tr.Run(context.Background(), q, 40000, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(st.MeanELBO > st.FirstELBO) {
+		t.Errorf("ELBO went from %g to %g, want it to rise", st.FirstELBO, st.MeanELBO)
+	}
+	sig := q.Sigma(nil)
+	for j := range 3 {
+		wantVar := 1 / prec.At(j, j)
+		if d := math.Abs(q.Mu[j] - wantMean[j]); d > 0.1*math.Sqrt(wantVar) {
+			t.Errorf("mean[%d] = %.6g, want %.6g ± %.3g", j, q.Mu[j], wantMean[j], 0.1*math.Sqrt(wantVar))
+		}
+		if rel := math.Abs(sig[j]*sig[j]-wantVar) / wantVar; rel > 0.10 {
+			t.Errorf("var[%d] = %.6g, want %.6g (rel err %.2g)", j, sig[j]*sig[j], wantVar, rel)
+		}
+	}
+}
+
+func TestTrainerSameSeedSameBits(t *testing.T) {
+	run := func() []float64 {
+		rng := rand.New(rand.NewPCG(11, 12))
+		lik := correlatedRegression(rng, 100, 4, 0.5, 0.5)
+		q := NewMeanField(4, 0, ones(4, 1), 0.3)
+		tr, err := NewTrainer(lik, TrainConfig{BatchSize: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Run(context.Background(), q, 500, rng); err != nil {
+			t.Fatal(err)
+		}
+		return append([]float64(nil), q.Params()...)
+	}
+	a, b := run(), run()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("param %d: %v != %v", i, a[i], b[i])
+		}
+	}
+}
+
+func TestTrainerStepAllocatesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	lik := correlatedRegression(rng, 100, 4, 0.5, 0.5)
+	q := NewMeanField(4, 0, ones(4, 1), 0.3)
+	tr, err := NewTrainer(lik, TrainConfig{BatchSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(100, func() { tr.Step(q, rng) }); a != 0 {
+		t.Errorf("Step allocates %v times, want 0", a)
+	}
+}
+
+func TestTrainerHonoursCancellation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	lik := correlatedRegression(rng, 100, 4, 0.5, 0.5)
+	q := NewMeanField(4, 0, ones(4, 1), 0.3)
+	tr, _ := NewTrainer(lik, TrainConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st, err := tr.Run(ctx, q, 1000, rng)
+	if !errors.Is(err, context.Canceled) || st.Iterations != 0 {
+		t.Errorf("Run on a cancelled context = %d iterations, %v; want 0, context.Canceled", st.Iterations, err)
+	}
+}
+
+func TestTrainerReportsNonFiniteELBO(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	lik := correlatedRegression(rng, 10, 2, 0.5, 0.5)
+	lik.y[3] = math.NaN()
+	q := NewMeanField(2, 0, ones(2, 1), 0.3)
+	tr, _ := NewTrainer(lik, TrainConfig{})
+	_, err := tr.Run(context.Background(), q, 10, rng)
+	var nf *NonFiniteError
+	if !errors.As(err, &nf) || nf.Iteration != 0 {
+		t.Errorf("Run with a NaN target = %v, want a NonFiniteError at iteration 0", err)
+	}
+}
+
+func TestTrainConfigValidation(t *testing.T) {
+	lik := &linearGaussian{x: [][]float64{{1}}, y: []float64{1}, noiseVar: 1}
+	for _, c := range []TrainConfig{{BatchSize: -1}, {LR: -1}, {LR: math.Inf(1)}, {FinalLR: math.NaN()}} {
+		if _, err := NewTrainer(lik, c); err == nil {
+			t.Errorf("NewTrainer(%+v) = nil error, want one", c)
+		}
+	}
+}

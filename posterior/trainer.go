@@ -1,0 +1,266 @@
+package posterior
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/nn"
+)
+
+// Defaults of the paper's bandit experiment (Havasi et al. 2021, Section
+// 4.3): batches of 64 rewards, Adam with learning rate 1e-3.
+const (
+	DefaultBatchSize = 64
+	DefaultLR        = 1e-3
+)
+
+// TrainConfig configures a Trainer.
+type TrainConfig struct {
+	// BatchSize is the minibatch size B; zero means DefaultBatchSize.
+	// When the dataset has at most B rows every iteration uses all of
+	// them and the data term is exact rather than subsampled.
+	BatchSize int
+	// LR is Adam's learning rate; zero means DefaultLR.
+	LR float64
+	// FinalLR, when positive, makes the learning rate of Run decay
+	// geometrically from LR at the first iteration to FinalLR at the
+	// last; zero means a constant rate.
+	FinalLR float64
+	// FreezeHyper keeps the likelihood hyperparameters fixed (the
+	// refiner optimizes only the variational parameters, Eq. 4).
+	FreezeHyper bool
+}
+
+func (c TrainConfig) withDefaults() TrainConfig {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.LR == 0 {
+		c.LR = DefaultLR
+	}
+	return c
+}
+
+func (c TrainConfig) validate() error {
+	switch {
+	case c.BatchSize < 1:
+		return fmt.Errorf("posterior: batch size %d, want >= 1", c.BatchSize)
+	case !(c.LR > 0) || math.IsInf(c.LR, 0):
+		return fmt.Errorf("posterior: learning rate %g, want > 0", c.LR)
+	case c.FinalLR < 0 || math.IsInf(c.FinalLR, 0) || math.IsNaN(c.FinalLR):
+		return fmt.Errorf("posterior: final learning rate %g, want >= 0", c.FinalLR)
+	}
+	return nil
+}
+
+// Trainer maximizes the ELBO of a MeanField posterior with Adam on
+// minibatches (Blundell et al. 2015; Khan 2018, Section 4):
+//
+//	L(q) = (N/B) sum_{i in batch} E_q[log p(y_i | x_i, w)] - KL[q || p]
+//
+// with the data term scaled by N/B so that it is an unbiased estimate of
+// the full-data ELBO (Havasi et al. 2021, Eq. 1). The data-term estimator
+// is the Likelihood's. A Trainer owns its scratch space and optimizer
+// state and must not be used by two goroutines at once; any number of
+// Trainers may share one Likelihood. After construction its iterations
+// allocate nothing.
+type Trainer struct {
+	cfg  TrainConfig
+	lik  Likelihood
+	eval Evaluator
+	adam *nn.Adam
+
+	grad  []float64 // gradient of -ELBO w.r.t. [mu | rho | hyper]
+	sigma []float64
+	rows  []int
+}
+
+// NewTrainer returns a Trainer for posteriors over lik's parameters.
+func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n, nh := lik.NumParams(), lik.NumHyper()
+	t := &Trainer{
+		cfg:   cfg,
+		lik:   lik,
+		eval:  lik.NewEvaluator(cfg.BatchSize),
+		adam:  nn.NewAdam(2*n+nh, cfg.LR),
+		grad:  make([]float64, 2*n+nh),
+		sigma: make([]float64, n),
+		rows:  make([]int, cfg.BatchSize),
+	}
+	return t, nil
+}
+
+// Config returns the trainer's configuration with defaults filled in.
+func (t *Trainer) Config() TrainConfig { return t.cfg }
+
+// SetLikelihood points the trainer at a new likelihood over the same
+// parameters, typically a longer view of a growing dataset. It keeps the
+// optimizer state and allocates a new evaluator.
+func (t *Trainer) SetLikelihood(lik Likelihood) {
+	if lik.NumParams() != t.lik.NumParams() || lik.NumHyper() != t.lik.NumHyper() {
+		panic("posterior: SetLikelihood with a different parameter count")
+	}
+	t.lik = lik
+	t.eval = lik.NewEvaluator(t.cfg.BatchSize)
+}
+
+// Likelihood returns the likelihood the trainer currently uses.
+func (t *Trainer) Likelihood() Likelihood { return t.lik }
+
+// Reset clears the optimizer's moments and step count, as the refiner
+// does before each conditional optimization (Havasi et al. 2021,
+// Section 3: "the momentum is reset after sampling").
+func (t *Trainer) Reset() { t.adam.Reset() }
+
+// SetLR sets Adam's learning rate for the following Steps.
+func (t *Trainer) SetLR(lr float64) { t.adam.LR = lr }
+
+// batch fills t.rows with a minibatch and returns it with the factor N/B
+// that makes its data term an unbiased estimate of the full-data one.
+// Rows are drawn uniformly with replacement; a dataset of at most B rows
+// is used whole.
+func (t *Trainer) batch(rng *rand.Rand) ([]int, float64) {
+	n := t.lik.NumRows()
+	if n <= len(t.rows) {
+		rows := t.rows[:n]
+		for i := range rows {
+			rows[i] = i
+		}
+		return rows, 1
+	}
+	for i := range t.rows {
+		t.rows[i] = rng.IntN(n)
+	}
+	return t.rows, float64(n) / float64(len(t.rows))
+}
+
+// Step runs one Adam iteration on q, ascending the minibatch ELBO
+// estimate, and returns that estimate (before the update).
+func (t *Trainer) Step(q *MeanField, rng *rand.Rand) float64 {
+	n := len(q.Mu)
+	if n != t.lik.NumParams() || len(q.Hyper) != t.lik.NumHyper() {
+		panic("posterior: posterior size does not match the likelihood")
+	}
+	dMu, dRho, dHyper := t.grad[:n], t.grad[n:2*n], t.grad[2*n:]
+	q.Sigma(t.sigma)
+
+	var ll, scale float64
+	if t.lik.NumRows() > 0 {
+		var rows []int
+		rows, scale = t.batch(rng)
+		// The evaluator writes d/dsigma into dRho; the chain rule
+		// through the softplus is applied below.
+		ll = t.eval.ExpectedLogLik(dMu, dRho, dHyper, q.Mu, t.sigma, q.Hyper, rows, rng)
+		for j := range dMu {
+			dMu[j] *= scale
+			dRho[j] *= scale * sigmoid(q.Rho[j])
+		}
+		for j := range dHyper {
+			if t.cfg.FreezeHyper {
+				dHyper[j] = 0
+			} else {
+				dHyper[j] *= scale
+			}
+		}
+	} else {
+		clear(t.grad)
+	}
+	kl := q.subKLGrad(dMu, dRho, t.sigma, 1)
+	// Adam descends; the gradient above is of the ELBO.
+	for j := range t.grad {
+		t.grad[j] = -t.grad[j]
+	}
+	t.adam.Step(q.params, t.grad)
+	return scale*ll - kl
+}
+
+// RunStats summarizes a Run.
+type RunStats struct {
+	Iterations int
+	// FirstELBO and LastELBO are the minibatch ELBO estimates of the
+	// first and last iterations; MeanELBO averages the last tenth.
+	FirstELBO, LastELBO, MeanELBO float64
+}
+
+// NonFiniteError reports a numerical failure during training: the ELBO
+// estimate became NaN or infinite.
+type NonFiniteError struct {
+	Iteration int
+	ELBO      float64
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("posterior: non-finite ELBO estimate %g at iteration %d", e.ELBO, e.Iteration)
+}
+
+// Run performs iters Steps on q, checking ctx every 64 iterations. On a
+// non-finite ELBO estimate it stops and returns a *NonFiniteError; q then
+// holds the parameters of the failing step and should be discarded.
+func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Rand) (RunStats, error) {
+	st := RunStats{}
+	lr0 := t.cfg.LR
+	decay := 1.0
+	if t.cfg.FinalLR > 0 && iters > 1 {
+		decay = math.Pow(t.cfg.FinalLR/lr0, 1/float64(iters-1))
+	}
+	lr := lr0
+	tail := max(iters/10, 1)
+	var tailSum float64
+	for i := range iters {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+		}
+		t.adam.LR = lr
+		e := t.Step(q, rng)
+		if math.IsNaN(e) || math.IsInf(e, 0) {
+			return st, &NonFiniteError{Iteration: i, ELBO: e}
+		}
+		if i == 0 {
+			st.FirstELBO = e
+		}
+		st.LastELBO = e
+		if i >= iters-tail {
+			tailSum += e
+		}
+		st.Iterations++
+		lr *= decay
+	}
+	if st.Iterations > 0 {
+		st.MeanELBO = tailSum / float64(min(tail, st.Iterations))
+	}
+	t.adam.LR = lr0
+	return st, nil
+}
+
+// ELBO returns a Monte Carlo estimate of the full-data ELBO of q,
+// averaging `samples` draws of the data term over every row (in chunks of
+// the batch size) and subtracting the exact KL. It allocates nothing.
+func (t *Trainer) ELBO(q *MeanField, samples int, rng *rand.Rand) float64 {
+	n := len(q.Mu)
+	dMu, dRho, dHyper := t.grad[:n], t.grad[n:2*n], t.grad[2*n:]
+	q.Sigma(t.sigma)
+	var ll float64
+	rowsN := t.lik.NumRows()
+	for range samples {
+		for start := 0; start < rowsN; start += len(t.rows) {
+			end := min(start+len(t.rows), rowsN)
+			rows := t.rows[:end-start]
+			for i := range rows {
+				rows[i] = start + i
+			}
+			ll += t.eval.ExpectedLogLik(dMu, dRho, dHyper, q.Mu, t.sigma, q.Hyper, rows, rng)
+		}
+	}
+	if samples > 0 {
+		ll /= float64(samples)
+	}
+	return ll - q.KL()
+}
