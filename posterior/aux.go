@@ -1,5 +1,7 @@
 package posterior
 
+import "math"
+
 // Closed forms of Havasi et al. (2021), Appendix A, for one weight with
 // prior N(0, sigma^2) written as a sum of independent auxiliary variables
 // w = a_1 + ... + a_K, p(a_k) = N(mu_k, sigma_k^2), sum_k sigma_k^2 = sigma^2.
@@ -56,4 +58,9 @@ func (s auxStep) posteriorGivenAux(a, nu, rho2 float64) (mean, variance float64)
 	mean = ((a-s.mu)*rho2*s.sPrev + (s.b+s.m)*s.varK*rho2 + nu*s.sK*s.sPrev) / den
 	variance = rho2 * s.sPrev * s.sK / den
 	return mean, variance
+}
+
+// logNormal returns log N(x | m, v).
+func logNormal(x, m, v float64) float64 {
+	return -0.5*math.Log(2*math.Pi*v) - (x-m)*(x-m)/(2*v)
 }

@@ -24,8 +24,10 @@ type Likelihood interface {
 }
 
 // Evaluator computes the data term and its gradients for one goroutine.
-// Its methods allocate nothing.
-type Evaluator interface {
+// Its methods allocate nothing. It is an alias of an interface literal,
+// so that models in packages below posterior (nn.Likelihood) can return
+// the identical type without importing this package.
+type Evaluator = interface {
 	// ExpectedLogLik returns a one-sample unbiased estimate of
 	//
 	//	sum_{i in rows} E_{w ~ N(mu, diag(sigma^2))} [log p(y_i | x_i, w, hyper)]

@@ -52,9 +52,6 @@ func TestKLMatchesMonteCarlo(t *testing.T) {
 	}
 }
 
-func logNormal(x, m, v float64) float64 {
-	return -0.5*math.Log(2*math.Pi*v) - (x-m)*(x-m)/(2*v)
-}
 
 // TestKLGradient checks subKLGrad against central finite differences of
 // KL in mu and rho; the relative error must be below 1e-7.
