@@ -1,0 +1,135 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// Layer is the place of one affine layer z = W a + b in the flat parameter
+// vector of an Arch. The weight block W is Out×In, row-major, at
+// p[W : W+Out*In]; the bias block b follows it at p[B : B+Out].
+type Layer struct {
+	In, Out int // input and output width
+	W, B    int // offsets of the weight and bias blocks
+}
+
+// Size returns the number of parameters of the layer, Out*In + Out.
+func (l Layer) Size() int { return l.Out*l.In + l.Out }
+
+// End returns the offset one past the layer's last parameter.
+func (l Layer) End() int { return l.B + l.Out }
+
+// Weights returns the weight block of p, a slice of p (not a copy).
+func (l Layer) Weights(p []float64) []float64 { return p[l.W : l.W+l.Out*l.In] }
+
+// Bias returns the bias block of p, a slice of p (not a copy).
+func (l Layer) Bias(p []float64) []float64 { return p[l.B : l.B+l.Out] }
+
+// Arch is a multilayer perceptron: In inputs, hidden layers with ReLU
+// activations, and a linear output layer with one unit per arm,
+//
+//	a_0 = x,  a_l = relu(W_l a_{l-1} + b_l) for l = 1..L-1,  f = W_L a_{L-1} + b_L.
+//
+// With no hidden layers it is the linear model f = W x + b. Its parameters
+// live in one flat []float64 whose layout Layer describes: layer 0 first,
+// each layer's weight block followed by its bias block. An Arch is
+// immutable and may be shared.
+type Arch struct {
+	layers []Layer
+	n      int
+}
+
+// NewArch returns the architecture with in inputs, the given hidden widths
+// (nil or empty for a linear model) and out outputs. It panics if a width is
+// not positive.
+func NewArch(in int, hidden []int, out int) Arch {
+	if in < 1 || out < 1 {
+		panic("nn: input and output widths must be positive")
+	}
+	widths := make([]int, 0, len(hidden)+2)
+	widths = append(widths, in)
+	for _, h := range hidden {
+		if h < 1 {
+			panic("nn: hidden widths must be positive")
+		}
+		widths = append(widths, h)
+	}
+	widths = append(widths, out)
+	a := Arch{layers: make([]Layer, len(widths)-1)}
+	for l := range a.layers {
+		li := Layer{In: widths[l], Out: widths[l+1], W: a.n}
+		li.B = li.W + li.In*li.Out
+		a.layers[l] = li
+		a.n = li.End()
+	}
+	return a
+}
+
+// NumParams returns the length of the flat parameter vector.
+func (a Arch) NumParams() int { return a.n }
+
+// NumLayers returns the number of affine layers, len(hidden)+1.
+func (a Arch) NumLayers() int { return len(a.layers) }
+
+// Layer returns the layout of affine layer l, 0 <= l < NumLayers(); layer
+// NumLayers()-1 is the output layer.
+func (a Arch) Layer(l int) Layer { return a.layers[l] }
+
+// In returns the input width.
+func (a Arch) In() int { return a.layers[0].In }
+
+// Out returns the output width, the number of arms.
+func (a Arch) Out() int { return a.layers[len(a.layers)-1].Out }
+
+// Hidden returns the hidden widths in a new slice.
+func (a Arch) Hidden() []int {
+	h := make([]int, len(a.layers)-1)
+	for l := range h {
+		h[l] = a.layers[l].Out
+	}
+	return h
+}
+
+// Equal reports whether a and b have the same widths.
+func (a Arch) Equal(b Arch) bool {
+	if len(a.layers) != len(b.layers) {
+		return false
+	}
+	for l := range a.layers {
+		if a.layers[l] != b.layers[l] {
+			return false
+		}
+	}
+	return true
+}
+
+func (a Arch) checkLen(p []float64, what string) {
+	if len(p) != a.n {
+		panic("nn: length of " + what + " does not match Arch.NumParams")
+	}
+}
+
+// InitHe writes He-style initial values into dst, of length NumParams:
+// biases zero and weights drawn as
+//
+//	W_ij ~ N(0, 2/In)  for layers followed by a ReLU (He et al. 2015, Eq. 10),
+//	W_ij ~ N(0, 1/In)  for the linear output layer,
+//
+// so that activations keep their scale through the ReLU layers and the
+// output starts with about unit variance, the scale of standardized rewards.
+// It is meant for the means of a mean-field posterior or a point estimate.
+func (a Arch) InitHe(dst []float64, rng *rand.Rand) {
+	a.checkLen(dst, "dst")
+	last := len(a.layers) - 1
+	for l, ly := range a.layers {
+		v := 2.0
+		if l == last {
+			v = 1.0
+		}
+		sd := math.Sqrt(v / float64(ly.In))
+		for i, w := 0, ly.Weights(dst); i < len(w); i++ {
+			w[i] = sd * rng.NormFloat64()
+		}
+		clear(ly.Bias(dst))
+	}
+}

@@ -1,0 +1,315 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+)
+
+// The bandit network of Havasi et al. (2021), Section 4.3, on one-hot
+// mushroom contexts: 117 inputs (22 categorical attributes, one-hot),
+// hidden layers of 100 and 100 ReLU units, one output per arm (eat, pass),
+// trained with minibatches of 64.
+const (
+	benchIn    = 117
+	benchGroup = 22
+	benchArms  = 2
+	benchBatch = 64
+	benchRows  = 4096
+)
+
+var benchHidden = []int{100, 100}
+
+// banditData returns benchRows one-hot contexts (one active category in
+// each of 22 groups spanning 117 columns) with mushroom rewards: pass 0;
+// eat +5, or -35 with probability 1/2 if the mushroom is poisonous.
+func banditData(rng *rand.Rand) View {
+	sizes := make([]int, benchGroup)
+	for g := range sizes {
+		sizes[g] = benchIn / benchGroup
+	}
+	for g := range benchIn % benchGroup {
+		sizes[g]++
+	}
+	d := NewData(benchIn, benchArms)
+	x := make([]float64, benchIn)
+	for range benchRows {
+		clear(x)
+		off := 0
+		for _, s := range sizes {
+			x[off+rng.IntN(s)] = 1
+			off += s
+		}
+		poisonous := x[0] == 1 || x[1] == 1
+		arm, y := rng.IntN(benchArms), 0.0
+		if arm == 0 {
+			y = 5
+			if poisonous && rng.IntN(2) == 0 {
+				y = -35
+			}
+		}
+		d.Append(x, arm, y)
+	}
+	return d.View()
+}
+
+// trainer is what a mean-field trainer does per iteration, without the KL
+// term: draw a minibatch, sigma = softplus(rho), ExpectedLogLik, chain rule
+// to rho, one Adam descent step on theta = [mu | rho].
+type trainer struct {
+	lik   *Likelihood
+	ev    *evaluator
+	theta []float64 // [mu | rho]
+	sigma []float64
+	dsdr  []float64 // d sigma / d rho = logistic(rho)
+	grad  []float64 // [dMu | dSigma], then the loss gradient in [mu | rho]
+	rows  []int
+	opt   *Adam
+	rng   *rand.Rand
+}
+
+func newTrainer(est Estimator) *trainer {
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := banditData(rng)
+	a := NewArch(benchIn, benchHidden, benchArms)
+	lik := NewLikelihood(a, data, Options{Estimator: est, NoiseVar: 1, Standardization: FitStandardization(data)})
+	n := a.NumParams()
+	tr := &trainer{
+		lik:   lik,
+		ev:    newEvaluator(lik, benchBatch),
+		theta: make([]float64, 2*n),
+		sigma: make([]float64, n),
+		dsdr:  make([]float64, n),
+		grad:  make([]float64, 2*n),
+		rows:  make([]int, benchBatch),
+		opt:   NewAdam(2*n, 0),
+		rng:   rng,
+	}
+	a.InitHe(tr.theta[:n], rng)
+	for j := n; j < 2*n; j++ {
+		tr.theta[j] = -5 // sigma = softplus(-5) ≈ 0.0067
+	}
+	return tr
+}
+
+func (tr *trainer) step() {
+	n := len(tr.sigma)
+	mu, rho := tr.theta[:n], tr.theta[n:]
+	for i := range tr.rows {
+		tr.rows[i] = tr.rng.IntN(tr.lik.NumRows())
+	}
+	softplus(tr.sigma, tr.dsdr, rho)
+	tr.ev.ExpectedLogLik(tr.grad[:n], tr.grad[n:], nil, mu, tr.sigma, nil, tr.rows, tr.rng)
+	dMu, dSigma := tr.grad[:n], tr.grad[n:2*n]
+	for j, d := range tr.dsdr {
+		dMu[j] = -dMu[j]
+		dSigma[j] *= -d
+	}
+	tr.opt.Step(tr.theta, tr.grad)
+}
+
+// softplus sets sigma = log(1 + e^rho) and dsdr = e^rho/(1 + e^rho), its
+// derivative (the logistic function), with one exponential per entry.
+func softplus(sigma, dsdr, rho []float64) {
+	sigma, dsdr = sigma[:len(rho)], dsdr[:len(rho)]
+	for j, r := range rho {
+		if r > 30 { // e^r overflows long after log1p(e^r) == r in float64
+			sigma[j], dsdr[j] = r, 1
+			continue
+		}
+		e := math.Exp(r)
+		sigma[j] = math.Log1p(e)
+		dsdr[j] = e / (1 + e)
+	}
+}
+
+// products replays the Gemm products of the last iteration of tr with
+// the values (and so the sparsity) its operands had, writing into sinks.
+//
+// In mode actual it issues exactly the calls of the evaluator: forward
+// products A (W^T) against transposed weight copies, the first layer's
+// weight gradient through its transposed path when the contexts are sparse
+// (with the transpose-add it needs), through the tiling gemm helper.
+//
+// In the canonical modes it issues the textbook list, the baseline of
+// bench/nn.md: per layer the forward Z = A W^T, and backward dW = G^T A and
+// (except for the first layer) dA = G W; under LocalReparam each doubled
+// for the variance path (V = A² (σ²)^T, dσ² = D^T A², D σ²_W). Mode
+// canonical calls blas64.Gemm directly, as a caller would, which lets
+// gonum split the larger products across goroutines; canonicalSerial goes
+// through the tiling helper and stays on one core.
+type products struct {
+	tr           *trainer
+	est          Estimator
+	mode         int
+	sinkZ, sinkG []float64
+	sinkW        []float64
+	count        int // products per iteration
+	flops        float64
+}
+
+const (
+	actual = iota
+	canonical
+	canonicalSerial
+)
+
+var modeNames = []string{"products", "products-canonical", "products-canonical-serial"}
+
+func newProducts(tr *trainer, mode int) *products {
+	a := tr.lik.arch
+	p := &products{tr: tr, est: tr.lik.opt.Estimator, mode: mode, sinkW: make([]float64, a.NumParams())}
+	maxW := 0
+	for _, ly := range a.layers {
+		maxW = max(maxW, ly.In, ly.Out)
+	}
+	p.sinkZ = make([]float64, benchBatch*maxW)
+	p.sinkG = make([]float64, benchBatch*maxW)
+	p.run() // count
+	return p
+}
+
+func (p *products) mul(tA, tB blas.Transpose, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	p.count++
+	p.flops += 2 * float64(m) * float64(n) * float64(k)
+	if p.mode != canonical {
+		gemm(tA, tB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	ar, ac := m, k
+	if tA != blas.NoTrans {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if tB != blas.NoTrans {
+		br, bc = n, k
+	}
+	blas64.Gemm(tA, tB, 1,
+		blas64.General{Rows: ar, Cols: ac, Stride: lda, Data: a},
+		blas64.General{Rows: br, Cols: bc, Stride: ldb, Data: b},
+		beta, blas64.General{Rows: m, Cols: n, Stride: ldc, Data: c})
+}
+
+func (p *products) run() {
+	p.count, p.flops = 0, 0
+	e := p.tr.ev
+	n := benchBatch
+	mu := p.tr.theta[:e.arch.n]
+	w := mu
+	if p.est == WeightReparam {
+		w = e.w
+	}
+	lrt := p.est == LocalReparam
+	x := e.xb
+	for l, ly := range e.arch.layers { // forward
+		in := e.input(l, x)
+		if p.mode == actual {
+			p.mul(noTrans, noTrans, n, ly.Out, ly.In, in, ly.In, ly.Weights(e.wT), ly.Out, 1, p.sinkZ, ly.Out)
+			if lrt {
+				p.mul(noTrans, noTrans, n, ly.Out, ly.In, e.sq[l], ly.In, ly.Weights(e.s2T), ly.Out, 1, p.sinkZ, ly.Out)
+			}
+			continue
+		}
+		p.mul(noTrans, trans, n, ly.Out, ly.In, in, ly.In, ly.Weights(w), ly.In, 1, p.sinkZ, ly.Out)
+		if lrt {
+			p.mul(noTrans, trans, n, ly.Out, ly.In, e.sq[l], ly.In, ly.Weights(e.s2), ly.In, 1, p.sinkZ, ly.Out)
+		}
+	}
+	for l := e.last(); l >= 0; l-- { // backward
+		ly := e.arch.layers[l]
+		in := e.input(l, x)
+		g := e.grad[l]
+		if p.mode == actual {
+			p.count++
+			p.flops += 2 * float64(ly.Out*ly.In*n)
+			e.weightGrad(l, ly.Weights(p.sinkW), g[:n*ly.Out], in, n, 0)
+			if lrt {
+				p.count++
+				p.flops += 2 * float64(ly.Out*ly.In*n)
+				e.weightGrad(l, ly.Weights(p.sinkW), e.leps[l][:n*ly.Out], e.sq[l], n, 0)
+			}
+		} else {
+			p.mul(trans, noTrans, ly.Out, ly.In, n, g, ly.Out, in, ly.In, 0, ly.Weights(p.sinkW), ly.In)
+			if lrt {
+				p.mul(trans, noTrans, ly.Out, ly.In, n, e.leps[l], ly.Out, e.sq[l], ly.In, 0, ly.Weights(p.sinkW), ly.In)
+			}
+		}
+		if l > 0 {
+			p.mul(noTrans, noTrans, n, ly.In, ly.Out, g, ly.Out, ly.Weights(w), ly.In, 0, p.sinkG, ly.In)
+			if lrt {
+				p.mul(noTrans, noTrans, n, ly.In, ly.Out, e.leps[l], ly.Out, ly.Weights(e.s2), ly.In, 0, p.sinkG, ly.In)
+			}
+		}
+	}
+}
+
+// BenchmarkIteration measures one training iteration of the bandit network
+// (see trainer.step) under each estimator, and beside it the bare Gemm
+// products of that iteration in the three modes of products. GFLOP/s counts
+// 2mnk per product, as if dense.
+func BenchmarkIteration(b *testing.B) {
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+		tr := newTrainer(est)
+		for range 20 { // leave the initial state: realistic ReLU sparsity
+			tr.step()
+		}
+		b.Run(est.String()+"/iteration", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.step()
+			}
+		})
+		for mode, name := range modeNames {
+			p := newProducts(tr, mode)
+			b.Run(est.String()+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					p.run()
+				}
+				b.ReportMetric(float64(p.count), "gemms/op")
+				b.ReportMetric(p.flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkIterationParts times the per-parameter work of a mean-field
+// iteration outside the products, for the bandit network's 22,102
+// parameters: the softplus transform and its derivative, one standard
+// normal per parameter (WeightReparam), and the Adam step on [mu | rho].
+func BenchmarkIterationParts(b *testing.B) {
+	n := NewArch(benchIn, benchHidden, benchArms).NumParams()
+	rho := make([]float64, n)
+	s := make([]float64, n)
+	g := make([]float64, 2*n)
+	for j := range rho {
+		rho[j] = -5 + float64(j%7)*0.1
+	}
+	d := make([]float64, n)
+	b.Run("softplus", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			softplus(s, d, rho)
+		}
+	})
+	b.Run("normals", func(b *testing.B) {
+		b.ReportAllocs()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for b.Loop() {
+			for j := range s {
+				s[j] = rng.NormFloat64()
+			}
+		}
+	})
+	b.Run("adam", func(b *testing.B) {
+		b.ReportAllocs()
+		x := make([]float64, 2*n)
+		opt := NewAdam(2*n, 0)
+		for b.Loop() {
+			opt.Step(x, g)
+		}
+	})
+}

@@ -1,0 +1,104 @@
+package nn
+
+import "testing"
+
+// gradTol is the largest relative error allowed between an analytic
+// gradient and its five-point central difference (see checkGrad).
+const gradTol = 1e-5
+
+// gradFloor is the floor of the denominator of the relative error: entries
+// whose true value is 0 (dSigma under Deterministic, dead units) come out
+// of the difference quotient as rounding noise of order 1e-11, so below
+// 1e-4 the check is an absolute one, |analytic - difference| < 1e-9.
+const gradFloor = 1e-4
+
+func TestGradientsMatchCentralDifferences(t *testing.T) {
+	archs := []struct {
+		name   string
+		hidden []int
+		oneHot bool
+	}{
+		{"two hidden layers", []int{4, 5}, false},
+		{"two hidden layers on one-hot contexts", []int{4, 5}, true},
+		{"no hidden layer", nil, false},
+		{"no hidden layer on one-hot contexts", nil, true},
+	}
+	for _, ar := range archs {
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+			for _, learn := range []bool{false, true} {
+				name := ar.name + "/" + est.String()
+				if learn {
+					name += "/learned noise"
+				} else {
+					name += "/fixed noise"
+				}
+				t.Run(name, func(t *testing.T) {
+					p := newProblem(6, ar.hidden, 3, 11, 7)
+					if ar.oneHot {
+						p = p.oneHot(8)
+					}
+					opt := Options{Estimator: est, NoiseVar: 2.5, LearnNoise: learn, Standardization: Standardization{Shift: -4, Scale: 6.5}}
+					lik := NewLikelihood(p.arch, p.data, opt)
+					hyper := p.hyper[:lik.NumHyper()]
+					// maxBatch 4 with 9 rows (one repeated) exercises chunked accumulation.
+					ev := lik.NewEvaluator(4)
+					rows := []int{3, 0, 10, 5, 3, 7, 1, 9, 2}
+					n := p.arch.NumParams()
+					dMu, dSigma, dHyper := make([]float64, n), make([]float64, n), make([]float64, lik.NumHyper())
+					ell := func() float64 {
+						return ev.ExpectedLogLik(make([]float64, n), make([]float64, n), make([]float64, lik.NumHyper()), p.mu, p.sigma, hyper, rows, seeded(99))
+					}
+					ev.ExpectedLogLik(dMu, dSigma, dHyper, p.mu, p.sigma, hyper, rows, seeded(99))
+					checkGrad(t, "dMu", ell, p.mu, dMu, gradTol)
+					checkGrad(t, "dSigma", ell, p.sigma, dSigma, gradTol)
+					checkGrad(t, "dHyper", ell, hyper, dHyper, gradTol)
+
+					dW := make([]float64, n)
+					w := clone(p.mu)
+					for j := range w {
+						w[j] += p.sigma[j] * seeded(uint64(j)).NormFloat64()
+					}
+					for _, rs := range [][]int{rows, nil} {
+						ll := func() float64 { return ev.LogLik(nil, nil, w, hyper, rs) }
+						ev.LogLik(dW, dHyper, w, hyper, rs)
+						checkGrad(t, "LogLik dW", ll, w, dW, gradTol)
+						checkGrad(t, "LogLik dHyper", ll, hyper, dHyper, gradTol)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestWeightGradPathsAgree checks the transposed path of the first layer's
+// weight gradient against the direct product, with beta 0 and 1.
+func TestWeightGradPathsAgree(t *testing.T) {
+	p := newProblem(9, []int{7}, 2, 10, 4).oneHot(5)
+	nt := newNet(p.arch, 10, true)
+	ly := p.arch.Layer(0)
+	g := make([]float64, 10*ly.Out)
+	rng := seeded(3)
+	for i := range g {
+		if rng.IntN(2) == 0 {
+			g[i] = rng.NormFloat64()
+		}
+	}
+	if nnz(p.data.x)*ly.Out+ly.In*ly.Out >= nnz(g)*ly.In {
+		t.Fatal("test data would not take the transposed path")
+	}
+	for _, beta := range []float64{0, 1} {
+		direct := make([]float64, ly.In*ly.Out)
+		viaT := make([]float64, ly.In*ly.Out)
+		for i := range direct {
+			direct[i] = float64(i)
+			viaT[i] = float64(i)
+		}
+		gemm(trans, noTrans, ly.Out, ly.In, 10, 1, g, ly.Out, p.data.x, ly.In, beta, direct, ly.In)
+		nt.weightGrad(0, viaT, g, p.data.x, 10, beta)
+		for i := range direct {
+			if relErr(viaT[i], direct[i], 1) > 1e-14 {
+				t.Errorf("beta %v: dW[%d] = %v through the transpose, %v directly", beta, i, viaT[i], direct[i])
+			}
+		}
+	}
+}

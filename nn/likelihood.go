@@ -1,0 +1,173 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// Estimator selects how an Evaluator estimates the expected log-likelihood
+// under a mean-field Gaussian q(w) = N(mu, diag(sigma^2)).
+type Estimator int
+
+const (
+	// LocalReparam samples the pre-activations of each layer instead of
+	// the weights (Kingma, Salimans & Welling 2015, Sec. 2.3): given the
+	// layer input A (rows of the batch),
+	//
+	//	M = A mu_W^T + mu_b,  V = (A∘A)(sigma_W∘sigma_W)^T + sigma_b∘sigma_b,
+	//	Z = M + sqrt(V)∘E,  E_ij ~ N(0, 1) fresh per row i and unit j,
+	//
+	// which has the same marginals per row as a weight sample but
+	// independent noise across rows, hence lower variance. The gradients
+	// are exact for the sampled E.
+	LocalReparam Estimator = iota
+	// WeightReparam draws one weight sample per call,
+	// w = mu + sigma∘eps, eps ~ N(0, I), shared by all rows (Blundell et
+	// al. 2015, Sec. 3.2; Khan 2018, "Stochastic Gradients II"), and
+	// returns dMu = g, dSigma = g∘eps with g = d log p / dw at w.
+	WeightReparam
+	// Deterministic evaluates at w = mu and returns dSigma = 0: the MAP or
+	// point-estimate objective.
+	Deterministic
+)
+
+// String returns the estimator's name.
+func (e Estimator) String() string {
+	switch e {
+	case LocalReparam:
+		return "LocalReparam"
+	case WeightReparam:
+		return "WeightReparam"
+	case Deterministic:
+		return "Deterministic"
+	}
+	return "Estimator(invalid)"
+}
+
+// Options configures a Likelihood.
+type Options struct {
+	// Estimator is used by ExpectedLogLik. The zero value is LocalReparam.
+	Estimator Estimator
+	// NoiseVar is the fixed noise variance s2 in squared reward units;
+	// zero means 1. It is ignored when LearnNoise is set.
+	NoiseVar float64
+	// LearnNoise makes the noise variance a hyperparameter: NumHyper is 1
+	// and hyper[0] = log s2 (s2 in squared reward units, so it keeps its
+	// meaning when the standardization changes).
+	LearnNoise bool
+	// Standardization maps rewards to the units the network fits. The
+	// zero value is the identity. See FitStandardization.
+	Standardization Standardization
+}
+
+// Likelihood is the Gaussian bandit likelihood of an MLP on a fixed View:
+// for row i with context x_i, played arm a_i and reward y_i,
+//
+//	log p(y_i | x_i, w) = log N(y_i | Shift + Scale*f_{a_i}(x_i; w), s2)
+//	                    = -1/2 log(2 pi s2) - (y_i - Shift - Scale*f_{a_i}(x_i; w))^2 / (2 s2),
+//
+// where f is the network of the Arch. Only the played arm's output enters
+// (bandit feedback). A Likelihood is immutable and may be shared by any
+// number of goroutines; its Evaluators hold the scratch space, one per
+// goroutine. It satisfies posterior.Likelihood.
+type Likelihood struct {
+	arch Arch
+	data View
+	opt  Options
+}
+
+// NewLikelihood returns the likelihood of the rows of data under networks
+// of architecture a. It panics if the data's dimension or number of arms
+// does not match a, or if the options are invalid. It is cheap: the data is
+// shared, not copied.
+func NewLikelihood(a Arch, data View, opt Options) *Likelihood {
+	if a.NumLayers() == 0 {
+		panic("nn: zero Arch; use NewArch")
+	}
+	if data.Len() > 0 || data.dim != 0 {
+		if data.Dim() != a.In() {
+			panic("nn: data dimension does not match the Arch's input width")
+		}
+		if data.Arms() != a.Out() {
+			panic("nn: number of arms does not match the Arch's output width")
+		}
+	}
+	switch opt.Estimator {
+	case LocalReparam, WeightReparam, Deterministic:
+	default:
+		panic("nn: unknown estimator")
+	}
+	if opt.NoiseVar < 0 || math.IsInf(opt.NoiseVar, 0) || math.IsNaN(opt.NoiseVar) {
+		panic("nn: noise variance must be positive and finite")
+	}
+	if opt.NoiseVar == 0 {
+		opt.NoiseVar = 1
+	}
+	opt.Standardization.Scale = opt.Standardization.scale()
+	return &Likelihood{arch: a, data: data, opt: opt}
+}
+
+// NumParams returns the length of w, Arch.NumParams.
+func (l *Likelihood) NumParams() int { return l.arch.n }
+
+// NumHyper returns 1 if the noise variance is learned and 0 otherwise.
+func (l *Likelihood) NumHyper() int {
+	if l.opt.LearnNoise {
+		return 1
+	}
+	return 0
+}
+
+// NumRows returns the number of rows of the data.
+func (l *Likelihood) NumRows() int { return l.data.Len() }
+
+// Arch returns the network architecture.
+func (l *Likelihood) Arch() Arch { return l.arch }
+
+// Data returns the rows the likelihood is defined on.
+func (l *Likelihood) Data() View { return l.data }
+
+// Options returns the options with defaults filled in.
+func (l *Likelihood) Options() Options { return l.opt }
+
+// NoiseVar returns the noise variance s2 in squared reward units given the
+// hyperparameters: exp(hyper[0]) if the noise is learned, else the fixed
+// Options.NoiseVar.
+func (l *Likelihood) NoiseVar(hyper []float64) float64 {
+	if l.opt.LearnNoise {
+		if len(hyper) != 1 {
+			panic("nn: len(hyper) must be NumHyper")
+		}
+		return math.Exp(hyper[0])
+	}
+	if len(hyper) != 0 {
+		panic("nn: len(hyper) must be NumHyper")
+	}
+	return l.opt.NoiseVar
+}
+
+// Evaluator computes the data term and its gradients for one goroutine; it
+// is the same type as posterior.Evaluator (an alias of the interface
+// literal), so *Likelihood satisfies posterior.Likelihood.
+//
+// ExpectedLogLik returns a one-sample unbiased estimate of
+//
+//	sum_{i in rows} E_{w ~ N(mu, diag(sigma^2))} [log p(y_i | x_i, w, hyper)]
+//
+// under the Likelihood's Estimator, and overwrites dMu, dSigma and dHyper
+// with its gradients with respect to mu, sigma and hyper. LogLik returns
+// sum_{i in rows} log p(y_i | x_i, w, hyper) and, when dW (dHyper) is not
+// nil, overwrites it with the gradient with respect to w (hyper). In both,
+// rows == nil means every row; rows are processed in chunks of at most
+// maxBatch. Gradient slices must not alias the inputs. Neither method
+// allocates.
+type Evaluator = interface {
+	ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, hyper []float64, rows []int, rng *rand.Rand) float64
+	LogLik(dW, dHyper, w, hyper []float64, rows []int) float64
+}
+
+// NewEvaluator returns scratch space for batches of at most maxBatch rows.
+// It is the only method that allocates.
+func (l *Likelihood) NewEvaluator(maxBatch int) Evaluator {
+	return newEvaluator(l, maxBatch)
+}
