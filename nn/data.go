@@ -61,7 +61,7 @@ func (d *Data) View() View {
 	return View{
 		dim:  d.dim,
 		arms: d.arms,
-		x:    d.x[:n*d.dim:n*d.dim],
+		x:    d.x[: n*d.dim : n*d.dim],
 		arm:  d.arm[:n:n],
 		y:    d.y[:n:n],
 	}
@@ -92,7 +92,7 @@ func NewView(dim, arms int, x []float64, arm []int, y []float64) View {
 		}
 	}
 	n := len(y)
-	return View{dim: dim, arms: arms, x: x[:n*dim : n*dim], arm: arm[:n:n], y: y[:n:n]}
+	return View{dim: dim, arms: arms, x: x[: n*dim : n*dim], arm: arm[:n:n], y: y[:n:n]}
 }
 
 // Len returns the number of rows.
