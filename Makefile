@@ -33,3 +33,7 @@ bench: bench-nn ## run the quick benchmarks (see bench/*.md for the committed re
 .PHONY: bench-nn
 bench-nn: ## one training iteration of the paper's bandit network per estimator, beside the bare matrix products
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./nn/
+
+.PHONY: data
+data: ## fetch the UCI mushroom data into ./data (copy from ../shared or download; sha256 checked)
+	$(GO) run ./cmd/refinery data --dir $(DATA_DIR)
