@@ -1,6 +1,10 @@
 package posterior
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/nn"
+)
 
 // Likelihood is the data term of a model: log p(y_i | x_i, w) for the
 // rows i of a dataset, as a function of a flat parameter vector w.
@@ -43,3 +47,7 @@ type Evaluator = interface {
 	// gradient with respect to hyper.
 	LogLik(dW, dHyper, w, hyper []float64, rows []int) float64
 }
+
+// nn.Likelihood is the model Refinery trains; check at compile time that
+// it is one.
+var _ Likelihood = (*nn.Likelihood)(nil)
