@@ -52,7 +52,6 @@ func TestKLMatchesMonteCarlo(t *testing.T) {
 	}
 }
 
-
 // TestKLGradient checks subKLGrad against central finite differences of
 // KL in mu and rho; the relative error must be below 1e-7.
 func TestKLGradient(t *testing.T) {
