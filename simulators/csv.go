@@ -26,6 +26,17 @@ const (
 	HeaderNo
 )
 
+// String returns "auto", "yes" or "no".
+func (m HeaderMode) String() string {
+	switch m {
+	case HeaderYes:
+		return "yes"
+	case HeaderNo:
+		return "no"
+	}
+	return "auto"
+}
+
 // ParseHeaderMode parses "auto", "yes" or "no" (also "true"/"false").
 func ParseHeaderMode(s string) (HeaderMode, error) {
 	switch s {
@@ -75,6 +86,9 @@ func LoadClassificationCSV(path string, header HeaderMode) (*Classification, err
 		return nil, err
 	}
 	c.name = "csv:" + path
+	if header != HeaderAuto {
+		c.name += "?header=" + header.String()
+	}
 	return c, nil
 }
 
@@ -313,7 +327,9 @@ func distinctSorted(labels []string) []string {
 	return slices.Compact(out)
 }
 
-// Name returns "csv:PATH" (or the name given to ReadClassificationCSV).
+// Name returns "csv:PATH", followed by "?header=yes" or "?header=no" if
+// the header mode was not auto, or the name given to
+// ReadClassificationCSV.
 func (c *Classification) Name() string { return c.name }
 
 // NumArms returns the number of classes.

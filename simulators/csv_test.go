@@ -162,6 +162,11 @@ func TestParseHeaderMode(t *testing.T) {
 			t.Errorf("ParseHeaderMode(%q) = %v, %v; want %v", s, got, err, want)
 		}
 	}
+	for _, m := range []HeaderMode{HeaderAuto, HeaderYes, HeaderNo} {
+		if got, err := ParseHeaderMode(m.String()); err != nil || got != m {
+			t.Errorf("ParseHeaderMode(%v.String()) = %v, %v; want %v", m, got, err, m)
+		}
+	}
 	if _, err := ParseHeaderMode("maybe"); err == nil {
 		t.Error("ParseHeaderMode(\"maybe\") succeeded, want an error")
 	}

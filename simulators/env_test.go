@@ -19,10 +19,10 @@ func TestParseEnv(t *testing.T) {
 		{"wheel:delta=0.5", "wheel:delta=0.5", 5, 2},
 		{"wheel:sigma=0.05, delta=0.7", "wheel:delta=0.7,sigma=0.05", 5, 2},
 		{"csv:" + flowers, "csv:" + flowers, 3, 4},
-		{"csv:" + flowers + "?header=yes", "csv:" + flowers, 3, 4},
+		{"csv:" + flowers + "?header=yes", "csv:" + flowers + "?header=yes", 3, 4},
 		// As data, the header row adds a class and makes every column
 		// non-numeric: 10 + 7 + 9 + 7 one-hot features.
-		{"csv:" + flowers + "?header=no", "csv:" + flowers, 4, 33},
+		{"csv:" + flowers + "?header=no", "csv:" + flowers + "?header=no", 4, 33},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec+" parses", func(t *testing.T) {

@@ -24,7 +24,11 @@ var ErrNoMushroomData = errors.New("no valid " + MushroomFile)
 // entries are relative to the working directory: ./data/ (where
 // `refinery data` puts the file) and ../shared/data/mushroom/ (the
 // shared copy beside the project).
-var MushroomSearchPath = []string{"data", filepath.Join("..", "shared", "data", "mushroom")}
+var MushroomSearchPath = []string{"data", sharedMushroomDir}
+
+// sharedMushroomDir is the shared copy's directory, relative to the
+// project root.
+var sharedMushroomDir = filepath.Join("..", "shared", "data", "mushroom")
 
 // ResolveMushroom returns the path of a mushroom file whose sha256 is
 // MushroomSHA256. It looks, in order, at
@@ -105,7 +109,7 @@ type Fetched struct {
 
 // DefaultMushroomSources are FetchMushroom's sources when it is given
 // none: the shared copy beside the project, then the canonical zip.
-var DefaultMushroomSources = []string{filepath.Join("..", "shared", "data", "mushroom"), MushroomURL}
+var DefaultMushroomSources = []string{sharedMushroomDir, MushroomURL}
 
 // maxDownload bounds what FetchMushroom reads from a URL or a zip entry;
 // the zip is about 35 kB and the data file 374 kB.
