@@ -90,14 +90,14 @@ func TestMushroomEncodings(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		data    func(t *testing.T) *MushroomData
+		data    func(t testing.TB) *MushroomData
 		enc     MushroomEncoding
 		wantDim int
 	}{
-		{"one-hot of the UCI file has 117 features", loadSharedMushroomT, MushroomOneHot, 117},
-		{"ordinal of the UCI file has the paper's 22 features", loadSharedMushroomT, MushroomOrdinal, 22},
-		{"one-hot of a small file has one feature per value seen", func(*testing.T) *MushroomData { return small }, MushroomOneHot, 42},
-		{"ordinal of a small file still has 22 features", func(*testing.T) *MushroomData { return small }, MushroomOrdinal, 22},
+		{"one-hot of the UCI file has 117 features", loadSharedMushroom, MushroomOneHot, 117},
+		{"ordinal of the UCI file has the paper's 22 features", loadSharedMushroom, MushroomOrdinal, 22},
+		{"one-hot of a small file has one feature per value seen", func(testing.TB) *MushroomData { return small }, MushroomOneHot, 42},
+		{"ordinal of a small file still has 22 features", func(testing.TB) *MushroomData { return small }, MushroomOrdinal, 22},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,8 +127,6 @@ func TestMushroomEncodings(t *testing.T) {
 		})
 	}
 }
-
-func loadSharedMushroomT(t *testing.T) *MushroomData { return loadSharedMushroom(t) }
 
 func loadFixtureMushroom() (*MushroomData, error) {
 	f, err := os.Open(filepath.Join("testdata", "mushroom_small.data"))

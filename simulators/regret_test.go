@@ -12,8 +12,8 @@ func TestRegretAccumulatesAndThins(t *testing.T) {
 	lucky := Step{Expected: []float64{0, -15}, Realized: []float64{0, 5}, Best: 0}
 	r := NewRegret(2)
 	steps := []struct {
-		arm                 int
-		wantExp, wantRealzd float64
+		arm               int
+		wantExp, wantReal float64
 	}{
 		{0, 0, 0},
 		{1, 15, -5},
@@ -21,8 +21,8 @@ func TestRegretAccumulatesAndThins(t *testing.T) {
 	}
 	for i, s := range steps {
 		e, q := r.Record(lucky, s.arm)
-		if e != s.wantExp || q != s.wantRealzd {
-			t.Errorf("step %d: Record = %g, %g; want %g, %g", i+1, e, q, s.wantExp, s.wantRealzd)
+		if e != s.wantExp || q != s.wantReal {
+			t.Errorf("step %d: Record = %g, %g; want %g, %g", i+1, e, q, s.wantExp, s.wantReal)
 		}
 	}
 	if e, q := r.Cumulative(); e != 30 || q != -10 || r.Steps() != 3 {
