@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -58,7 +59,9 @@ func banditData(rng *rand.Rand) View {
 
 // trainer is what a mean-field trainer does per iteration, without the KL
 // term: draw a minibatch, sigma = softplus(rho), ExpectedLogLik, chain rule
-// to rho, one Adam descent step on theta = [mu | rho].
+// to rho, one Adam descent step on theta = [mu | rho]. Under Deterministic
+// it is a point trainer instead: LogLik's gradient in w and an Adam step
+// on w alone.
 type trainer struct {
 	lik   *Likelihood
 	ev    *evaluator
@@ -88,6 +91,9 @@ func newTrainer(est Estimator) *trainer {
 		opt:   NewAdam(2*n, 0),
 		rng:   rng,
 	}
+	if est == Deterministic {
+		tr.opt = NewAdam(n, 0)
+	}
 	a.InitHe(tr.theta[:n], rng)
 	for j := n; j < 2*n; j++ {
 		tr.theta[j] = -5 // sigma = softplus(-5) ≈ 0.0067
@@ -100,6 +106,15 @@ func (tr *trainer) step() {
 	mu, rho := tr.theta[:n], tr.theta[n:]
 	for i := range tr.rows {
 		tr.rows[i] = tr.rng.IntN(tr.lik.NumRows())
+	}
+	if tr.lik.opt.Estimator == Deterministic {
+		// A point (MAP-style) trainer: w = mu only, no sigma.
+		tr.ev.LogLik(tr.grad[:n], nil, mu, nil, tr.rows)
+		for j := range n {
+			tr.grad[j] = -tr.grad[j]
+		}
+		tr.opt.Step(mu, tr.grad[:n])
+		return
 	}
 	softplus(tr.sigma, tr.dsdr, rho)
 	tr.ev.ExpectedLogLik(tr.grad[:n], tr.grad[n:], nil, mu, tr.sigma, nil, tr.rows, tr.rng)
@@ -312,4 +327,61 @@ func BenchmarkIterationParts(b *testing.B) {
 			opt.Step(x, g)
 		}
 	})
+}
+
+// BenchmarkOverheadRatio times, within each loop turn, one iteration, then
+// the evaluator alone on the same minibatch (ExpectedLogLik, or LogLik with
+// its gradient under Deterministic: gather, forward, backward), then the
+// iteration's products in the three modes, so that all of them see the same
+// load on a machine shared with other work. It reports the time of each per
+// iteration and the ratios. Its allocations are those of the canonical
+// mode's goroutines (BenchmarkIteration shows the iteration alone allocates
+// nothing).
+func BenchmarkOverheadRatio(b *testing.B) {
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+		tr := newTrainer(est)
+		for range 20 {
+			tr.step()
+		}
+		ps := make([]*products, len(modeNames))
+		for mode := range ps {
+			ps[mode] = newProducts(tr, mode)
+		}
+		n := len(tr.sigma)
+		eval := func() {
+			if est == Deterministic {
+				tr.ev.LogLik(tr.grad[:n], nil, tr.theta[:n], nil, tr.rows)
+				return
+			}
+			tr.ev.ExpectedLogLik(tr.grad[:n], tr.grad[n:], nil, tr.theta[:n], tr.sigma, nil, tr.rows, tr.rng)
+		}
+		b.Run(est.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			var it, ev time.Duration
+			pt := make([]time.Duration, len(ps))
+			for b.Loop() {
+				t0 := time.Now()
+				tr.step()
+				it += time.Since(t0)
+				t0 = time.Now()
+				eval()
+				ev += time.Since(t0)
+				for mode, p := range ps {
+					t0 = time.Now()
+					p.run()
+					pt[mode] += time.Since(t0)
+				}
+			}
+			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+			b.ReportMetric(per(it), "iter-ns")
+			b.ReportMetric(per(ev), "eval-ns")
+			b.ReportMetric(per(pt[actual]), "prod-ns")
+			b.ReportMetric(per(pt[canonicalSerial]), "canon-serial-ns")
+			b.ReportMetric(per(pt[canonical]), "canon-ns")
+			b.ReportMetric(float64(it)/float64(pt[canonicalSerial]), "iter/canon-serial")
+			b.ReportMetric(float64(it)/float64(pt[canonical]), "iter/canon")
+			b.ReportMetric(float64(it)/float64(pt[actual]), "iter/prod")
+			b.ReportMetric(float64(ev)/float64(pt[actual]), "eval/prod")
+		})
+	}
 }

@@ -178,21 +178,28 @@ func colSum(dst, g []float64, k int, beta float64) {
 	}
 }
 
+// relu sets z = max(z, 0) elementwise, without branches: the signs of
+// pre-activations are random, and a mispredicted branch per entry costs
+// more than the arithmetic.
 func relu(z []float64) {
 	for i, v := range z {
-		if v < 0 {
-			z[i] = 0
-		}
+		z[i] = max(v, 0)
 	}
+}
+
+// active returns g if a > 0 and 0 otherwise, for a >= 0 or NaN (an output
+// of relu), without branches: a > 0 exactly when its bits are not zero.
+func active(g, a float64) float64 {
+	b := math.Float64bits(a)
+	m := -((b | -b) >> 63) // all ones if b != 0
+	return math.Float64frombits(math.Float64bits(g) & m)
 }
 
 // reluMask zeroes g where the activation a = relu(z) is zero (z <= 0).
 func reluMask(g, a []float64) {
 	a = a[:len(g)]
 	for i, v := range a {
-		if v <= 0 {
-			g[i] = 0
-		}
+		g[i] = active(g[i], v)
 	}
 }
 
@@ -372,12 +379,7 @@ func (e *evaluator) ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, hyper []float
 	case WeightReparam:
 		// w = mu + sigma∘eps (Blundell et al. 2015, Eq. 3 with
 		// sigma given directly); dMu = g, dSigma = g∘eps.
-		for j := range e.w {
-			ep := rng.NormFloat64()
-			e.eps[j] = ep
-			e.w[j] = mu[j] + sigma[j]*ep
-		}
-		transposeWeights(e.arch, e.wT, e.w)
+		e.sampleWeights(mu, sigma, rng)
 		ll := e.pointLogLik(dMu, dHyper, e.w, rows, s2)
 		for j, g := range dMu {
 			dSigma[j] = g * e.eps[j]
@@ -388,14 +390,52 @@ func (e *evaluator) ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, hyper []float
 	}
 }
 
+// sampleWeights draws eps ~ N(0, I) in the order of the flat parameter
+// vector and sets w = mu + sigma∘eps and wT to w's transposed weights.
+func (e *evaluator) sampleWeights(mu, sigma []float64, rng *rand.Rand) {
+	for _, ly := range e.arch.layers {
+		w, wT, ep := ly.Weights(e.w), ly.Weights(e.wT), ly.Weights(e.eps)
+		m, s := ly.Weights(mu), ly.Weights(sigma)
+		for o := range ly.Out {
+			for i := o * ly.In; i < (o+1)*ly.In; i++ {
+				z := rng.NormFloat64()
+				v := m[i] + s[i]*z
+				ep[i], w[i] = z, v
+				wT[(i-o*ly.In)*ly.Out+o] = v
+			}
+		}
+		w, ep = ly.Bias(e.w), ly.Bias(e.eps)
+		m, s = ly.Bias(mu), ly.Bias(sigma)
+		for i := range w {
+			z := rng.NormFloat64()
+			ep[i], w[i] = z, m[i]+s[i]*z
+		}
+	}
+}
+
+// squareSigma sets s2 = sigma∘sigma and s2T to its transposed weights.
+func (e *evaluator) squareSigma(sigma []float64) {
+	for _, ly := range e.arch.layers {
+		s2, s2T, s := ly.Weights(e.s2), ly.Weights(e.s2T), ly.Weights(sigma)
+		for o := range ly.Out {
+			for i := o * ly.In; i < (o+1)*ly.In; i++ {
+				v := s[i] * s[i]
+				s2[i] = v
+				s2T[(i-o*ly.In)*ly.Out+o] = v
+			}
+		}
+		s2, s = ly.Bias(e.s2), ly.Bias(sigma)
+		for i, v := range s {
+			s2[i] = v * v
+		}
+	}
+}
+
 // localReparam is ExpectedLogLik under LocalReparam. dSigma first
 // accumulates dL/d(sigma^2), then is multiplied by 2 sigma.
 func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows []int, s2n float64, rng *rand.Rand) float64 {
-	for j, s := range sigma {
-		e.s2[j] = s * s
-	}
+	e.squareSigma(sigma)
 	transposeWeights(e.arch, e.wT, mu)
-	transposeWeights(e.arch, e.s2T, e.s2)
 	n := e.numRows(rows)
 	if n == 0 {
 		clear(dMu)
@@ -486,12 +526,10 @@ func (e *evaluator) backwardLocal(dMu, dS2, mu, x []float64, n int, beta float64
 			gemm(noTrans, noTrans, n, ly.In, ly.Out, 1, g, ly.Out, ly.Weights(mu), ly.In, 0, gp, ly.In)
 			t := e.tmp[:n*ly.In]
 			gemm(noTrans, noTrans, n, ly.In, ly.Out, 1, d, ly.Out, ly.Weights(e.s2), ly.In, 0, t, ly.In)
+			t = t[:len(in)]
+			gp = gp[:len(in)]
 			for i, v := range in {
-				if v > 0 {
-					gp[i] += 2 * v * t[i]
-				} else {
-					gp[i] = 0
-				}
+				gp[i] = active(gp[i]+2*v*t[i], v)
 			}
 		}
 	}
