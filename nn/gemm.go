@@ -37,14 +37,20 @@ func gemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda in
 	}
 	for i := 0; i < m; i += tileRows {
 		mi := min(tileRows, m-i)
-		as := a[i*lda:]
-		if tA != blas.NoTrans {
+		// Slice only the operand layout in use: the other offset can lie
+		// past the end of a short operand.
+		var as []float64
+		if tA == blas.NoTrans {
+			as = a[i*lda:]
+		} else {
 			as = a[i:]
 		}
 		for j := 0; j < n; j += tileCols {
 			nj := min(tileCols, n-j)
-			bs := b[j:]
-			if tB != blas.NoTrans {
+			var bs []float64
+			if tB == blas.NoTrans {
+				bs = b[j:]
+			} else {
 				bs = b[j*ldb:]
 			}
 			impl.Dgemm(tA, tB, mi, nj, k, alpha, as, lda, bs, ldb, beta, c[i*ldc+j:], ldc)
