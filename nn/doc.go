@@ -68,10 +68,17 @@
 //
 // # Performance
 //
-// Gemm products are issued in tiles small enough that gonum's native
-// implementation stays on its serial, allocation-free path. bench/nn.md
-// holds the measured cost of one training iteration of the paper's bandit
-// network under each estimator beside the cost of its bare matrix products.
+// The products go through blas64 on preallocated buffers. gonum's native
+// Gemm skips zero entries of its first operand, so the forward pass
+// multiplies A by a transposed copy of each weight matrix, A (W^T), which
+// skips inactive ReLU units and the zeros of one-hot contexts; the first
+// layer's weight gradient is taken as (x^T G)^T when the contexts are the
+// sparser operand; the gradient with respect to the contexts is never
+// formed. Products are issued in tiles small enough that gonum stays on its
+// serial, allocation-free path. With the build tag netlib the products run
+// on a C BLAS such as OpenBLAS instead (see netlib.go). bench/nn.md holds the
+// measured cost of one training iteration of the paper's bandit network
+// under each estimator beside the cost of its bare matrix products.
 //
 // # References
 //
