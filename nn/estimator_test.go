@@ -229,3 +229,24 @@ func TestEmptyRowsGiveZero(t *testing.T) {
 		}
 	}
 }
+
+// TestWideLayersOnFewRows runs every estimator on the bandit network's
+// widths with fewer rows than a Gemm tile: products whose output spans
+// several tiles over a short inner dimension (a regression test for the
+// tiling in gemm).
+func TestWideLayersOnFewRows(t *testing.T) {
+	for _, rows := range []int{1, 10, 70} {
+		p := newProblem(117, []int{100, 100}, 2, rows, 6).oneHot(2)
+		n := p.arch.NumParams()
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+			lik := NewLikelihood(p.arch, p.data, Options{Estimator: est, LearnNoise: true})
+			ev := lik.NewEvaluator(64)
+			dMu, dSigma, dHyper := make([]float64, n), make([]float64, n), make([]float64, 1)
+			v := ev.ExpectedLogLik(dMu, dSigma, dHyper, p.mu, p.sigma, p.hyper, nil, seeded(1))
+			w := ev.LogLik(dMu, dHyper, p.mu, p.hyper, nil)
+			if math.IsNaN(v) || math.IsInf(v, 0) || math.IsNaN(w) || math.IsInf(w, 0) {
+				t.Errorf("%d rows, %v: expected log-likelihood %v, log-likelihood %v", rows, est, v, w)
+			}
+		}
+	}
+}
