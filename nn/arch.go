@@ -112,7 +112,7 @@ func (a Arch) checkLen(p []float64, what string) {
 // InitHe writes He-style initial values into dst, of length NumParams:
 // biases zero and weights drawn as
 //
-//	W_ij ~ N(0, 2/In)  for layers followed by a ReLU (He et al. 2015, Eq. 10),
+//	W_ij ~ N(0, 2/In)  for layers followed by a ReLU (He et al. 2015, Sec. 2.2),
 //	W_ij ~ N(0, 1/In)  for the linear output layer,
 //
 // so that activations keep their scale through the ReLU layers and the

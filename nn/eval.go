@@ -377,8 +377,9 @@ func (e *evaluator) ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, hyper []float
 		transposeWeights(e.arch, e.wT, mu)
 		return e.pointLogLik(dMu, dHyper, mu, rows, s2)
 	case WeightReparam:
-		// w = mu + sigma∘eps (Blundell et al. 2015, Eq. 3 with
-		// sigma given directly); dMu = g, dSigma = g∘eps.
+		// w = mu + sigma∘eps (Blundell et al. 2015, Sec. 3.2, with
+		// sigma given directly rather than as softplus(rho));
+		// dMu = g, dSigma = g∘eps.
 		e.sampleWeights(mu, sigma, rng)
 		ll := e.pointLogLik(dMu, dHyper, e.w, rows, s2)
 		for j, g := range dMu {
@@ -460,8 +461,8 @@ func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows 
 }
 
 // forwardLocal is the forward pass of the local reparameterization trick
-// (Kingma, Salimans & Welling 2015, Eq. 6-7 for a Gaussian posterior on
-// each weight), for the n rows of x:
+// (Kingma, Salimans & Welling 2015, Sec. 2.3, for a factorized Gaussian
+// posterior on the weights and biases), for the n rows of x:
 //
 //	M_l = A_{l-1} mu_W^T + 1 mu_b^T,
 //	V_l = (A_{l-1}∘A_{l-1}) (sigma_W∘sigma_W)^T + 1 (sigma_b∘sigma_b)^T,
