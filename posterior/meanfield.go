@@ -145,27 +145,6 @@ func (q *MeanField) KL() float64 {
 	return kl
 }
 
-// addKLGrad subtracts the gradient of KL with respect to (mu, rho) from
-// (dMu, dRho), scaled by w, and returns KL:
-//
-//	dKL/dmu_j    = (mu_j - m_j) / s_j^2
-//	dKL/dsigma_j = -1/sigma_j + sigma_j / s_j^2,   dsigma/drho = sigmoid(rho)
-//
-// It computes sigma from rho itself and writes sigma into sigma.
-func (q *MeanField) subKLGrad(dMu, dRho, sigma []float64, w float64) float64 {
-	var kl float64
-	for j, mu := range q.Mu {
-		s2 := q.PriorVar[j]
-		rho := q.Rho[j]
-		sig := sigma[j]
-		d := mu - q.priorMean(j)
-		kl += 0.5*math.Log(s2) - math.Log(sig) + (sig*sig+d*d)/(2*s2) - 0.5
-		dMu[j] -= w * d / s2
-		dRho[j] -= w * (-1/sig + sig/s2) * sigmoid(rho)
-	}
-	return kl
-}
-
 // Clone returns a deep copy of q.
 func (q *MeanField) Clone() *MeanField {
 	c := newMeanField(len(q.Mu), len(q.Hyper))

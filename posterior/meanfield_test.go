@@ -8,6 +8,15 @@ import (
 	"testing"
 )
 
+func TestLog1pSmall(t *testing.T) {
+	for _, e := range []float64{0, 1e-300, 1e-12, 1e-6, 9.99e-5, 1e-4, 1e-3, 0.1, 0.5, 1} {
+		got, want := log1pSmall(e), math.Log1p(e)
+		if math.Abs(got-want) > 1e-12*math.Max(want, 1e-300) {
+			t.Errorf("log1pSmall(%g) = %.17g, want %.17g", e, got, want)
+		}
+	}
+}
+
 func TestSoftplusInverse(t *testing.T) {
 	for _, s := range []float64{1e-12, 1e-6, 0.01, 0.5, 1, 3, 29.9, 30.1, 100, 1e4} {
 		got := Softplus(SoftplusInv(s))
@@ -52,33 +61,41 @@ func TestKLMatchesMonteCarlo(t *testing.T) {
 	}
 }
 
-// TestKLGradient checks subKLGrad against central finite differences of
-// KL in mu and rho; the relative error must be below 1e-7.
+// noData is a likelihood with no rows: the ELBO is -KL.
+type noData struct{ n int }
+
+func (l noData) NumParams() int           { return l.n }
+func (noData) NumHyper() int              { return 0 }
+func (noData) NumRows() int               { return 0 }
+func (noData) NewEvaluator(int) Evaluator { return nil }
+
+// TestKLGradient checks the trainer's gradient of -ELBO on a dataset with
+// no rows, which is the gradient of KL in mu and rho, against central
+// finite differences of KL; the relative error must be below 1e-7.
 func TestKLGradient(t *testing.T) {
 	q := NewMeanField(4, 0, []float64{1, 0.3, 2, 0.7}, 1)
 	copy(q.Mu, []float64{0.3, -1, 2, 0})
 	copy(q.Rho, []float64{-2, 0.1, 1.5, -0.5})
 	q.PriorMean = []float64{0, 0.5, -1, 0.2}
-	dMu := make([]float64, 4)
-	dRho := make([]float64, 4)
-	q.subKLGrad(dMu, dRho, q.Sigma(nil), 1) // writes -grad
+	tr, err := NewTrainer(noData{4}, TrainConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q0 := q.Clone()
+	tr.step(q, rand.New(rand.NewPCG(1, 1)))
+	grad := tr.grad // gradient of -ELBO = KL
 	const h = 1e-6
-	for j := range 4 {
-		for _, c := range []struct {
-			name string
-			p    []float64
-			got  float64
-		}{{"mu", q.Mu, -dMu[j]}, {"rho", q.Rho, -dRho[j]}} {
-			old := c.p[j]
-			c.p[j] = old + h
-			up := q.KL()
-			c.p[j] = old - h
-			down := q.KL()
-			c.p[j] = old
-			fd := (up - down) / (2 * h)
-			if rel := math.Abs(fd-c.got) / math.Max(1e-8, math.Abs(fd)+math.Abs(c.got)); rel > 1e-7 {
-				t.Errorf("dKL/d%s[%d] = %g, finite difference %g", c.name, j, c.got, fd)
-			}
+	for j := range 8 {
+		p := q0.Params()
+		old := p[j]
+		p[j] = old + h
+		up := q0.KL()
+		p[j] = old - h
+		down := q0.KL()
+		p[j] = old
+		fd := (up - down) / (2 * h)
+		if rel := math.Abs(fd-grad[j]) / math.Max(1e-8, math.Abs(fd)+math.Abs(grad[j])); rel > 1e-7 {
+			t.Errorf("dKL/dparam[%d] = %g, finite difference %g", j, grad[j], fd)
 		}
 	}
 }

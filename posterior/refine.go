@@ -273,8 +273,8 @@ func (r *Refiner) Refine(ctx context.Context, dst []float64, q0 *MeanField, rng 
 					return nil, st, err
 				}
 			}
-			if e := r.tr.Step(r.q, rng); math.IsNaN(e) || math.IsInf(e, 0) {
-				return nil, st, &NonFiniteError{Iteration: i, ELBO: e}
+			if ll, _ := r.tr.step(r.q, rng); math.IsNaN(ll) || math.IsInf(ll, 0) {
+				return nil, st, &NonFiniteError{Iteration: i, ELBO: ll}
 			}
 		}
 		if r.cfg.Diagnostics {

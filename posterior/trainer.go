@@ -73,7 +73,8 @@ type Trainer struct {
 	adam *nn.Adam
 
 	grad  []float64 // gradient of -ELBO w.r.t. [mu | rho | hyper]
-	sigma []float64
+	sigma []float64 // softplus(rho)
+	sgm   []float64 // sigmoid(rho), the softplus' derivative
 	rows  []int
 }
 
@@ -91,6 +92,7 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		adam:  nn.NewAdam(2*n+nh, cfg.LR),
 		grad:  make([]float64, 2*n+nh),
 		sigma: make([]float64, n),
+		sgm:   make([]float64, n),
 		rows:  make([]int, cfg.BatchSize),
 	}
 	return t, nil
@@ -141,43 +143,71 @@ func (t *Trainer) batch(rng *rand.Rand) ([]int, float64) {
 }
 
 // Step runs one Adam iteration on q, ascending the minibatch ELBO
-// estimate, and returns that estimate (before the update).
+// estimate, and returns the estimate's data term (N/B) sum_batch log p
+// before the update. The ELBO estimate is that minus q.KL(), which costs
+// two logarithms per parameter and is left to callers that want it.
 func (t *Trainer) Step(q *MeanField, rng *rand.Rand) float64 {
+	ll, scale := t.step(q, rng)
+	return scale * ll
+}
+
+// step is Step without the KL value, which costs two logarithms per
+// parameter and is not needed for the update. It returns the data term's
+// minibatch sum and its scale N/B.
+//
+// The gradient of the ELBO with respect to (mu, rho) is, per parameter,
+//
+//	dL/dmu  = (N/B) dE/dmu - (mu - m)/s^2
+//	dL/drho = [(N/B) dE/dsigma + 1/sigma - sigma/s^2] sigmoid(rho)
+//
+// (the KL gradient of MeanField.KL, the softplus' derivative
+// sigmoid(rho)); both passes over the parameters use one exp and one
+// log1p per parameter.
+func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	n := len(q.Mu)
 	if n != t.lik.NumParams() || len(q.Hyper) != t.lik.NumHyper() {
 		panic("posterior: posterior size does not match the likelihood")
 	}
 	dMu, dRho, dHyper := t.grad[:n], t.grad[n:2*n], t.grad[2*n:]
-	q.Sigma(t.sigma)
-
-	var ll, scale float64
+	sig, sgm := t.sigma, t.sgm
+	for j, r := range q.Rho {
+		e := math.Exp(-math.Abs(r))
+		if r > 0 {
+			sig[j] = r + log1pSmall(e)
+			sgm[j] = 1 / (1 + e)
+		} else {
+			sig[j] = log1pSmall(e)
+			sgm[j] = e / (1 + e)
+		}
+	}
 	if t.lik.NumRows() > 0 {
 		var rows []int
 		rows, scale = t.batch(rng)
-		// The evaluator writes d/dsigma into dRho; the chain rule
-		// through the softplus is applied below.
-		ll = t.eval.ExpectedLogLik(dMu, dRho, dHyper, q.Mu, t.sigma, q.Hyper, rows, rng)
-		for j := range dMu {
-			dMu[j] *= scale
-			dRho[j] *= scale * sigmoid(q.Rho[j])
-		}
-		for j := range dHyper {
-			if t.cfg.FreezeHyper {
-				dHyper[j] = 0
-			} else {
-				dHyper[j] *= scale
-			}
-		}
+		// The evaluator writes dE/dsigma into dRho.
+		ll = t.eval.ExpectedLogLik(dMu, dRho, dHyper, q.Mu, sig, q.Hyper, rows, rng)
 	} else {
 		clear(t.grad)
 	}
-	kl := q.subKLGrad(dMu, dRho, t.sigma, 1)
-	// Adam descends; the gradient above is of the ELBO.
-	for j := range t.grad {
-		t.grad[j] = -t.grad[j]
+	pm, pv := q.PriorMean, q.PriorVar
+	// Adam descends: store the negated ELBO gradient.
+	for j, mu := range q.Mu {
+		s, inv := sig[j], 1/pv[j]
+		d := mu
+		if pm != nil {
+			d -= pm[j]
+		}
+		dMu[j] = d*inv - scale*dMu[j]
+		dRho[j] = (s*inv - 1/s - scale*dRho[j]) * sgm[j]
+	}
+	for j := range dHyper {
+		if t.cfg.FreezeHyper {
+			dHyper[j] = 0
+		} else {
+			dHyper[j] *= -scale
+		}
 	}
 	t.adam.Step(q.params, t.grad)
-	return scale*ll - kl
+	return ll, scale
 }
 
 // RunStats summarizes a Run.
@@ -201,17 +231,21 @@ func (e *NonFiniteError) Error() string {
 
 // Run performs iters Steps on q, checking ctx every 64 iterations. On a
 // non-finite ELBO estimate it stops and returns a *NonFiniteError; q then
-// holds the parameters of the failing step and should be discarded.
+// holds the parameters of the failing step and should be discarded. The
+// KL term of the reported estimates is evaluated at the first iteration
+// and at the end only (it moves slowly and costs two logarithms per
+// parameter).
 func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Rand) (RunStats, error) {
 	st := RunStats{}
 	lr0 := t.cfg.LR
+	defer func() { t.adam.LR = lr0 }()
 	decay := 1.0
 	if t.cfg.FinalLR > 0 && iters > 1 {
 		decay = math.Pow(t.cfg.FinalLR/lr0, 1/float64(iters-1))
 	}
 	lr := lr0
 	tail := max(iters/10, 1)
-	var tailSum float64
+	var tailSum, last float64
 	for i := range iters {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -219,14 +253,19 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 			}
 		}
 		t.adam.LR = lr
-		e := t.Step(q, rng)
+		var kl float64
+		if i == 0 {
+			kl = q.KL()
+		}
+		ll, scale := t.step(q, rng)
+		e := scale * ll
 		if math.IsNaN(e) || math.IsInf(e, 0) {
 			return st, &NonFiniteError{Iteration: i, ELBO: e}
 		}
 		if i == 0 {
-			st.FirstELBO = e
+			st.FirstELBO = e - kl
 		}
-		st.LastELBO = e
+		last = e
 		if i >= iters-tail {
 			tailSum += e
 		}
@@ -234,9 +273,13 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 		lr *= decay
 	}
 	if st.Iterations > 0 {
-		st.MeanELBO = tailSum / float64(min(tail, st.Iterations))
+		kl := q.KL()
+		if math.IsNaN(kl) || math.IsInf(kl, 0) {
+			return st, &NonFiniteError{Iteration: st.Iterations - 1, ELBO: last - kl}
+		}
+		st.LastELBO = last - kl
+		st.MeanELBO = tailSum/float64(min(tail, st.Iterations)) - kl
 	}
-	t.adam.LR = lr0
 	return st, nil
 }
 
@@ -263,4 +306,17 @@ func (t *Trainer) ELBO(q *MeanField, samples int, rng *rand.Rand) float64 {
 		ll /= float64(samples)
 	}
 	return ll - q.KL()
+}
+
+// log1pSmall returns log(1 + e) for 0 <= e <= 1 to 1e-12 relative: by
+// math.Log where rounding 1 + e loses at most 1.1e-16/e relative (e >=
+// 1e-4), and by the series e - e^2/2 + e^3/3 - e^4/4 below, whose
+// truncation error e^5/5 is below one ulp of e. math.Log1p is exact but
+// several times slower, and the trainer calls this once per parameter per
+// iteration; standard deviations need nothing like 1e-12.
+func log1pSmall(e float64) float64 {
+	if e >= 1e-4 {
+		return math.Log(1 + e)
+	}
+	return e * (1 - e*(0.5-e*(1.0/3-e*0.25)))
 }
