@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/refinery-bandits/refinery/simulators"
+)
+
+func init() {
+	register(command{
+		name:    "simulate",
+		summary: "offline regret simulation (mushroom, wheel or a classification CSV)",
+		run:     runSimulate,
+	})
+}
+
+func presetNames() string {
+	var names []string
+	for n := range simulators.Presets() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "|")
+}
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	envSpec := fs.String("env", "mushroom", "environment: mushroom[:opts], wheel[:opts] or csv:PATH (see README)")
+	policies := fs.String("policies", "refined-ts,mf-ts,eps-greedy", "comma-separated policies: "+strings.Join(simulators.PolicyNames, ", ")+"; eps-greedy expands to the preset's epsilons, eps-greedy:E takes one")
+	steps := fs.Int("steps", 1000, "steps per run")
+	seeds := fs.Int("seeds", 1, "seeds per policy (seeds 1..S)")
+	presetName := fs.String("preset", "fast", "schedule of the neural policies: "+presetNames())
+	out := fs.String("out", "", "directory for regret.csv, summary.json, summary.md, regret.png, regret.svg (default: print the table only)")
+	data := fs.String("data", "", "path of agaricus-lepiota.data or its directory (default: $REFINERY_DATA, ./data, ../shared/data/mushroom)")
+	workers := fs.Int("workers", 0, "runs in parallel (default: all cores)")
+	every := fs.Int("every", 0, "keep a regret point every N steps (default: steps/500)")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--out DIR] [--data PATH]")
+			fmt.Fprintln(stdout)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	preset, ok := simulators.Presets()[*presetName]
+	if !ok {
+		return usageError{fmt.Errorf("unknown preset %q (want %s)", *presetName, presetNames())}
+	}
+	specs, err := simulators.ParsePolicies(*policies, preset)
+	if err != nil {
+		return usageError{fmt.Errorf("--policies: %w", err)}
+	}
+	switch {
+	case *steps < 1:
+		return usageError{fmt.Errorf("--steps %d: want at least 1", *steps)}
+	case *seeds < 1:
+		return usageError{fmt.Errorf("--seeds %d: want at least 1", *seeds)}
+	case *workers < 0:
+		return usageError{fmt.Errorf("--workers %d: want at least 0", *workers)}
+	case *every < 0:
+		return usageError{fmt.Errorf("--every %d: want at least 0", *every)}
+	}
+	env, err := simulators.ParseEnv(*envSpec, *data)
+	if err != nil {
+		return err
+	}
+	cfg := simulators.RunConfig{
+		Env: env, Policies: specs, Steps: *steps, Seeds: *seeds,
+		Preset: preset, Workers: *workers, Every: *every,
+	}
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	pj, _ := json.Marshal(preset)
+	fmt.Fprintf(stdout, "env %s (%d features, %d arms); %d policies x %d seeds x %d steps\npreset %s\n",
+		env.Name(), env.NumFeatures(), env.NumArms(), len(specs), *seeds, *steps, pj)
+
+	start := time.Now()
+	results, runErr := simulators.Run(ctx, cfg)
+	if results == nil {
+		return runErr
+	}
+	sum := simulators.Summarize(cfg, results)
+	sum.WallSeconds = time.Since(start).Seconds()
+	sum.Command = "refinery simulate " + strings.Join(args, " ")
+	if err := simulators.WriteSummaryMarkdown(stdout, sum); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := simulators.WriteOutputs(*out, cfg, results, sum); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s/{regret.csv,summary.json,summary.md,regret.png,regret.svg}\n", *out)
+	}
+	if runErr != nil {
+		return fmt.Errorf("interrupted after %.0f s; completed runs were written", sum.WallSeconds)
+	}
+	if len(sum.Errors) > 0 {
+		return fmt.Errorf("%d runs failed: %s", len(sum.Errors), sum.Errors[0])
+	}
+	return nil
+}

@@ -1,0 +1,322 @@
+package simulators
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Summary describes a simulation: its configuration and, per policy, the
+// final cumulative regret over the completed runs.
+type Summary struct {
+	Env      string          `json:"env"`
+	Steps    int             `json:"steps"`
+	Seeds    int             `json:"seeds"`
+	Preset   Preset          `json:"preset"`
+	Policies []PolicySummary `json:"policies"`
+	// WallSeconds is the wall time of the whole simulation.
+	WallSeconds float64 `json:"wall_seconds"`
+	// Command is the command line that produced the results.
+	Command string `json:"command,omitempty"`
+	// Interrupted is set when the simulation was stopped early; only
+	// completed runs are summarized.
+	Interrupted bool     `json:"interrupted"`
+	Errors      []string `json:"errors,omitempty"`
+}
+
+// PolicySummary aggregates the completed runs of one policy.
+type PolicySummary struct {
+	Policy string `json:"policy"`
+	// Runs is the number of completed runs (seeds) summarized.
+	Runs int `json:"runs"`
+	// Final cumulative expected regret: mean, sample standard deviation
+	// and standard error of the mean over runs.
+	ExpectedMean float64 `json:"final_expected_regret_mean"`
+	ExpectedStd  float64 `json:"final_expected_regret_std"`
+	ExpectedSE   float64 `json:"final_expected_regret_se"`
+	// Final cumulative realized regret: mean and standard deviation.
+	RealizedMean float64 `json:"final_realized_regret_mean"`
+	RealizedStd  float64 `json:"final_realized_regret_std"`
+	// WallSeconds sums the wall time of the runs; StepsPerSecond is the
+	// steps of a single run per second of its wall time.
+	WallSeconds    float64 `json:"wall_seconds"`
+	StepsPerSecond float64 `json:"steps_per_second"`
+}
+
+// Summarize aggregates results; only complete runs count.
+func Summarize(cfg RunConfig, results []*RunResult) Summary {
+	s := Summary{Env: cfg.Env.Name(), Steps: cfg.Steps, Seeds: cfg.Seeds, Preset: cfg.Preset}
+	for _, p := range cfg.Policies {
+		ps := PolicySummary{Policy: p.Name}
+		var exp, real []float64
+		var steps int
+		for _, r := range results {
+			if r.Policy != p.Name {
+				continue
+			}
+			if !r.Complete(cfg.Steps) {
+				if r.Err != nil && r.Steps > 0 || r.Err != nil && !isCancel(r.Err) {
+					s.Errors = appendUnique(s.Errors, fmt.Sprintf("%s seed %d: %d/%d steps: %v", r.Policy, r.Seed, r.Steps, cfg.Steps, r.Err))
+				}
+				s.Interrupted = s.Interrupted || isCancel(r.Err)
+				continue
+			}
+			exp = append(exp, r.Expected)
+			real = append(real, r.Realized)
+			ps.WallSeconds += r.Wall.Seconds()
+			steps += r.Steps
+		}
+		ps.Runs = len(exp)
+		ps.ExpectedMean, ps.ExpectedStd = meanStd(exp)
+		ps.RealizedMean, ps.RealizedStd = meanStd(real)
+		if ps.Runs > 0 {
+			ps.ExpectedSE = ps.ExpectedStd / math.Sqrt(float64(ps.Runs))
+		}
+		if ps.WallSeconds > 0 {
+			ps.StepsPerSecond = float64(steps) / ps.WallSeconds
+		}
+		s.Policies = append(s.Policies, ps)
+	}
+	return s
+}
+
+func isCancel(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "context canceled") || strings.Contains(err.Error(), "deadline exceeded"))
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// meanStd returns the mean and the sample standard deviation (n-1) of x;
+// the deviation is 0 for fewer than two values.
+func meanStd(x []float64) (mean, std float64) {
+	if len(x) == 0 {
+		return 0, 0
+	}
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float64(len(x))
+	if len(x) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, v := range x {
+		ss += (v - mean) * (v - mean)
+	}
+	return mean, math.Sqrt(ss / float64(len(x)-1))
+}
+
+// WriteOutputs writes the files of DESIGN.md into dir (created if
+// missing): regret.csv, summary.json, summary.md, regret.png and
+// regret.svg. Only complete runs are written.
+func WriteOutputs(dir string, cfg RunConfig, results []*RunResult, sum Summary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "regret.csv"), func(w io.Writer) error { return writeRegretCSV(w, cfg, results) }); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "summary.json"), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "summary.md"), func(w io.Writer) error { return WriteSummaryMarkdown(w, sum) }); err != nil {
+		return err
+	}
+	p, err := regretPlot(cfg, results, sum)
+	if err != nil {
+		return err
+	}
+	for _, ext := range []string{"png", "svg"} {
+		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "regret."+ext)); err != nil {
+			return fmt.Errorf("save plot: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeFile writes through a temporary file and renames it into place.
+func writeFileAtomic(path string, f func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriter(tmp)
+	if err := f(bw); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func writeRegretCSV(w io.Writer, cfg RunConfig, results []*RunResult) error {
+	if _, err := io.WriteString(w, "step,policy,seed,cumulative_expected_regret,cumulative_realized_regret\n"); err != nil {
+		return err
+	}
+	var buf []byte
+	for _, r := range results {
+		if !r.Complete(cfg.Steps) {
+			continue
+		}
+		for _, p := range r.Points {
+			buf = strconv.AppendInt(buf[:0], int64(p.Step), 10)
+			buf = append(buf, ',')
+			buf = append(buf, r.Policy...)
+			buf = append(buf, ',')
+			buf = strconv.AppendInt(buf, int64(r.Seed), 10)
+			buf = append(buf, ',')
+			buf = strconv.AppendFloat(buf, p.Expected, 'g', -1, 64)
+			buf = append(buf, ',')
+			buf = strconv.AppendFloat(buf, p.Realized, 'g', -1, 64)
+			buf = append(buf, '\n')
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WriteSummaryMarkdown writes the summary as a Markdown table, best
+// policy (lowest mean final expected regret) first.
+func WriteSummaryMarkdown(w io.Writer, s Summary) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds, preset %s\n\n", s.Env, s.Steps, s.Seeds, s.Preset.Name)
+	if s.Command != "" {
+		fmt.Fprintf(&b, "Command: `%s`\n\n", s.Command)
+	}
+	fmt.Fprintf(&b, "Wall time: %.0f s.", s.WallSeconds)
+	if s.Interrupted {
+		b.WriteString(" **Interrupted**: only completed runs are summarized.")
+	}
+	b.WriteString("\n\n")
+	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | steps/s per run |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	ps := append([]PolicySummary(nil), s.Policies...)
+	sortPolicies(ps)
+	for _, p := range ps {
+		fmt.Fprintf(&b, "| %s | %d | %.1f ± %.1f | %.1f | %.1f ± %.1f | %.1f |\n",
+			p.Policy, p.Runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, p.StepsPerSecond)
+	}
+	fmt.Fprintf(&b, "\nPreset `%s`: %s.\n", s.Preset.Name, s.Preset.Description)
+	for _, e := range s.Errors {
+		fmt.Fprintf(&b, "\nError: %s\n", e)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func sortPolicies(ps []PolicySummary) {
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && less(ps[j], ps[j-1]); j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+func less(a, b PolicySummary) bool {
+	if (a.Runs == 0) != (b.Runs == 0) {
+		return a.Runs > 0
+	}
+	return a.ExpectedMean < b.ExpectedMean
+}
+
+// palette: Okabe-Ito colours, distinguishable with colour-blindness.
+var palette = []color.RGBA{
+	{0, 114, 178, 255}, {213, 94, 0, 255}, {0, 158, 115, 255}, {204, 121, 167, 255},
+	{230, 159, 0, 255}, {86, 180, 233, 255}, {0, 0, 0, 255}, {240, 228, 66, 255},
+}
+
+// regretPlot draws the mean cumulative expected regret of each policy
+// over steps with a band of ± one standard deviation across seeds.
+func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: cumulative expected regret (%d seeds, preset %s)", sum.Env, sum.Seeds, sum.Preset.Name)
+	p.X.Label.Text = "step"
+	p.Y.Label.Text = "cumulative expected regret"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	for i, spec := range cfg.Policies {
+		var runs [][]RegretPoint
+		for _, r := range results {
+			if r.Policy == spec.Name && r.Complete(cfg.Steps) {
+				runs = append(runs, r.Points)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		n := len(runs[0])
+		mean := make(plotter.XYs, n)
+		band := make(plotter.XYs, 0, 2*n)
+		lo := make(plotter.XYs, n)
+		for k := range n {
+			vals := make([]float64, len(runs))
+			for j, r := range runs {
+				vals[j] = r[k].Expected
+			}
+			m, s := meanStd(vals)
+			x := float64(runs[0][k].Step)
+			mean[k] = plotter.XY{X: x, Y: m}
+			band = append(band, plotter.XY{X: x, Y: m + s})
+			lo[k] = plotter.XY{X: x, Y: m - s}
+		}
+		for k := n - 1; k >= 0; k-- {
+			band = append(band, lo[k])
+		}
+		c := palette[i%len(palette)]
+		poly, err := plotter.NewPolygon(band)
+		if err != nil {
+			return nil, err
+		}
+		poly.Color = color.RGBA{c.R, c.G, c.B, 50}
+		poly.LineStyle.Width = 0
+		line, err := plotter.NewLine(mean)
+		if err != nil {
+			return nil, err
+		}
+		line.Color = c
+		line.Width = vg.Points(1.5)
+		line.Dashes = []vg.Length{}
+		if i >= len(palette) {
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		p.Add(poly, line)
+		p.Legend.Add(spec.Name, line)
+	}
+	p.Legend.ThumbnailWidth = vg.Points(20)
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	_ = draw.PosLeft
+	return p, nil
+}

@@ -1,0 +1,184 @@
+package simulators
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/refinery-bandits/refinery/policy"
+	"github.com/refinery-bandits/refinery/posterior"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+// tinyPreset keeps the end-to-end test fast: an 8-unit network retrained
+// every 10 steps for 20 iterations, 10 refinement iterations, 2 samples.
+func tinyPreset() Preset {
+	return Preset{
+		Name:        "tiny",
+		Description: "test preset",
+		Neural: policy.NeuralConfig{
+			Hidden: []int{8}, TrainEvery: 10, TrainIters: 20, Samples: 2,
+			Refine: posterior.RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 10},
+		},
+		Epsilons: []float64{0.1},
+	}
+}
+
+func tinyConfig(t *testing.T) RunConfig {
+	env, err := ParseEnv("mushroom", sharedMushroom(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPreset()
+	specs, err := ParsePolicies("uniform,linear-ts,greedy,eps-greedy,mf-ts,refined-ts", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return RunConfig{Env: env, Policies: specs, Steps: 60, Seeds: 2, Preset: p, Every: 20}
+}
+
+// TestSimulateEndToEnd runs every policy for 60 steps on two seeds,
+// writes the outputs and checks the files, the summary's fields and a
+// golden summary (timings zeroed): same seeds, same regrets.
+func TestSimulateEndToEnd(t *testing.T) {
+	cfg := tinyConfig(t)
+	results, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := Summarize(cfg, results)
+	dir := t.TempDir()
+	if err := WriteOutputs(dir, cfg, results, sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"regret.csv", "summary.json", "summary.md", "regret.png", "regret.svg"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v (size %d)", f, err, st.Size())
+		}
+	}
+
+	// regret.csv: header, then 3 points (steps 20, 40, 60) per run.
+	fh, err := os.Open(filepath.Join(dir, "regret.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	rows, err := csv.NewReader(fh).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeader := "step,policy,seed,cumulative_expected_regret,cumulative_realized_regret"
+	if got := strings.Join(rows[0], ","); got != wantHeader {
+		t.Errorf("regret.csv header = %q, want %q", got, wantHeader)
+	}
+	if got, want := len(rows)-1, len(cfg.Policies)*cfg.Seeds*3; got != want {
+		t.Errorf("regret.csv has %d rows, want %d", got, want)
+	}
+
+	// summary.json round-trips and has every policy with both runs.
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Summary
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Env != "mushroom" || got.Steps != 60 || got.Seeds != 2 || got.Preset.Name != "tiny" || got.Interrupted {
+		t.Errorf("summary header = %+v", got)
+	}
+	names := map[string]bool{}
+	for _, p := range got.Policies {
+		names[p.Policy] = true
+		if p.Runs != 2 || !(p.WallSeconds > 0) || !(p.StepsPerSecond > 0) {
+			t.Errorf("policy %s: runs %d, wall %g s, %g steps/s; want 2 runs and positive timings", p.Policy, p.Runs, p.WallSeconds, p.StepsPerSecond)
+		}
+		if p.ExpectedMean < 0 {
+			t.Errorf("policy %s: negative mean expected regret %g", p.Policy, p.ExpectedMean)
+		}
+	}
+	for _, want := range []string{"uniform", "linear-ts", "greedy", "eps-greedy-0.1", "mf-ts", "refined-ts"} {
+		if !names[want] {
+			t.Errorf("summary lacks policy %s", want)
+		}
+	}
+
+	// Golden summary: everything but the timings.
+	got.WallSeconds = 0
+	for i := range got.Policies {
+		got.Policies[i].WallSeconds = 0
+		got.Policies[i].StepsPerSecond = 0
+	}
+	gb, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "golden_summary.json")
+	if *update {
+		if err := os.WriteFile(golden, append(gb, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(gb), bytes.TrimSpace(want)) {
+		t.Errorf("summary differs from %s (run with -update if the change is intended):\n%s", golden, gb)
+	}
+}
+
+// TestSimulateInterrupted: a cancelled simulation returns the context's
+// error, marks the summary interrupted and writes only completed runs.
+func TestSimulateInterrupted(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Policies = cfg.Policies[:2] // uniform, linear-ts
+	cfg.Steps = 50
+	cfg.Workers = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	results, err := Run(ctx, cfg)
+	if err == nil {
+		t.Fatal("Run on a cancelled context returned no error")
+	}
+	sum := Summarize(cfg, results)
+	if !sum.Interrupted {
+		t.Error("summary not marked interrupted")
+	}
+	for _, p := range sum.Policies {
+		if p.Runs != 0 {
+			t.Errorf("policy %s reports %d completed runs of a cancelled simulation", p.Policy, p.Runs)
+		}
+	}
+	if err := WriteOutputs(t.TempDir(), cfg, results, sum); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParsePolicies(t *testing.T) {
+	p := Presets()["fast"]
+	specs, err := ParsePolicies("refined-ts, eps-greedy ,eps-greedy:0.2", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	if got, want := strings.Join(names, ","), "refined-ts,eps-greedy-0.01,eps-greedy-0.05,eps-greedy-0.2"; got != want {
+		t.Errorf("names = %s, want %s", got, want)
+	}
+	for _, bad := range []string{"", "nope", "mf-ts,mf-ts", "eps-greedy:2", "mf-ts:3", "eps-greedy:x"} {
+		if _, err := ParsePolicies(bad, p); err == nil {
+			t.Errorf("ParsePolicies(%q) = nil error, want one", bad)
+		}
+	}
+}
