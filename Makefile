@@ -27,8 +27,12 @@ lint: ## gofmt and go vet
 test: lint ## lint, then every test (PostgreSQL tests use $$DATABASE_URL; under CI=true they fail without it)
 	$(GO) test -count=1 -timeout 9m ./...
 
+.PHONY: run
+run: data build ## fetch the data, build, and run the main job: a mushroom regret simulation (refined TS against mean-field TS, epsilon-greedy and linear TS)
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies refined-ts,mf-ts,eps-greedy,linear-ts --steps 2000 --seeds 2 --preset fast --out out/run
+
 .PHONY: bench
-bench: bench-nn ## run the quick benchmarks (see bench/*.md for the committed results)
+bench: bench-nn bench-refine ## run the quick benchmarks (see bench/*.md for the committed results)
 
 .PHONY: bench-nn
 bench-nn: ## one training iteration of the paper's bandit network per estimator, beside the bare matrix products
@@ -37,3 +41,25 @@ bench-nn: ## one training iteration of the paper's bandit network per estimator,
 .PHONY: data
 data: ## fetch the UCI mushroom data into ./data (copy from ../shared or download; sha256 checked)
 	$(GO) run ./cmd/refinery data --dir $(DATA_DIR)
+
+.PHONY: bench-store
+bench-store: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable
+bench-store: ## decisions+rewards/s into PostgreSQL: group commit against row-at-a-time at 1, 8 and 64 writers (uses DATABASE_URL, default the local refinery_test)
+	$(GO) test -run '^$$' -bench '^BenchmarkWrites$$' -benchtime 2s -count 3 -timeout 30m ./store/
+
+.PHONY: bench-refine
+bench-refine: ## one ELBO iteration and one refined sample (K=2, 500 iterations) of the paper's bandit network
+	$(GO) test -run '^$$' -bench 'BenchmarkTrainerStep|BenchmarkRefine' -benchtime 20x -count 3 ./posterior/
+
+.PHONY: bench-simulate
+bench-simulate: ## steps per second of every policy under both presets on the mushroom bandit
+	$(GO) test -run '^$$' -bench BenchmarkStep -benchtime 100x -timeout 60m ./simulators/
+
+.PHONY: bench-mushroom
+bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 seeds x 10,000 steps, fast preset, into bench/mushroom (about an hour on 2 cores)
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies uniform,eps-greedy,greedy,mf-ts,refined-ts,linear-ts --steps 10000 --seeds 5 --preset fast --out bench/mushroom
+
+PAPER_STEPS ?= 2000
+.PHONY: bench-mushroom-paper
+bench-mushroom-paper: data build ## the paper preset (Havasi et al. 2021, Section 4.3) for PAPER_STEPS steps, into bench/mushroom-paper
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies eps-greedy,mf-ts,refined-ts --steps $(PAPER_STEPS) --seeds 1 --preset paper --out bench/mushroom-paper
