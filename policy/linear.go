@@ -26,21 +26,22 @@ const (
 // LinearConfig configures linear Thompson sampling.
 type LinearConfig struct {
 	// Arms is the number of arms, at least 1. Required.
-	Arms int
+	Arms int `json:"arms,omitempty"`
 	// Features is the length of the contexts, at least 0 (an intercept
 	// is added to them). Required.
-	Features int
+	Features int `json:"features,omitempty"`
 	// Lambda is λ > 0, the prior precision of the coefficients relative
 	// to the noise: β | σ² ~ N(0, σ² λ⁻¹ I). Zero means 0.25.
-	Lambda float64
+	Lambda float64 `json:"lambda"`
 	// A0 and B0 are the shape and scale > 0 of the noise prior
 	// σ² ~ InvGamma(A0, B0). Zero means 6.
-	A0, B0 float64
+	A0 float64 `json:"a0"`
+	B0 float64 `json:"b0"`
 	// ProbabilitySamples is M, the number of extra posterior draws
 	// used to estimate Decision.Probabilities (see Linear.Decide). Zero
 	// means 100; a negative value means not estimated (Probabilities is
 	// nil).
-	ProbabilitySamples int
+	ProbabilitySamples int `json:"probability_samples"`
 }
 
 func (c *LinearConfig) setDefaults() {

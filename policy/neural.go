@@ -19,43 +19,43 @@ import (
 type NeuralConfig struct {
 	// Hidden lists the widths of the ReLU hidden layers; nil means
 	// {100, 100}. Use an empty non-nil slice for a linear model.
-	Hidden []int
+	Hidden []int `json:"hidden"`
 	// PriorVar is the variance of the Gaussian prior on every weight and
 	// bias, in standardized reward units; zero means 1 (standard normal).
-	PriorVar float64
+	PriorVar float64 `json:"prior_var"`
 	// InitSigma is the initial standard deviation of every factor of
 	// the mean-field posterior; zero means 0.01. Means start He-style.
-	InitSigma float64
+	InitSigma float64 `json:"init_sigma"`
 	// Estimator of the ELBO's data term; the zero value is the local
 	// reparameterization trick.
-	Estimator nn.Estimator
+	Estimator nn.Estimator `json:"estimator"`
 	// TrainEvery retrains after this many observations; zero means 1
 	// (after every reward, as in the paper).
-	TrainEvery int
+	TrainEvery int `json:"train_every"`
 	// TrainIters is the number of Adam iterations per retraining; zero
 	// means 500.
-	TrainIters int
+	TrainIters int `json:"train_iters"`
 	// BatchSize of the minibatches; zero means 64.
-	BatchSize int
+	BatchSize int `json:"batch_size"`
 	// LR is Adam's learning rate; zero means 1e-3.
-	LR float64
+	LR float64 `json:"lr"`
 	// Samples is the number S of posterior samples whose predictions are
 	// averaged for one decision; zero means 3 (the paper's refined
 	// sampler; the mean-field sampler uses the same S so that the two
 	// differ only in the quality of the samples).
-	Samples int
+	Samples int `json:"samples"`
 	// Refine configures local refinement for refined Thompson sampling;
 	// its zero value is completed with Fractions {0.7, 0.3} and 500
 	// iterations (Section 4.3).
-	Refine posterior.RefineConfig
+	Refine posterior.RefineConfig `json:"refine"`
 	// Epsilon is the exploration rate of epsilon-greedy.
-	Epsilon float64
+	Epsilon float64 `json:"epsilon,omitempty"`
 	// Propensity is the number M of extra draws of the decision rule
 	// used to estimate the mean-field policy's arm probabilities by
 	// Monte Carlo; zero disables the estimate (Decision.Probabilities is
 	// nil). Greedy, epsilon-greedy and uniform report exact
 	// probabilities regardless.
-	Propensity int
+	Propensity int `json:"propensity,omitempty"`
 }
 
 func (c NeuralConfig) withDefaults() NeuralConfig {

@@ -30,29 +30,29 @@ type RefineConfig struct {
 	// Fractions[k-1] * sigma_w^2. They must be positive and sum to 1.
 	// The paper's bandit run uses {0.7, 0.3} (Section 4.3). When nil,
 	// the geometric schedule of K and Ratio is used.
-	Fractions []float64
+	Fractions []float64 `json:"fractions,omitempty"`
 	// K is the number of auxiliary variables of the geometric schedule;
 	// zero means 2. Ignored when Fractions is set.
-	K int
+	K int `json:"k,omitempty"`
 	// Ratio r of the geometric schedule: sigma_{a_k}^2 = r * (prior
 	// variance not yet assigned) for k < K, and a_K takes the rest. Zero
 	// means DefaultRefineRatio. Ignored when Fractions is set.
-	Ratio float64
+	Ratio float64 `json:"ratio,omitempty"`
 	// Iterations is the number of Adam iterations of each conditional
 	// optimization (steps k < K); zero means DefaultRefineIterations.
-	Iterations int
+	Iterations int `json:"iterations"`
 	// LR is the learning rate lr0; step k uses lr0 * 0.3^(k/2). Zero
 	// means DefaultLR.
-	LR float64
+	LR float64 `json:"lr"`
 	// BatchSize of the minibatches; zero means DefaultBatchSize.
-	BatchSize int
+	BatchSize int `json:"batch_size"`
 	// Diagnostics, when set, makes Refine compute the single-sample
 	// ELBO_aux (Eq. 13) and the conditional ELBO after every step, which
 	// costs full passes over the data.
-	Diagnostics bool
+	Diagnostics bool `json:"diagnostics,omitempty"`
 	// DiagnosticSamples is the number of Monte Carlo draws for each
 	// conditional ELBO estimate; zero means 1.
-	DiagnosticSamples int
+	DiagnosticSamples int `json:"diagnostic_samples,omitempty"`
 }
 
 // Schedule returns the auxiliary variance fractions the configuration
