@@ -23,6 +23,7 @@ const (
 	SampleRefined   SampleKind = "refined"    // locally refined sample (Havasi et al. 2021)
 	SampleMeanField SampleKind = "mean-field" // plain draw from the mean-field posterior
 	SamplePoint     SampleKind = "point"      // point estimate (greedy, epsilon-greedy)
+	SampleExact     SampleKind = "exact"      // draw from an exact posterior (linear TS)
 	SampleNone      SampleKind = "none"       // no model (uniform, or before any training)
 )
 

@@ -1,0 +1,901 @@
+package bandit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/policy"
+	"github.com/refinery-bandits/refinery/posterior"
+)
+
+// model is one published posterior of an agent. It is immutable once
+// published: decisions and refinement workers read it without locks
+// through Agent.model, and the trainer replaces it with an atomic swap.
+type model struct {
+	version int64
+	rows    int   // training rows the posterior has seen
+	cursor  int64 // Seq of the last of them
+	// q is the mean-field posterior and sig2 its variances; nil for the
+	// policies without a network (uniform, linear-ts).
+	q    *posterior.MeanField
+	sig2 []float64
+	std  nn.Standardization
+	elbo float64 // NaN before any training
+	// lik is the likelihood the posterior was trained on, shared with
+	// the refiners; nil while there is no data.
+	lik       *nn.Likelihood
+	trainedAt time.Time
+	// superseded is closed when a newer model is published.
+	superseded chan struct{}
+}
+
+// Agent is one bandit at work: its configuration and encoder, the
+// current posterior snapshot, the trainer goroutine that keeps it
+// current, and (for refined-ts) the bank of refined samples the shared
+// refinement workers fill. Its methods are safe for concurrent use.
+type Agent struct {
+	name      string
+	cfg       Config
+	createdAt time.Time
+	enc       *Encoder
+	arch      nn.Arch
+	refineCfg posterior.RefineConfig
+	store     Store
+	log       *slog.Logger
+	obs       Observer
+
+	model atomic.Pointer[model]
+	bank  *bank // refined-ts only
+	pool  *refinePool
+
+	wake    chan struct{} // capacity 1: new rewards to train on
+	done    chan struct{} // closed by close
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+
+	scratch sync.Pool // *netScratch
+	rngs    sync.Pool // *rand.Rand
+	seed    uint64
+	seeds   atomic.Uint64
+
+	// Owned by the trainer goroutine (and by load before it starts).
+	data      *nn.Data
+	q         *posterior.MeanField
+	tr        *posterior.Trainer
+	std       nn.Standardization
+	fit       bool
+	cursor    int64
+	sigma     []float64
+	trng      *mrand.Rand
+	persisted int64
+
+	linMu sync.Mutex
+	lin   *policy.Linear // linear-ts only
+}
+
+// newAgent builds the agent of a validated configuration. It does not
+// read the store or start anything: see load and start.
+func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, log *slog.Logger, obs Observer) (*Agent, error) {
+	a := &Agent{
+		name:      cfg.Name,
+		cfg:       *cfg,
+		createdAt: b.CreatedAt,
+		enc:       NewEncoder(cfg.Features),
+		store:     st,
+		log:       log.With("bandit", cfg.Name),
+		obs:       obs,
+		pool:      pool,
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		seed:      seed,
+		trng:      mrand.New(mrand.NewPCG(seed, 0)),
+	}
+	dim, arms := a.enc.Dim(), len(cfg.Arms)
+	a.rngs.New = func() any { return mrand.New(mrand.NewPCG(a.seed, a.seeds.Add(1))) }
+	a.data = nn.NewData(dim, arms)
+	m := &model{elbo: math.NaN(), superseded: make(chan struct{}), std: nn.Standardization{Scale: 1}}
+	switch {
+	case cfg.Policy.Kind.neural():
+		a.arch = nn.NewArch(dim, cfg.Model.Hidden, arms)
+		a.scratch.New = func() any { return newNetScratch(a.arch) }
+		n := a.arch.NumParams()
+		prior := make([]float64, n)
+		for i := range prior {
+			prior[i] = cfg.Model.PriorVariance
+		}
+		a.q = posterior.NewMeanField(n, 1, prior, cfg.Model.InitSigma)
+		a.arch.InitHe(a.q.Mu, a.trng)
+		a.std = nn.Standardization{Scale: 1}
+		a.sigma = make([]float64, n)
+		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR})
+		if err != nil {
+			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
+		}
+		a.tr = tr
+		a.refineCfg = posterior.RefineConfig{
+			Fractions:  cfg.Refinement.Fractions,
+			Iterations: cfg.Refinement.Iterations,
+			LR:         cfg.Refinement.LR,
+			BatchSize:  cfg.Refinement.BatchSize,
+		}
+		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+	case cfg.Policy.Kind == LinearTS:
+		lin, err := policy.NewLinear(policy.LinearConfig{Arms: arms, Features: dim, ProbabilitySamples: cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
+		if err != nil {
+			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
+		}
+		a.lin = lin
+	}
+	if cfg.Policy.Kind == RefinedTS {
+		a.bank = newBank(cfg.Refinement.BankSize, cfg.Policy.MaxReuse, cfg.Refinement.MaxStaleness)
+		a.bank.onSpace = func() {
+			a.obs.Bank(a.name, a.bank.status().Depth)
+			pool.kick()
+		}
+	}
+	a.model.Store(m)
+	return a, nil
+}
+
+// sigma2 returns softplus(rho)^2 per parameter.
+func sigma2(q *posterior.MeanField) []float64 {
+	s := q.Sigma(nil)
+	for i, v := range s {
+		s[i] = v * v
+	}
+	return s
+}
+
+// likelihood is the Gaussian bandit likelihood of the network on v under
+// the current standardization, with the noise variance learned.
+func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
+	est := nn.LocalReparam
+	if a.cfg.Policy.Kind == EpsGreedy || a.cfg.Policy.Kind == Greedy {
+		est = nn.Deterministic // a point estimate: the MAP under the prior
+	}
+	return nn.NewLikelihood(a.arch, v, nn.Options{Estimator: est, LearnNoise: true, Standardization: a.std})
+}
+
+// Name returns the bandit's name.
+func (a *Agent) Name() string { return a.name }
+
+// Config returns the bandit's configuration, defaults filled in.
+func (a *Agent) Config() Config { return a.cfg }
+
+// CreatedAt returns when the bandit was created.
+func (a *Agent) CreatedAt() time.Time { return a.createdAt }
+
+// snapshotMeta is what a persisted Snapshot's Metrics holds besides the
+// mean-field posterior (Params, posterior.MeanField.MarshalBinary).
+type snapshotMeta struct {
+	Kind   PolicyKind `json:"kind"`
+	Rows   int        `json:"rows"`
+	Cursor int64      `json:"cursor"`
+	ELBO   *float64   `json:"elbo"`
+	Shift  float64    `json:"standardization_shift"`
+	Scale  float64    `json:"standardization_scale"`
+	Fit    bool       `json:"fit"`
+	Inputs int        `json:"inputs"`
+	Hidden []int      `json:"hidden"`
+	Arms   int        `json:"arms"`
+}
+
+// load restores the agent from the store: the latest snapshot, if any,
+// and every stored training row (the trainer trains on all of them).
+// Rows newer than the snapshot wake the trainer once start has run.
+func (a *Agent) load(ctx context.Context) error {
+	var snapVersion, snapCursor int64
+	elbo := math.NaN()
+	if a.cfg.Policy.Kind != Uniform {
+		snap, err := a.store.LatestSnapshot(ctx, a.name)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("load snapshot %s: %w", a.name, err)
+		default:
+			meta, q, err := a.decodeSnapshot(snap)
+			if err != nil {
+				a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
+				break
+			}
+			snapVersion, snapCursor = snap.Version, meta.Cursor
+			if meta.ELBO != nil {
+				elbo = *meta.ELBO
+			}
+			if q != nil {
+				a.q, a.std, a.fit = q, nn.Standardization{Shift: meta.Shift, Scale: meta.Scale}, meta.Fit
+			}
+		}
+	}
+	if a.cfg.Policy.Kind == Uniform {
+		return nil
+	}
+	n, err := a.readRows(ctx)
+	if err != nil {
+		return fmt.Errorf("load training rows %s: %w", a.name, err)
+	}
+	a.persisted = snapVersion
+	m := &model{version: snapVersion, rows: a.data.Len(), cursor: a.cursor, std: a.std, elbo: elbo, superseded: make(chan struct{})}
+	if snapVersion > 0 {
+		m.trainedAt = time.Now()
+	}
+	if a.q != nil {
+		if a.tr != nil {
+			a.tr.SetLikelihood(a.likelihood(a.data.View()))
+		}
+		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+		if n > 0 {
+			m.lik = a.tr.Likelihood().(*nn.Likelihood)
+		}
+	}
+	a.publish(m)
+	if a.cursor > snapCursor || (n > 0 && snapVersion == 0) {
+		a.notify()
+	}
+	return nil
+}
+
+func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField, error) {
+	var meta snapshotMeta
+	if err := json.Unmarshal(s.Metrics, &meta); err != nil {
+		return nil, nil, err
+	}
+	if meta.Kind != a.cfg.Policy.Kind {
+		return nil, nil, fmt.Errorf("snapshot of a %s posterior, the bandit uses %s", meta.Kind, a.cfg.Policy.Kind)
+	}
+	if !a.cfg.Policy.Kind.neural() {
+		return &meta, nil, nil
+	}
+	q := new(posterior.MeanField)
+	if err := q.UnmarshalBinary(s.Params); err != nil {
+		return nil, nil, err
+	}
+	if q.Len() != a.arch.NumParams() || len(q.Hyper) != 1 || meta.Inputs != a.arch.In() || meta.Arms != a.arch.Out() || !slices.Equal(meta.Hidden, a.arch.Hidden()) {
+		return nil, nil, fmt.Errorf("snapshot network %d-%v-%d does not match the configured %d-%v-%d",
+			meta.Inputs, meta.Hidden, meta.Arms, a.arch.In(), a.arch.Hidden(), a.arch.Out())
+	}
+	if !(meta.Scale > 0) {
+		return nil, nil, fmt.Errorf("snapshot standardization scale %g", meta.Scale)
+	}
+	return &meta, q, nil
+}
+
+// readRows appends the stored training rows after the agent's cursor to
+// its data (and, for linear-ts, its posterior) and returns how many it
+// read. Malformed rows are skipped with a warning.
+func (a *Agent) readRows(ctx context.Context) (int, error) {
+	n := 0
+	dim, arms := a.enc.Dim(), len(a.cfg.Arms)
+	err := a.store.TrainingRows(ctx, a.name, a.cursor, func(r TrainingRow) error {
+		a.cursor = r.Seq
+		if len(r.Encoded) != dim || r.Arm < 0 || r.Arm >= arms || math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
+			a.log.Warn("skipping a malformed training row", "seq", r.Seq, "dim", len(r.Encoded), "arm", r.Arm)
+			return nil
+		}
+		a.data.Append(r.Encoded, r.Arm, r.Reward)
+		if a.lin != nil {
+			a.linMu.Lock()
+			err := a.lin.Observe(ctx, r.Encoded, r.Arm, r.Reward)
+			a.linMu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// start launches the agent's goroutines: its trainer and, with a
+// default reward, the reaper of unrewarded decisions; a refined-ts agent
+// joins the refinement pool.
+func (a *Agent) start() {
+	if a.cfg.Policy.Kind != Uniform {
+		a.wg.Go(a.trainLoop)
+	}
+	if a.cfg.Reward.Default != nil {
+		a.wg.Go(a.reapLoop)
+	}
+	if a.bank != nil {
+		a.pool.add(a)
+	}
+}
+
+// close stops the agent's goroutines and persists its latest posterior
+// if it has not been.
+func (a *Agent) close(ctx context.Context) error {
+	if a.stopped.Swap(true) {
+		return nil
+	}
+	close(a.done)
+	a.wg.Wait()
+	return a.persist(ctx, a.model.Load(), true)
+}
+
+// notify wakes the trainer: there are new rewards.
+func (a *Agent) notify() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// publish makes m the current posterior.
+func (a *Agent) publish(m *model) {
+	old := a.model.Swap(m)
+	if old != nil && old != m {
+		close(old.superseded)
+	}
+	if a.bank != nil {
+		a.bank.setVersion(m.version)
+		a.pool.kick()
+	}
+}
+
+// trainLoop waits for rewards and retrains on them until close.
+func (a *Agent) trainLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-a.done
+		cancel()
+	}()
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-a.wake:
+		}
+		if err := a.trainOnce(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("training failed; retrying in a second", "err", err)
+			select {
+			case <-a.done:
+				return
+			case <-time.After(time.Second):
+			}
+			a.notify()
+		}
+	}
+}
+
+// trainOnce reads the rows stored since the cursor and, if there are
+// any, retrains and publishes a new posterior version.
+func (a *Agent) trainOnce(ctx context.Context) error {
+	n, rerr := a.readRows(ctx)
+	if n == 0 {
+		return rerr
+	}
+	prev := a.model.Load()
+	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: time.Now()}
+	iters := 0
+	if a.q != nil {
+		st, err := a.fitNetwork(ctx)
+		if err != nil {
+			// Go back to the last published posterior.
+			a.q.CopyFrom(prev.q)
+			a.std = prev.std
+			a.tr.Reset()
+			return errors.Join(err, rerr)
+		}
+		iters = st.Iterations
+		m.q, m.sig2, m.std, m.elbo = a.q.Clone(), sigma2(a.q), a.std, st.MeanELBO
+		m.lik = a.tr.Likelihood().(*nn.Likelihood)
+	}
+	a.publish(m)
+	a.obs.Trained(a.name, iters, m.version, m.elbo)
+	if m.version-a.persisted >= int64(a.cfg.Training.SnapshotEvery) {
+		if err := a.persist(ctx, m, false); err != nil && ctx.Err() == nil {
+			a.log.Warn("persisting the posterior failed", "version", m.version, "err", err)
+		}
+	}
+	return rerr
+}
+
+// fitNetwork refits the reward standardization to every row, rewrites
+// the posterior for it (nn.Restandardize keeps its predictions in reward
+// units), and runs the configured ELBO iterations on all rows.
+func (a *Agent) fitNetwork(ctx context.Context) (posterior.RunStats, error) {
+	view := a.data.View()
+	std := nn.FitStandardization(view)
+	if std != a.std {
+		a.q.Sigma(a.sigma)
+		nn.Restandardize(a.arch, a.q.Mu, a.sigma, a.std, std)
+		a.q.SetSigma(a.sigma)
+		a.std = std
+	}
+	if !a.fit {
+		a.q.Hyper[0] = 2 * math.Log(std.Scale) // the noise starts at one standardized unit
+		a.fit = true
+	}
+	a.tr.SetLikelihood(a.likelihood(view))
+	st, err := a.tr.Run(ctx, a.q, a.cfg.Training.Iterations, a.trng)
+	if err != nil {
+		return st, fmt.Errorf("train %s on %d rows: %w", a.name, view.Len(), err)
+	}
+	return st, nil
+}
+
+// persist saves m as a snapshot unless it is saved already (or, with
+// onlyIfNew, unless nothing changed since the last save).
+func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
+	if m.version == 0 || m.version <= a.persisted {
+		return nil
+	}
+	meta := snapshotMeta{Kind: a.cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit, Inputs: a.enc.Dim(), Arms: len(a.cfg.Arms), Hidden: a.cfg.Model.Hidden}
+	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
+		meta.ELBO = &m.elbo
+	}
+	var params []byte
+	if m.q != nil {
+		var err error
+		if params, err = m.q.MarshalBinary(); err != nil {
+			return err
+		}
+	}
+	metrics, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	if err := a.store.SaveSnapshot(ctx, &Snapshot{Bandit: a.name, Version: m.version, Params: params, Metrics: metrics}); err != nil {
+		return err
+	}
+	a.persisted = m.version
+	return nil
+}
+
+// reapLoop applies the configured default reward to decisions left
+// without a reward for longer than reward.wait.
+func (a *Agent) reapLoop() {
+	wait := time.Duration(a.cfg.Reward.Wait)
+	every := min(max(wait/4, 50*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-a.done
+		cancel()
+	}()
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-t.C:
+		}
+		if err := a.reap(ctx, time.Now().Add(-wait)); err != nil && ctx.Err() == nil {
+			a.log.Warn("applying default rewards failed", "err", err)
+		}
+	}
+}
+
+// reap stores the default reward for decisions made before the cutoff
+// that have none.
+func (a *Agent) reap(ctx context.Context, before time.Time) error {
+	const page = 500
+	for {
+		ds, err := a.store.Unrewarded(ctx, a.name, before, page)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			err := a.store.InsertReward(ctx, &Reward{Bandit: a.name, EventID: d.EventID, Value: *a.cfg.Reward.Default})
+			switch {
+			case errors.Is(err, ErrConflict): // a real reward won the race
+			case err != nil:
+				return err
+			default:
+				a.obs.Rewarded(a.name)
+			}
+		}
+		if len(ds) > 0 {
+			a.notify()
+		}
+		if len(ds) < page {
+			return nil
+		}
+	}
+}
+
+// Reward stores the reward of a decision and wakes the trainer. The
+// same value again is accepted without a new row; ErrNotFound if the
+// event is unknown, ErrConflict if it has another value.
+func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error {
+	if math.IsNaN(value) || math.IsInf(value, 0) {
+		return invalid("value", "want a finite number")
+	}
+	if err := a.store.InsertReward(ctx, &Reward{Bandit: a.name, EventID: eventID, Value: value}); err != nil {
+		return err
+	}
+	a.obs.Rewarded(a.name)
+	a.notify()
+	return nil
+}
+
+// DecideRequest asks for one decision.
+type DecideRequest struct {
+	// EventID identifies the decision; empty: the service makes one.
+	EventID string
+	// Context is the JSON object of feature values.
+	Context json.RawMessage
+	// Excluded names arms that must not be chosen.
+	Excluded []string
+}
+
+// Propensity describes how a decision's probabilities were obtained.
+type Propensity struct {
+	// Estimator is "exact" (uniform, greedy, eps-greedy), "mean-field"
+	// (Monte Carlo over groups of mean-field draws), "refined-pool"
+	// (resampled groups of the refined samples at hand) or
+	// "linear-posterior" (Monte Carlo over exact posterior draws).
+	Estimator string `json:"estimator"`
+	// Samples is the number of distinct posterior samples behind the
+	// estimate, Groups the number of groups of policy.samples draws
+	// whose argmax frequencies are the probabilities (0 when exact).
+	Samples int `json:"samples"`
+	Groups  int `json:"groups"`
+}
+
+// Outcome is the answer to a DecideRequest.
+type Outcome struct {
+	Decision *Decision
+	// Created is false when the event ID was already decided and the
+	// stored decision is returned (idempotency).
+	Created bool
+	// Propensity is set for new decisions only.
+	Propensity *Propensity
+}
+
+// eventIDRE is what a client-chosen event ID may look like: it appears
+// in URLs unescaped.
+var eventIDRE = regexp.MustCompile(`^[A-Za-z0-9._~:-]{1,128}$`)
+
+// NewEventID returns a random 128-bit event ID in hex.
+func NewEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidEventID reports whether id may be used as an event ID: 1 to 128
+// characters from [A-Za-z0-9._~:-].
+func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
+
+// Decide validates and encodes the context, lets the policy choose an
+// arm, stores the decision durably and returns it.
+//
+// Probabilities: uniform, greedy and eps-greedy are exact. The
+// Thompson-sampling rules play the argmax of the average prediction of S
+// = policy.samples posterior samples; the probability of each arm is
+// estimated as the fraction of M = policy.propensity_samples groups of S
+// samples whose average prefers it, the decision's own group being the
+// first (so the chosen arm has probability >= 1/M):
+//
+//   - mf-ts (and refined-ts falling back): M-1 more groups of fresh
+//     mean-field draws, an unbiased estimate with standard error at
+//     most 1/(2 sqrt(M));
+//   - refined-ts: M-1 groups resampled with replacement from the pool of
+//     refined samples at hand (the S taken and the other samples of the
+//     same version in the bank, not consumed), an estimate from the
+//     empirical distribution of those samples; Propensity.Samples says
+//     how many there were;
+//   - linear-ts: M further draws from the exact posterior
+//     (policy.Linear).
+//
+// An event ID that was already decided returns the stored decision
+// (Outcome.Created false) when the context encodes identically and the
+// stored arm is not excluded now, and ErrConflict otherwise.
+func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
+	var v validator
+	if req.EventID != "" && !ValidEventID(req.EventID) {
+		v.add("event_id", "want 1 to 128 characters from [A-Za-z0-9._~:-]")
+	}
+	x, err := a.enc.Encode(req.Context)
+	if err != nil {
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			return nil, err
+		}
+		v.errs = append(v.errs, ve.Errors...)
+	}
+	excluded := a.excluded(req.Excluded, &v)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	eventID := req.EventID
+	if eventID == "" {
+		eventID = NewEventID()
+	}
+	m := a.model.Load()
+	rng := a.rngs.Get().(*mrand.Rand)
+	defer a.rngs.Put(rng)
+	d := &Decision{
+		Bandit:       a.name,
+		EventID:      eventID,
+		Context:      req.Context,
+		Encoded:      x,
+		Policy:       string(a.cfg.Policy.Kind),
+		ModelVersion: m.version,
+	}
+	prop, err := a.choose(ctx, d, m, x, excluded, rng)
+	if err != nil {
+		return nil, err
+	}
+	stored, created, err := a.store.InsertDecision(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		if !slices.Equal(stored.Encoded, x) {
+			return nil, fmt.Errorf("event %s was decided for another context: %w", eventID, ErrConflict)
+		}
+		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] {
+			return nil, fmt.Errorf("event %s was decided with arm %s, which is now excluded: %w", eventID, a.cfg.Arms[stored.Arm], ErrConflict)
+		}
+		return &Outcome{Decision: stored, Created: false}, nil
+	}
+	a.obs.Decided(a.name, a.cfg.Arms[d.Arm], d.Sample)
+	return &Outcome{Decision: stored, Created: true, Propensity: prop}, nil
+}
+
+// excluded turns arm names into flags.
+func (a *Agent) excluded(names []string, v *validator) []bool {
+	ex := make([]bool, len(a.cfg.Arms))
+	for i, n := range names {
+		j := slices.Index(a.cfg.Arms, n)
+		if j < 0 {
+			v.add(fmt.Sprintf("excluded_arms[%d]", i), fmt.Sprintf("unknown arm %q", n))
+			continue
+		}
+		ex[j] = true
+	}
+	if len(names) > 0 && !slices.Contains(ex, false) {
+		v.add("excluded_arms", "every arm is excluded")
+	}
+	return ex
+}
+
+// choose fills d's arm, scores, probabilities and sample kind.
+func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	arms := len(a.cfg.Arms)
+	d.Scores = make([]float64, arms)
+	d.Propensities = make([]float64, arms)
+	switch a.cfg.Policy.Kind {
+	case Uniform:
+		allowed := countAllowed(excluded)
+		k := rng.IntN(allowed)
+		for i := range arms {
+			if excluded[i] {
+				continue
+			}
+			d.Propensities[i] = 1 / float64(allowed)
+			if k == 0 {
+				d.Arm = i
+			}
+			k--
+		}
+		d.Sample = SampleNone
+		return &Propensity{Estimator: "exact"}, nil
+	case Greedy, EpsGreedy:
+		s := a.scratch.Get().(*netScratch)
+		defer a.scratch.Put(s)
+		out := forward(a.arch, m.q.Mu, x, s)
+		for i, t := range out {
+			d.Scores[i] = m.std.Reward(t)
+		}
+		greedy := argmax(d.Scores, excluded, rng)
+		eps := *a.cfg.Policy.Epsilon
+		allowed := countAllowed(excluded)
+		for i := range arms {
+			if !excluded[i] {
+				d.Propensities[i] = eps / float64(allowed)
+			}
+		}
+		d.Propensities[greedy] += 1 - eps
+		d.Arm = greedy
+		if eps > 0 && rng.Float64() < eps {
+			k := rng.IntN(allowed)
+			for i := range arms {
+				if excluded[i] {
+					continue
+				}
+				if k == 0 {
+					d.Arm = i
+					break
+				}
+				k--
+			}
+		}
+		d.Sample = SamplePoint
+		return &Propensity{Estimator: "exact"}, nil
+	case LinearTS:
+		a.linMu.Lock()
+		pd, err := a.lin.Decide(ctx, x, excluded)
+		a.linMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		d.Arm, d.Sample = pd.Arm, SampleExact
+		copy(d.Scores, pd.Scores)
+		copy(d.Propensities, pd.Probabilities)
+		return &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}, nil
+	case RefinedTS:
+		if m.lik != nil {
+			got, others, ok := a.bank.take(ctx, a.cfg.Policy.Samples, a.cfg.Refinement.BankSize, time.Duration(a.cfg.Policy.MaxWait))
+			if ok {
+				a.obs.Bank(a.name, a.bank.status().Depth)
+				return a.chooseRefined(d, m, x, excluded, got, others, rng), nil
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return a.chooseMeanField(d, m, x, excluded, rng), nil
+}
+
+// chooseMeanField is Thompson sampling on mean-field draws, with the
+// propensity estimate of Decide.
+func (a *Agent) chooseMeanField(d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) *Propensity {
+	s := a.scratch.Get().(*netScratch)
+	defer a.scratch.Put(s)
+	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
+	arms := len(a.cfg.Arms)
+	lrPrepare(a.arch, m.q.Mu, m.sig2, x, s)
+	sum := make([]float64, arms)
+	for g := range M {
+		clear(sum)
+		for range S {
+			for i, t := range lrSample(a.arch, m.q.Mu, m.sig2, s, rng) {
+				sum[i] += t
+			}
+		}
+		best := argmax(sum, excluded, rng)
+		d.Propensities[best] += 1 / float64(M)
+		if g == 0 {
+			d.Arm = best
+			for i, t := range sum {
+				d.Scores[i] = m.std.Reward(t / float64(S))
+			}
+		}
+	}
+	d.Sample = SampleMeanField
+	return &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}
+}
+
+// chooseRefined is Thompson sampling on the refined samples taken from
+// the bank, with the pooled propensity estimate of Decide.
+func (a *Agent) chooseRefined(d *Decision, m *model, x []float64, excluded []bool, got, others []*refined, rng *mrand.Rand) *Propensity {
+	s := a.scratch.Get().(*netScratch)
+	defer a.scratch.Put(s)
+	S, M := len(got), a.cfg.Policy.PropensitySamples
+	arms := len(a.cfg.Arms)
+	pool := make([]float64, 0, (S+len(others))*arms) // predictions, standardized units
+	version := got[0].version
+	for _, r := range slices.Concat(got, others) {
+		pool = append(pool, forward(a.arch, r.w, x, s)...)
+		version = min(version, r.version)
+	}
+	n := len(pool) / arms
+	sum := make([]float64, arms)
+	for g := range M {
+		clear(sum)
+		for k := range S {
+			i := k // the decision's own group: the samples taken
+			if g > 0 {
+				i = rng.IntN(n)
+			}
+			for j := range arms {
+				sum[j] += pool[i*arms+j]
+			}
+		}
+		best := argmax(sum, excluded, rng)
+		d.Propensities[best] += 1 / float64(M)
+		if g == 0 {
+			d.Arm = best
+			for j, t := range sum {
+				d.Scores[j] = m.std.Reward(t / float64(S))
+			}
+		}
+	}
+	// The samples were refined from version `version`; its
+	// standardization is the current one unless the posterior moved on,
+	// which only a configured max_staleness allows.
+	d.ModelVersion = version
+	d.Sample = SampleRefined
+	return &Propensity{Estimator: "refined-pool", Samples: n, Groups: M}
+}
+
+func countAllowed(excluded []bool) int {
+	n := 0
+	for _, e := range excluded {
+		if !e {
+			n++
+		}
+	}
+	return n
+}
+
+// argmax returns the allowed index with the largest value, ties broken
+// uniformly at random.
+func argmax(v []float64, excluded []bool, rng *mrand.Rand) int {
+	best, ties := -1, 0
+	for i, x := range v {
+		if excluded[i] {
+			continue
+		}
+		switch {
+		case best < 0 || x > v[best]:
+			best, ties = i, 1
+		case x == v[best]:
+			ties++
+			if rng.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// Status is an agent's live state.
+type Status struct {
+	// ModelVersion counts the posteriors the trainer has published.
+	ModelVersion int64 `json:"model_version"`
+	// TrainedRows is the number of rewarded decisions the current
+	// posterior was trained on.
+	TrainedRows int `json:"trained_rows"`
+	// ELBO is the trainer's last minibatch ELBO estimate (mean of the
+	// last tenth of its iterations); null before any training.
+	ELBO      *float64   `json:"elbo"`
+	TrainedAt *time.Time `json:"trained_at"`
+	// Bank is the refined-sample bank (refined-ts only).
+	Bank *BankStatus `json:"bank,omitempty"`
+}
+
+// BankStatus describes a bank of refined samples.
+type BankStatus struct {
+	// Depth is the number of usable samples banked; InFlight the
+	// number being refined.
+	Depth    int `json:"depth"`
+	InFlight int `json:"in_flight"`
+	Capacity int `json:"capacity"`
+	// Produced counts samples banked, Discarded samples that went stale
+	// before use, Used uses of samples by decisions, Reused those uses
+	// beyond a sample's first.
+	Produced  int64 `json:"produced"`
+	Discarded int64 `json:"discarded"`
+	Used      int64 `json:"used"`
+	Reused    int64 `json:"reused"`
+}
+
+// Status returns the agent's live state.
+func (a *Agent) Status() Status {
+	m := a.model.Load()
+	st := Status{ModelVersion: m.version, TrainedRows: m.rows}
+	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
+		e := m.elbo
+		st.ELBO = &e
+	}
+	if !m.trainedAt.IsZero() {
+		t := m.trainedAt.UTC()
+		st.TrainedAt = &t
+	}
+	if a.bank != nil {
+		b := a.bank.status()
+		st.Bank = &BankStatus{Depth: b.Depth, InFlight: b.InFlight, Capacity: a.cfg.Refinement.BankSize, Produced: b.Produced, Discarded: b.Discarded, Used: b.Used, Reused: b.Reused}
+	}
+	return st
+}

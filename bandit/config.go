@@ -1,0 +1,657 @@
+package bandit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/posterior"
+)
+
+// PolicyKind names a decision rule.
+type PolicyKind string
+
+// The policies a bandit can use.
+const (
+	// RefinedTS is Thompson sampling on locally refined posterior samples
+	// (Havasi et al. 2021, Algorithm 1) taken from the agent's bank.
+	RefinedTS PolicyKind = "refined-ts"
+	// MeanFieldTS is Thompson sampling on plain mean-field samples.
+	MeanFieldTS PolicyKind = "mf-ts"
+	// EpsGreedy plays the arm a point-estimate network prefers with
+	// probability 1-epsilon and a uniformly random allowed arm otherwise.
+	EpsGreedy PolicyKind = "eps-greedy"
+	// Greedy is EpsGreedy with epsilon 0.
+	Greedy PolicyKind = "greedy"
+	// Uniform picks an allowed arm uniformly at random; no model.
+	Uniform PolicyKind = "uniform"
+	// LinearTS is Thompson sampling with an exact Normal-inverse-gamma
+	// linear model per arm (policy.Linear).
+	LinearTS PolicyKind = "linear-ts"
+)
+
+var policyKinds = []PolicyKind{RefinedTS, MeanFieldTS, EpsGreedy, Greedy, Uniform, LinearTS}
+
+// neural reports whether the kind uses the Bayesian neural network.
+func (k PolicyKind) neural() bool {
+	return k == RefinedTS || k == MeanFieldTS || k == EpsGreedy || k == Greedy
+}
+
+// FeatureType is the type of one context feature.
+type FeatureType string
+
+const (
+	// Categorical features take one of their declared string values and
+	// are one-hot encoded over them, in declared order.
+	Categorical FeatureType = "categorical"
+	// Numeric features take a JSON number x, encoded as (x - center) /
+	// scale.
+	Numeric FeatureType = "numeric"
+)
+
+// Duration is a time.Duration that reads and writes JSON strings such as
+// "50ms" or "10m" (time.ParseDuration).
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`want a duration string such as "50ms" or "10m"`)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf(`%q is not a duration such as "50ms" or "10m"`, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Config is a bandit's configuration as the API accepts it. Zero values
+// are replaced by the defaults documented on each field (Defaults); the
+// stored configuration has them filled in, so that what a bandit does is
+// visible in what GET returns.
+type Config struct {
+	// Name identifies the bandit in URLs: 1 to 64 characters from
+	// [A-Za-z0-9._-], starting with a letter or digit. Required.
+	Name string `json:"name"`
+	// Arms names the arms, 1 to 100 distinct non-empty names. Required.
+	Arms []string `json:"arms"`
+	// Features is the context schema, 1 to 1000 distinct features.
+	// Required.
+	Features []Feature `json:"features"`
+
+	Policy     PolicyConfig     `json:"policy"`
+	Model      ModelConfig      `json:"model"`
+	Training   TrainingConfig   `json:"training"`
+	Refinement RefinementConfig `json:"refinement"`
+	Reward     RewardConfig     `json:"reward"`
+}
+
+// Feature is one context feature.
+type Feature struct {
+	// Name is the key of the feature in a decision's context object.
+	Name string `json:"name"`
+	// Type is "categorical" or "numeric".
+	Type FeatureType `json:"type"`
+	// Values lists the declared categories of a categorical feature, 1
+	// to 1000 distinct strings; a context with any other value is
+	// rejected. Not allowed for numeric features.
+	Values []string `json:"values,omitempty"`
+	// Center and Scale standardize a numeric feature: it is encoded as
+	// (x - Center) / Scale. Defaults 0 and 1 (the value as given). Not
+	// allowed for categorical features.
+	Center *float64 `json:"center,omitempty"`
+	Scale  *float64 `json:"scale,omitempty"`
+	// Optional features may be missing from (or null in) a context: a
+	// missing categorical encodes as all zeros, a missing numeric as
+	// Center (zero after standardization). Default false: required.
+	Optional bool `json:"optional"`
+}
+
+// PolicyConfig chooses the decision rule.
+type PolicyConfig struct {
+	// Kind is one of refined-ts (default), mf-ts, eps-greedy, greedy,
+	// uniform, linear-ts.
+	Kind PolicyKind `json:"kind"`
+	// Samples is the number S of posterior samples whose predictions
+	// are averaged for one Thompson-sampling decision; default 3 (the
+	// paper's refined sampler, Havasi et al. 2021, Section 4.3), 1..100.
+	Samples int `json:"samples"`
+	// Epsilon is the exploration rate of eps-greedy, in [0, 1]; default
+	// 0.05 (the larger of the paper's two baselines). Greedy has 0; the
+	// other kinds have none.
+	Epsilon *float64 `json:"epsilon,omitempty"`
+	// MaxReuse is how many decisions one refined sample may serve;
+	// default 1 (every decision acts on fresh samples), 1..1000.
+	MaxReuse int `json:"max_reuse"`
+	// MaxWait is how long a refined-ts decision waits for the bank to
+	// hold Samples usable refined samples before it falls back to
+	// mean-field samples (and says so); default 50ms, 0..10s.
+	MaxWait Duration `json:"max_wait"`
+	// PropensitySamples is M, the number of groups of Samples draws
+	// (the decision's own group included) from which the
+	// Thompson-sampling policies estimate each arm's probability of
+	// being chosen; default 32, 1..10000. See Agent.Decide.
+	PropensitySamples int `json:"propensity_samples"`
+}
+
+// ModelConfig is the Bayesian neural network of the neural policies.
+type ModelConfig struct {
+	// Hidden lists the ReLU hidden layer widths; default [100, 100]
+	// (Havasi et al. 2021, Section 4.3). [] is a linear model. At most 8
+	// layers of 1..1024 units and 2,000,000 parameters in all.
+	Hidden []int `json:"hidden"`
+	// PriorVariance is the variance of the N(0, v) prior on every
+	// weight and bias, in standardized reward units; default 1.
+	PriorVariance float64 `json:"prior_variance"`
+	// InitSigma is the initial standard deviation of every factor of the
+	// mean-field posterior (means start He-style); default 0.01.
+	InitSigma float64 `json:"init_sigma"`
+}
+
+// TrainingConfig is the trainer: after new rewards arrive it runs
+// Iterations Adam iterations of the ELBO on minibatches of all stored
+// rewarded decisions, then publishes a new posterior version.
+type TrainingConfig struct {
+	// Iterations per retraining; default 500 (the paper retrains with
+	// 500 iterations after every reward; the service retrains once per
+	// batch of rewards that arrived meanwhile), 1..100000.
+	Iterations int `json:"iterations"`
+	// BatchSize of the minibatches; default 64 (Section 4.3), 1..4096.
+	BatchSize int `json:"batch_size"`
+	// LR is Adam's learning rate; default 1e-3 (Section 4.3).
+	LR float64 `json:"lr"`
+	// SnapshotEvery persists the posterior every this many versions
+	// (and on shutdown); default 10, 1..1000000.
+	SnapshotEvery int `json:"snapshot_every"`
+}
+
+// RefinementConfig is local refinement (Havasi et al. 2021, Algorithm 1)
+// and the bank of refined samples.
+type RefinementConfig struct {
+	// Fractions are the auxiliary variances as fractions of the prior
+	// variance, coarse to fine; default [0.7, 0.3] (Section 4.3). They
+	// must be positive and sum to 1; at most 16.
+	Fractions []float64 `json:"fractions"`
+	// Iterations of Adam per conditional optimization; default 500
+	// (Section 4.3), 1..100000.
+	Iterations int `json:"iterations"`
+	// LR of the first conditional optimization; default 1e-3 (Section
+	// 4.3); step k uses LR * 0.3^(k/2).
+	LR float64 `json:"lr"`
+	// BatchSize of the minibatches; default 64.
+	BatchSize int `json:"batch_size"`
+	// BankSize is the most refined samples the bank keeps ready;
+	// default 16, 1..1000.
+	BankSize int `json:"bank_size"`
+	// MaxStaleness is how many posterior versions old a refined sample
+	// may be and still be used; default 0: a sample is discarded as soon
+	// as a newer posterior is published.
+	MaxStaleness int `json:"max_staleness"`
+}
+
+// RewardConfig says what happens to decisions that get no reward.
+type RewardConfig struct {
+	// Wait is how long a decision may wait for its reward; default
+	// "10m".
+	Wait Duration `json:"wait"`
+	// Default, when a number, is stored as the reward of every decision
+	// still unrewarded after Wait (a later reward with another value is
+	// then a conflict, 409); when null (default), such decisions are
+	// left out of training until their reward comes, however late.
+	Default *float64 `json:"default"`
+}
+
+// Defaults of Config; see its fields for where they come from.
+const (
+	DefaultSamples           = 3
+	DefaultEpsilon           = 0.05
+	DefaultMaxReuse          = 1
+	DefaultMaxWait           = 50 * time.Millisecond
+	DefaultPropensitySamples = 32
+	DefaultPriorVariance     = 1.0
+	DefaultInitSigma         = 0.01
+	DefaultTrainIterations   = 500
+	DefaultSnapshotEvery     = 10
+	DefaultRefineIterations  = posterior.DefaultRefineIterations
+	DefaultBankSize          = 16
+	DefaultRewardWait        = 10 * time.Minute
+)
+
+// DefaultHidden and DefaultFractions are the paper's network and
+// refinement schedule (Havasi et al. 2021, Section 4.3).
+var (
+	DefaultHidden    = []int{100, 100}
+	DefaultFractions = []float64{0.7, 0.3}
+)
+
+// Limits that keep one bandit from exhausting the service.
+const (
+	MaxArms           = 100
+	MaxFeatures       = 1000
+	MaxValues         = 1000
+	MaxNameLen        = 128
+	MaxEncodedDim     = 10000
+	MaxHiddenLayers   = 8
+	MaxHiddenWidth    = 1024
+	MaxParams         = 2_000_000
+	MaxBanditNameLen  = 64
+	maxDurationConfig = 10 * 365 * 24 * time.Hour
+)
+
+var banditNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// ParseConfig decodes a configuration strictly (unknown fields, trailing
+// data and wrong types are errors), fills in the defaults and validates
+// it. Every problem is reported as a *ValidationError naming the field.
+func ParseConfig(data []byte) (*Config, error) {
+	var c Config
+	if err := decodeStrict(data, &c); err != nil {
+		return nil, err
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// decodeStrict unmarshals one JSON value into v, rejecting unknown
+// fields and trailing data, and turns decoding errors into a
+// *ValidationError naming the field.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into a *ValidationError.
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return invalid("", fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn))
+	case errors.As(err, &typ):
+		field := typ.Field
+		detail := fmt.Sprintf("want %s, got JSON %s", typeName(typ.Type.String()), typ.Value)
+		if typ.Value == "number" || strings.HasPrefix(typ.Value, "number ") {
+			detail = fmt.Sprintf("want %s, got %s", typeName(typ.Type.String()), typ.Value)
+		}
+		return invalid(field, detail)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return invalid(name, "unknown field")
+	case errors.Is(err, io.EOF):
+		return invalid("", "empty body: want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("", "malformed JSON: unexpected end of input")
+	}
+	var fe *fieldErr
+	if errors.As(err, &fe) {
+		return invalid(fe.field, fe.detail)
+	}
+	return invalid("", "malformed JSON: "+err.Error())
+}
+
+// fieldErr is returned by custom UnmarshalJSON methods that know their
+// field.
+type fieldErr struct{ field, detail string }
+
+func (e *fieldErr) Error() string { return e.field + ": " + e.detail }
+
+func typeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case t == "string", strings.HasSuffix(t, "Kind"), strings.HasSuffix(t, "Type"):
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "[]"):
+		return "an array"
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "bandit."):
+		return "an object"
+	}
+	return t
+}
+
+// SetDefaults fills in zero fields with their defaults.
+func (c *Config) SetDefaults() {
+	p := &c.Policy
+	if p.Kind == "" {
+		p.Kind = RefinedTS
+	}
+	if p.Samples == 0 {
+		p.Samples = DefaultSamples
+	}
+	switch p.Kind {
+	case EpsGreedy:
+		if p.Epsilon == nil {
+			e := DefaultEpsilon
+			p.Epsilon = &e
+		}
+	case Greedy:
+		if p.Epsilon == nil {
+			e := 0.0
+			p.Epsilon = &e
+		}
+	}
+	if p.MaxReuse == 0 {
+		p.MaxReuse = DefaultMaxReuse
+	}
+	if p.MaxWait == 0 {
+		p.MaxWait = Duration(DefaultMaxWait)
+	}
+	if p.PropensitySamples == 0 {
+		p.PropensitySamples = DefaultPropensitySamples
+	}
+	m := &c.Model
+	if m.Hidden == nil {
+		m.Hidden = append([]int(nil), DefaultHidden...)
+	}
+	if m.PriorVariance == 0 {
+		m.PriorVariance = DefaultPriorVariance
+	}
+	if m.InitSigma == 0 {
+		m.InitSigma = DefaultInitSigma
+	}
+	t := &c.Training
+	if t.Iterations == 0 {
+		t.Iterations = DefaultTrainIterations
+	}
+	if t.BatchSize == 0 {
+		t.BatchSize = posterior.DefaultBatchSize
+	}
+	if t.LR == 0 {
+		t.LR = posterior.DefaultLR
+	}
+	if t.SnapshotEvery == 0 {
+		t.SnapshotEvery = DefaultSnapshotEvery
+	}
+	r := &c.Refinement
+	if r.Fractions == nil {
+		r.Fractions = append([]float64(nil), DefaultFractions...)
+	}
+	if r.Iterations == 0 {
+		r.Iterations = DefaultRefineIterations
+	}
+	if r.LR == 0 {
+		r.LR = posterior.DefaultLR
+	}
+	if r.BatchSize == 0 {
+		r.BatchSize = posterior.DefaultBatchSize
+	}
+	if r.BankSize == 0 {
+		r.BankSize = DefaultBankSize
+	}
+	if c.Reward.Wait == 0 {
+		c.Reward.Wait = Duration(DefaultRewardWait)
+	}
+	for i := range c.Features {
+		f := &c.Features[i]
+		if f.Type == Numeric {
+			if f.Center == nil {
+				v := 0.0
+				f.Center = &v
+			}
+			if f.Scale == nil {
+				v := 1.0
+				f.Scale = &v
+			}
+		}
+	}
+}
+
+// Validate checks a configuration whose defaults are filled in and
+// returns a *ValidationError listing every problem, or nil.
+func (c *Config) Validate() error {
+	var v validator
+	switch {
+	case c.Name == "":
+		v.add("name", "required")
+	case len(c.Name) > MaxBanditNameLen || !banditNameRE.MatchString(c.Name):
+		v.add("name", fmt.Sprintf("want 1 to %d characters from [A-Za-z0-9._-], starting with a letter or digit", MaxBanditNameLen))
+	}
+	switch {
+	case len(c.Arms) == 0:
+		v.add("arms", "want at least one arm")
+	case len(c.Arms) > MaxArms:
+		v.add("arms", fmt.Sprintf("%d arms, want at most %d", len(c.Arms), MaxArms))
+	default:
+		v.names("arms", c.Arms)
+	}
+	c.validateFeatures(&v)
+	c.validatePolicy(&v)
+	if c.Policy.Kind.neural() {
+		c.validateModel(&v)
+	}
+	r := c.Reward
+	if r.Wait < 0 || time.Duration(r.Wait) > maxDurationConfig {
+		v.add("reward.wait", "want a duration between 0s and 10 years")
+	}
+	if r.Default != nil {
+		v.finite("reward.default", *r.Default)
+		if r.Wait <= 0 {
+			v.add("reward.wait", "want a positive duration when reward.default is set")
+		}
+	}
+	return v.err()
+}
+
+func (c *Config) validateFeatures(v *validator) {
+	switch {
+	case len(c.Features) == 0:
+		v.add("features", "want at least one feature")
+		return
+	case len(c.Features) > MaxFeatures:
+		v.add("features", fmt.Sprintf("%d features, want at most %d", len(c.Features), MaxFeatures))
+		return
+	}
+	names := make([]string, len(c.Features))
+	dim := 0
+	for i, f := range c.Features {
+		names[i] = f.Name
+		at := fmt.Sprintf("features[%d]", i)
+		switch f.Type {
+		case Categorical:
+			switch {
+			case len(f.Values) == 0:
+				v.add(at+".values", "a categorical feature needs at least one declared value")
+			case len(f.Values) > MaxValues:
+				v.add(at+".values", fmt.Sprintf("%d values, want at most %d", len(f.Values), MaxValues))
+			default:
+				v.names(at+".values", f.Values)
+			}
+			if f.Center != nil || f.Scale != nil {
+				v.add(at, "center and scale apply to numeric features only")
+			}
+			dim += len(f.Values)
+		case Numeric:
+			if f.Values != nil {
+				v.add(at+".values", "values apply to categorical features only")
+			}
+			if f.Center != nil {
+				v.finite(at+".center", *f.Center)
+			}
+			if f.Scale != nil && !(*f.Scale > 0 && !math.IsInf(*f.Scale, 0)) {
+				v.add(at+".scale", "want a finite number > 0")
+			}
+			dim++
+		case "":
+			v.add(at+".type", `required: "categorical" or "numeric"`)
+		default:
+			v.add(at+".type", fmt.Sprintf(`unknown type %q: want "categorical" or "numeric"`, f.Type))
+		}
+	}
+	v.names("features", names)
+	if dim > MaxEncodedDim {
+		v.add("features", fmt.Sprintf("the features encode to %d inputs, want at most %d", dim, MaxEncodedDim))
+	}
+}
+
+func (c *Config) validatePolicy(v *validator) {
+	p := c.Policy
+	known := false
+	for _, k := range policyKinds {
+		known = known || p.Kind == k
+	}
+	if !known {
+		v.add("policy.kind", fmt.Sprintf("unknown policy %q: want one of refined-ts, mf-ts, eps-greedy, greedy, uniform, linear-ts", p.Kind))
+	}
+	v.intRange("policy.samples", p.Samples, 1, 100)
+	v.intRange("policy.max_reuse", p.MaxReuse, 1, 1000)
+	v.intRange("policy.propensity_samples", p.PropensitySamples, 1, 10000)
+	if p.MaxWait < 0 || time.Duration(p.MaxWait) > 10*time.Second {
+		v.add("policy.max_wait", "want a duration between 0s and 10s")
+	}
+	switch {
+	case p.Epsilon != nil && p.Kind != EpsGreedy && p.Kind != Greedy:
+		v.add("policy.epsilon", "epsilon applies to eps-greedy only")
+	case p.Kind == Greedy && p.Epsilon != nil && *p.Epsilon != 0:
+		v.add("policy.epsilon", "greedy has epsilon 0; use eps-greedy")
+	case p.Epsilon != nil && !(*p.Epsilon >= 0 && *p.Epsilon <= 1):
+		v.add("policy.epsilon", "want a number in [0, 1]")
+	}
+}
+
+func (c *Config) validateModel(v *validator) {
+	m := c.Model
+	if len(m.Hidden) > MaxHiddenLayers {
+		v.add("model.hidden", fmt.Sprintf("%d hidden layers, want at most %d", len(m.Hidden), MaxHiddenLayers))
+	} else {
+		ok := true
+		for i, h := range m.Hidden {
+			if h < 1 || h > MaxHiddenWidth {
+				v.add(fmt.Sprintf("model.hidden[%d]", i), fmt.Sprintf("width %d, want 1..%d", h, MaxHiddenWidth))
+				ok = false
+			}
+		}
+		if ok && c.encodedDim() > 0 && c.encodedDim() <= MaxEncodedDim && len(c.Arms) > 0 && len(c.Arms) <= MaxArms {
+			if n := nn.NewArch(c.encodedDim(), m.Hidden, len(c.Arms)).NumParams(); n > MaxParams {
+				v.add("model.hidden", fmt.Sprintf("the network has %d parameters, want at most %d", n, MaxParams))
+			}
+		}
+	}
+	v.positive("model.prior_variance", m.PriorVariance, 1e6)
+	v.positive("model.init_sigma", m.InitSigma, 1e3)
+	t := c.Training
+	v.intRange("training.iterations", t.Iterations, 1, 100000)
+	v.intRange("training.batch_size", t.BatchSize, 1, 4096)
+	v.positive("training.lr", t.LR, 1)
+	v.intRange("training.snapshot_every", t.SnapshotEvery, 1, 1000000)
+	r := c.Refinement
+	if len(r.Fractions) > 16 {
+		v.add("refinement.fractions", fmt.Sprintf("%d fractions, want at most 16", len(r.Fractions)))
+	} else if _, err := (posterior.RefineConfig{Fractions: r.Fractions}).Schedule(); err != nil {
+		v.add("refinement.fractions", strings.TrimPrefix(err.Error(), "posterior: ")+" (want positive numbers summing to 1)")
+	}
+	v.intRange("refinement.iterations", r.Iterations, 1, 100000)
+	v.positive("refinement.lr", r.LR, 1)
+	v.intRange("refinement.batch_size", r.BatchSize, 1, 4096)
+	v.intRange("refinement.bank_size", r.BankSize, 1, 1000)
+	v.intRange("refinement.max_staleness", r.MaxStaleness, 0, 1000)
+}
+
+// encodedDim is the length of an encoded context.
+func (c *Config) encodedDim() int {
+	dim := 0
+	for _, f := range c.Features {
+		if f.Type == Categorical {
+			dim += len(f.Values)
+		} else {
+			dim++
+		}
+	}
+	return dim
+}
+
+// validator collects field errors.
+type validator struct{ errs []FieldError }
+
+func (v *validator) add(field, detail string) {
+	v.errs = append(v.errs, FieldError{Field: field, Detail: detail})
+}
+
+func (v *validator) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: v.errs}
+}
+
+func (v *validator) intRange(field string, n, lo, hi int) {
+	if n < lo || n > hi {
+		v.add(field, fmt.Sprintf("%d, want %d..%d", n, lo, hi))
+	}
+}
+
+func (v *validator) positive(field string, x, hi float64) {
+	if !(x > 0 && x <= hi) {
+		v.add(field, fmt.Sprintf("%g, want a number in (0, %g]", x, hi))
+	}
+}
+
+func (v *validator) finite(field string, x float64) {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		v.add(field, "want a finite number")
+	}
+}
+
+// names checks a list of names: non-empty, printable, at most
+// MaxNameLen bytes, distinct.
+func (v *validator) names(field string, names []string) {
+	seen := make(map[string]int, len(names))
+	for i, n := range names {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if field == "features" {
+			at += ".name"
+		}
+		if msg := checkName(n); msg != "" {
+			v.add(at, msg)
+			continue
+		}
+		if j, dup := seen[n]; dup {
+			v.add(at, fmt.Sprintf("duplicate of %s[%d]: %q", field, j, n))
+			continue
+		}
+		seen[n] = i
+	}
+}
+
+func checkName(n string) string {
+	switch {
+	case n == "":
+		return "empty name"
+	case len(n) > MaxNameLen:
+		return fmt.Sprintf("%d bytes, want at most %d", len(n), MaxNameLen)
+	case !utf8.ValidString(n):
+		return "not valid UTF-8"
+	case strings.IndexFunc(n, unicode.IsControl) >= 0:
+		return "contains control characters"
+	}
+	return ""
+}

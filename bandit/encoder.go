@@ -1,0 +1,170 @@
+package bandit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Encoder turns a decision's context, a JSON object keyed by feature
+// name, into the vector the model sees. Features are laid out in
+// declared order:
+//
+//   - a categorical feature with values v_1..v_k takes k inputs, one-hot:
+//     input j is 1 when the value is v_j and 0 otherwise (all zero when
+//     an optional feature is missing);
+//   - a numeric feature takes one input, (x - center) / scale (zero when
+//     an optional feature is missing).
+//
+// An Encoder is immutable and safe for concurrent use.
+type Encoder struct {
+	features []encFeature
+	byName   map[string]int
+	dim      int
+}
+
+type encFeature struct {
+	Feature
+	offset int
+	index  map[string]int // categorical value -> position
+	center float64
+	scale  float64
+}
+
+// NewEncoder returns the encoder of a validated configuration's schema.
+func NewEncoder(features []Feature) *Encoder {
+	e := &Encoder{byName: make(map[string]int, len(features))}
+	for i, f := range features {
+		ef := encFeature{Feature: f, offset: e.dim, center: 0, scale: 1}
+		switch f.Type {
+		case Categorical:
+			ef.index = make(map[string]int, len(f.Values))
+			for j, v := range f.Values {
+				ef.index[v] = j
+			}
+			e.dim += len(f.Values)
+		default:
+			if f.Center != nil {
+				ef.center = *f.Center
+			}
+			if f.Scale != nil {
+				ef.scale = *f.Scale
+			}
+			e.dim++
+		}
+		e.features = append(e.features, ef)
+		e.byName[f.Name] = i
+	}
+	return e
+}
+
+// Dim returns the length of an encoded context.
+func (e *Encoder) Dim() int { return e.dim }
+
+// Encode validates the context object raw against the schema and returns
+// its encoding. Every problem is reported in a *ValidationError whose
+// fields are "context" or "context.<feature>": a context that is not an
+// object, an unknown feature, a missing required feature, a value of the
+// wrong type, an undeclared category, a number out of float64 range.
+func (e *Encoder) Encode(raw json.RawMessage) ([]float64, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, invalid("context", "required: a JSON object of feature values")
+	}
+	if raw[0] != '{' {
+		return nil, invalid("context", "want a JSON object of feature values")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, invalid("context", "malformed JSON object: "+err.Error())
+	}
+	var v validator
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		if _, ok := e.byName[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v.add("context."+k, "unknown feature")
+	}
+	x := make([]float64, e.dim)
+	for _, f := range e.features {
+		at := "context." + f.Name
+		val, ok := obj[f.Name]
+		if !ok || bytes.Equal(val, []byte("null")) {
+			if !f.Optional {
+				v.add(at, "missing required feature")
+			}
+			continue
+		}
+		switch f.Type {
+		case Categorical:
+			var s string
+			if val[0] != '"' || json.Unmarshal(val, &s) != nil {
+				v.add(at, fmt.Sprintf("want a string, one of %s; got %s", declared(f.Values), kindOf(val)))
+				continue
+			}
+			j, ok := f.index[s]
+			if !ok {
+				v.add(at, fmt.Sprintf("undeclared category %q: want one of %s", s, declared(f.Values)))
+				continue
+			}
+			x[f.offset+j] = 1
+		default:
+			if c := val[0]; c != '-' && (c < '0' || c > '9') {
+				v.add(at, "want a number; got "+kindOf(val))
+				continue
+			}
+			n, err := strconv.ParseFloat(string(val), 64)
+			if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
+				v.add(at, fmt.Sprintf("number %s is out of range", val))
+				continue
+			}
+			x[f.offset] = (n - f.center) / f.scale
+			if math.IsInf(x[f.offset], 0) {
+				v.add(at, fmt.Sprintf("number %s overflows after standardization", val))
+			}
+		}
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// declared lists the first few declared values for an error message.
+func declared(values []string) string {
+	const show = 10
+	q := make([]string, 0, min(len(values), show))
+	for _, v := range values[:min(len(values), show)] {
+		q = append(q, strconv.Quote(v))
+	}
+	s := "[" + strings.Join(q, ", ")
+	if len(values) > show {
+		s += fmt.Sprintf(", ... (%d in all)", len(values))
+	}
+	return s + "]"
+}
+
+// kindOf names the JSON type of a raw value.
+func kindOf(val json.RawMessage) string {
+	switch val[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}

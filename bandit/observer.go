@@ -1,0 +1,35 @@
+package bandit
+
+import "time"
+
+// Observer is told what the service does, for metrics. The api package
+// implements it with Prometheus; the domain does not import Prometheus.
+// Its methods are called on hot paths from many goroutines: they must be
+// quick and safe for concurrent use.
+type Observer interface {
+	// Decided is called for every decision stored (not for idempotent
+	// replays).
+	Decided(bandit, arm string, sample SampleKind)
+	// Rewarded is called for every reward accepted, including rewards
+	// the service stored as a configured default.
+	Rewarded(bandit string)
+	// Trained is called when the trainer publishes a new posterior
+	// after iterations ELBO iterations.
+	Trained(bandit string, iterations int, version int64, elbo float64)
+	// Refined is called for every refined sample drawn, with its wall
+	// time.
+	Refined(bandit string, d time.Duration)
+	// Bank is called when a bank's depth may have changed.
+	Bank(bandit string, depth int)
+}
+
+// NopObserver ignores everything.
+type NopObserver struct{}
+
+func (NopObserver) Decided(string, string, SampleKind)  {}
+func (NopObserver) Rewarded(string)                     {}
+func (NopObserver) Trained(string, int, int64, float64) {}
+func (NopObserver) Refined(string, time.Duration)       {}
+func (NopObserver) Bank(string, int)                    {}
+
+var _ Observer = NopObserver{}

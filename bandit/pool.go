@@ -1,0 +1,161 @@
+package bandit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/posterior"
+)
+
+// refinePool is the set of refinement workers shared by every bandit
+// that uses refined Thompson sampling. Each worker repeatedly picks the
+// next bandit, round-robin, whose bank has room and whose posterior has
+// data, refines one sample from its latest posterior and banks it. So
+// the workers are shared fairly: a bandit with a deep demand cannot
+// starve the others, each gets one sample per turn.
+type refinePool struct {
+	log *slog.Logger
+	obs Observer
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	agents  []*Agent
+	next    int
+	closed  bool
+	workers sync.WaitGroup
+}
+
+func newRefinePool(workers int, seed uint64, log *slog.Logger, obs Observer) *refinePool {
+	p := &refinePool{log: log, obs: obs}
+	p.cond = sync.NewCond(&p.mu)
+	for i := range workers {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)+1))
+		p.workers.Go(func() { p.work(rng) })
+	}
+	return p
+}
+
+// add makes the pool refill a's bank.
+func (p *refinePool) add(a *Agent) {
+	p.mu.Lock()
+	p.agents = append(p.agents, a)
+	p.mu.Unlock()
+	p.kick()
+}
+
+// kick wakes idle workers: some bank may have room or a new posterior.
+func (p *refinePool) kick() {
+	p.mu.Lock()
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// close stops the workers after their current sample and waits for
+// them.
+func (p *refinePool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.workers.Wait()
+}
+
+// acquire blocks until some agent wants a sample and reserves room in
+// its bank; it returns nil when the pool is closed.
+func (p *refinePool) acquire() (*Agent, *model) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if p.closed {
+			return nil, nil
+		}
+		for range p.agents {
+			a := p.agents[p.next%len(p.agents)]
+			p.next = (p.next + 1) % len(p.agents)
+			m := a.model.Load()
+			if a.stopped.Load() || m.lik == nil || m.rows == 0 {
+				continue
+			}
+			if a.bank.reserve() {
+				return a, m
+			}
+		}
+		p.cond.Wait()
+	}
+}
+
+// workerRefiner is one worker's refiner for one bandit.
+type workerRefiner struct {
+	ref *posterior.Refiner
+	lik *nn.Likelihood
+}
+
+func (p *refinePool) work(rng *rand.Rand) {
+	refiners := map[*Agent]*workerRefiner{}
+	for {
+		a, m := p.acquire()
+		if a == nil {
+			return
+		}
+		w, err := p.refine(a, m, refiners, rng)
+		kept := false
+		if err == nil {
+			kept = a.bank.put(m.version, w)
+		} else {
+			a.bank.put(m.version, nil)
+			if !errors.Is(err, context.Canceled) {
+				p.log.Warn("refinement failed", "bandit", a.name, "version", m.version, "err", err)
+				time.Sleep(100 * time.Millisecond) // do not spin on a persistent failure
+			}
+		}
+		if !kept {
+			// The reservation is free again: another worker may use it.
+			p.kick()
+		}
+	}
+}
+
+// refine draws one refined sample from m. The refinement is abandoned
+// (context.Canceled) when a newer posterior makes its result stale.
+func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefiner, rng *rand.Rand) ([]float64, error) {
+	wr := refiners[a]
+	if wr == nil {
+		ref, err := posterior.NewRefiner(m.lik, a.refineCfg)
+		if err != nil {
+			return nil, err
+		}
+		wr = &workerRefiner{ref: ref, lik: m.lik}
+		refiners[a] = wr
+	} else if wr.lik != m.lik {
+		wr.ref.SetLikelihood(m.lik)
+		wr.lik = m.lik
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var superseded <-chan struct{} // nil: never
+	if a.cfg.Refinement.MaxStaleness == 0 {
+		superseded = m.superseded
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-superseded:
+			cancel()
+		case <-a.done:
+			cancel()
+		case <-stop:
+		}
+	}()
+	w, st, err := wr.ref.Refine(ctx, nil, m.q, rng)
+	if err != nil {
+		return nil, err
+	}
+	p.obs.Refined(a.name, st.Duration)
+	return w, nil
+}

@@ -1,0 +1,202 @@
+package bandit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ServiceConfig configures a Service. The zero value is ready to use.
+type ServiceConfig struct {
+	// Workers is the number of refinement workers shared by every
+	// refined-ts bandit; zero means runtime.GOMAXPROCS(0), the cores.
+	Workers int
+	// Seed seeds every random source; zero means a random seed.
+	Seed uint64
+	// Logger receives the service's logs; nil discards them.
+	Logger *slog.Logger
+	// Observer is told about decisions, rewards, training and
+	// refinement; nil means NopObserver.
+	Observer Observer
+}
+
+// Service runs the agents of every bandit in a store: it loads them on
+// start, creates new ones, and routes decisions and rewards to them.
+type Service struct {
+	store  Store
+	log    *slog.Logger
+	obs    Observer
+	pool   *refinePool
+	seed   uint64
+	seeds  atomic.Uint64
+	loaded atomic.Bool
+	closed atomic.Bool
+
+	mu     sync.RWMutex
+	agents map[string]*Agent
+}
+
+// NewService returns a service on st. Call Load to load the stored
+// bandits, and Close when done.
+func NewService(st Store, cfg ServiceConfig) *Service {
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = mrand.Uint64()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	return &Service{
+		store:  st,
+		log:    cfg.Logger,
+		obs:    cfg.Observer,
+		seed:   cfg.Seed,
+		pool:   newRefinePool(cfg.Workers, cfg.Seed, cfg.Logger, cfg.Observer),
+		agents: map[string]*Agent{},
+	}
+}
+
+// Store returns the service's store.
+func (s *Service) Store() Store { return s.store }
+
+// Load loads every stored bandit: its configuration, latest snapshot and
+// training rows, and starts its agent. Loaded reports true once it has
+// succeeded.
+func (s *Service) Load(ctx context.Context) error {
+	bs, err := s.store.ListBandits(ctx)
+	if err != nil {
+		return fmt.Errorf("load bandits: %w", err)
+	}
+	start := time.Now()
+	for _, b := range bs {
+		s.mu.RLock()
+		_, have := s.agents[b.Name]
+		s.mu.RUnlock()
+		if have {
+			continue
+		}
+		cfg, err := ParseConfig(b.Config)
+		if err != nil {
+			return fmt.Errorf("load bandit %s: stored configuration: %w", b.Name, err)
+		}
+		a, err := s.startAgent(ctx, b, cfg)
+		if err != nil {
+			return err
+		}
+		st := a.Status()
+		s.log.Info("bandit loaded", "bandit", b.Name, "policy", cfg.Policy.Kind, "model_version", st.ModelVersion, "rows", a.data.Len())
+	}
+	s.loaded.Store(true)
+	s.log.Info("every bandit loaded", "bandits", len(bs), "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// Loaded reports whether Load has finished.
+func (s *Service) Loaded() bool { return s.loaded.Load() }
+
+// startAgent builds, loads and starts the agent of b and registers it.
+func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
+	a, err := newAgent(b, cfg, s.store, s.pool, s.seed+s.seeds.Add(1)*0x9e3779b97f4a7c15, s.log, s.obs)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.load(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if old, ok := s.agents[cfg.Name]; ok {
+		s.mu.Unlock()
+		return old, nil
+	}
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return nil, ErrUnavailable
+	}
+	s.agents[cfg.Name] = a
+	s.mu.Unlock()
+	a.start()
+	return a, nil
+}
+
+// Create validates cfg (defaults filled in), stores the bandit and
+// starts its agent. ErrExists if the name is taken; a *ValidationError
+// if the configuration is invalid.
+func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
+	if s.closed.Load() {
+		return nil, ErrUnavailable
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bandit{Name: cfg.Name, Config: raw}
+	if err := s.store.CreateBandit(ctx, b); err != nil {
+		return nil, err
+	}
+	stored, err := s.store.GetBandit(ctx, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	return s.startAgent(ctx, stored, cfg)
+}
+
+// Agent returns the named bandit's agent: ErrNotFound if there is none,
+// ErrUnavailable if the bandits are still loading.
+func (s *Service) Agent(name string) (*Agent, error) {
+	s.mu.RLock()
+	a, ok := s.agents[name]
+	s.mu.RUnlock()
+	switch {
+	case ok:
+		return a, nil
+	case !s.loaded.Load():
+		return nil, fmt.Errorf("bandit %s: the service is still loading: %w", name, ErrUnavailable)
+	}
+	return nil, fmt.Errorf("bandit %s: %w", name, ErrNotFound)
+}
+
+// Agents returns every agent, ordered by name.
+func (s *Service) Agents() []*Agent {
+	s.mu.RLock()
+	out := make([]*Agent, 0, len(s.agents))
+	for _, a := range s.agents {
+		out = append(out, a)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Agent) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// Close stops every agent's goroutines and the refinement workers and
+// persists each agent's latest posterior. It does not close the store.
+func (s *Service) Close(ctx context.Context) error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for _, a := range s.Agents() {
+		if err := a.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", a.name, err))
+		}
+	}
+	s.pool.close()
+	return errors.Join(errs...)
+}

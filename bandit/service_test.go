@@ -1,0 +1,137 @@
+package bandit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+// testLogger routes slog to t.Log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// smallConfig is a two-arm bandit on one categorical and one numeric
+// feature with a small network, cheap to train and refine.
+func smallConfig(kind bandit.PolicyKind) *bandit.Config {
+	return &bandit.Config{
+		Name: "toy",
+		Arms: []string{"a", "b"},
+		Features: []bandit.Feature{
+			{Name: "color", Type: bandit.Categorical, Values: []string{"red", "blue"}},
+			{Name: "size", Type: bandit.Numeric},
+		},
+		Policy:     bandit.PolicyConfig{Kind: kind},
+		Model:      bandit.ModelConfig{Hidden: []int{8}},
+		Training:   bandit.TrainingConfig{Iterations: 50, SnapshotEvery: 1},
+		Refinement: bandit.RefinementConfig{Iterations: 20, BankSize: 6},
+	}
+}
+
+// toyReward: arm a pays 1 on red, arm b pays 1 on blue.
+func toyReward(color string, arm string) float64 {
+	if (color == "red") == (arm == "a") {
+		return 1
+	}
+	return 0
+}
+
+func TestServiceLearnsAndResumes(t *testing.T) {
+	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.Greedy, bandit.Uniform, bandit.LinearTS} {
+		t.Run(string(kind), func(t *testing.T) {
+			ctx := context.Background()
+			st := store.NewMemory()
+			svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1, Logger: testLogger(t)})
+			if err := svc.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a, err := svc.Create(ctx, smallConfig(kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			var late float64
+			const n = 300
+			for i := range n {
+				color := []string{"red", "blue"}[rng.IntN(2)]
+				out, err := a.Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(fmt.Sprintf(`{"color": %q, "size": %d}`, color, i%7))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := out.Decision
+				var sum float64
+				for _, p := range d.Propensities {
+					sum += p
+				}
+				if sum < 0.999 || sum > 1.001 || d.Propensities[d.Arm] <= 0 {
+					t.Fatalf("decision %d: propensities %v (arm %d), want a distribution giving the arm > 0", i, d.Propensities, d.Arm)
+				}
+				r := toyReward(color, a.Config().Arms[d.Arm])
+				if i >= n-100 {
+					late += r
+				}
+				if err := a.Reward(ctx, d.EventID, r); err != nil {
+					t.Fatal(err)
+				}
+				if i%20 == 0 {
+					time.Sleep(5 * time.Millisecond) // let the trainer run
+				}
+			}
+			st1 := a.Status()
+			t.Logf("%s: last 100 mean reward %.2f, status %+v", kind, late/100, st1)
+			if kind != bandit.Uniform && late/100 < 0.7 {
+				t.Errorf("mean reward of the last 100 = %.2f, want >= 0.7", late/100)
+			}
+			if err := svc.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			svc2 := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 2, Logger: testLogger(t)})
+			if err := svc2.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer svc2.Close(ctx)
+			a2, err := svc2.Agent("toy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a2.Status().ModelVersion; got < st1.ModelVersion {
+				t.Errorf("after restart model version %d, want >= %d", got, st1.ModelVersion)
+			}
+		})
+	}
+}
+
+func TestDecideIdempotency(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Workers: 1, Seed: 1})
+	defer svc.Close(ctx)
+	svc.Load(ctx)
+	a, err := svc.Create(ctx, smallConfig(bandit.EpsGreedy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.Decide(ctx, bandit.DecideRequest{EventID: "e1", Context: json.RawMessage(`{"color":"red","size":1}`)})
+	if err != nil || !first.Created {
+		t.Fatalf("first decision: %v, created %v", err, first != nil && first.Created)
+	}
+	again, err := a.Decide(ctx, bandit.DecideRequest{EventID: "e1", Context: json.RawMessage(`{"size":1.0, "color":"red"}`)})
+	if err != nil || again.Created || again.Decision.Arm != first.Decision.Arm {
+		t.Fatalf("same event again: %v, %+v; want the stored decision", err, again)
+	}
+	_, err = a.Decide(ctx, bandit.DecideRequest{EventID: "e1", Context: json.RawMessage(`{"color":"blue","size":1}`)})
+	if !errors.Is(err, bandit.ErrConflict) {
+		t.Fatalf("same event, other context: %v, want ErrConflict", err)
+	}
+}

@@ -1,0 +1,50 @@
+package bandit
+
+import (
+	"errors"
+	"strings"
+)
+
+// More domain errors (see errors.go).
+var (
+	// ErrInvalid: the request is malformed or breaks the bandit's
+	// schema; the error is a *ValidationError naming the fields.
+	ErrInvalid = errors.New("bandit: invalid")
+	// ErrUnavailable: the service cannot answer now (still loading, or
+	// shutting down); the client may retry.
+	ErrUnavailable = errors.New("bandit: unavailable")
+)
+
+// FieldError is one problem with one field of a request. Field is a
+// JSON path such as "context.odor", "features[2].values[0]" or
+// "policy.kind"; empty means the body as a whole.
+type FieldError struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+// ValidationError lists every problem found with a request. It matches
+// ErrInvalid under errors.Is.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, f := range e.Errors {
+		if f.Field == "" {
+			parts[i] = f.Detail
+		} else {
+			parts[i] = f.Field + ": " + f.Detail
+		}
+	}
+	return "bandit: invalid: " + strings.Join(parts, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// invalid returns a *ValidationError with one field error.
+func invalid(field, detail string) error {
+	return &ValidationError{Errors: []FieldError{{Field: field, Detail: detail}}}
+}
