@@ -53,7 +53,7 @@ bench-refine: ## one ELBO iteration and one refined sample (K=2, 500 iterations)
 
 .PHONY: bench-simulate
 bench-simulate: ## steps per second of every policy under both presets on the mushroom bandit
-	$(GO) test -run '^$$' -bench BenchmarkStep -benchtime 100x -timeout 60m ./simulators/
+	$(GO) test -run '^$$' -bench BenchmarkStep -benchtime 20x -timeout 60m ./simulators/
 
 .PHONY: bench-mushroom
 bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 seeds x 10,000 steps, fast preset, into bench/mushroom (about an hour on 2 cores)
