@@ -1,0 +1,5 @@
+DROP TABLE IF EXISTS snapshots;
+DROP TABLE IF EXISTS rewards;
+DROP TABLE IF EXISTS unrewarded;
+DROP TABLE IF EXISTS decisions;
+DROP TABLE IF EXISTS bandits;
