@@ -1,0 +1,365 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
+)
+
+// Memory is a bandit.Store that keeps everything in the process's memory.
+// It is what `refinery serve` uses without a database URL, and what
+// simulations use.
+//
+// It is honest about what it is: nothing survives the process, and
+// Ephemeral reports true so that the service can say so. Otherwise it
+// behaves as Postgres does (the same contract suite runs against both),
+// and it is safe for concurrent use. Every write is visible to every
+// read as soon as it returns.
+type Memory struct {
+	mu      sync.RWMutex
+	closed  bool
+	bandits map[string]*memBandit
+	seq     int64 // last reward sequence number handed out, over all bandits
+}
+
+var _ bandit.Store = (*Memory)(nil)
+
+type memBandit struct {
+	b         *bandit.Bandit
+	decisions map[string]*memDecision // by event ID
+	// byTime holds the decisions in (CreatedAt, id) order for paging.
+	byTime []*memDecision
+	// rewards holds the rewards in seq order for the trainer.
+	rewards   []*memDecision
+	snapshots map[int64]*bandit.Snapshot
+	latest    *bandit.Snapshot
+	nextID    int64
+}
+
+type memDecision struct {
+	d      *bandit.Decision
+	id     int64 // insertion order, the tie-breaker of equal times
+	reward *bandit.Reward
+	seq    int64
+}
+
+// before reports whether a sorts before b in (CreatedAt, id) order.
+func (a *memDecision) before(b *memDecision) bool {
+	if c := a.d.CreatedAt.Compare(b.d.CreatedAt); c != 0 {
+		return c < 0
+	}
+	return a.id < b.id
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{bandits: map[string]*memBandit{}}
+}
+
+// Ephemeral reports true: the in-memory store loses everything on exit.
+func (m *Memory) Ephemeral() bool { return true }
+
+// Ping reports ErrClosed after Close and nil otherwise.
+func (m *Memory) Ping(context.Context) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close makes every later write fail with ErrClosed. Reads keep working,
+// so that a service shutting down can still answer them. There is
+// nothing to flush.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// bandit returns the named bandit; the caller holds m.mu.
+func (m *Memory) bandit(name string) (*memBandit, error) {
+	mb, ok := m.bandits[name]
+	if !ok {
+		return nil, bandit.ErrNotFound
+	}
+	return mb, nil
+}
+
+// CreateBandit stores a new bandit; bandit.ErrExists if the name is taken.
+func (m *Memory) CreateBandit(_ context.Context, b *bandit.Bandit) error {
+	nb, err := normBandit(b, now())
+	if err != nil {
+		return fmt.Errorf("store: create bandit: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if _, ok := m.bandits[nb.Name]; ok {
+		return fmt.Errorf("store: create bandit %s: %w", nb.Name, bandit.ErrExists)
+	}
+	m.bandits[nb.Name] = &memBandit{b: nb, decisions: map[string]*memDecision{}, snapshots: map[int64]*bandit.Snapshot{}}
+	return nil
+}
+
+// UpdateBandit replaces a bandit's configuration; bandit.ErrNotFound if
+// there is none.
+func (m *Memory) UpdateBandit(_ context.Context, b *bandit.Bandit) error {
+	nb, err := normBandit(b, now())
+	if err != nil {
+		return fmt.Errorf("store: update bandit: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	mb, err := m.bandit(nb.Name)
+	if err != nil {
+		return fmt.Errorf("store: update bandit %s: %w", nb.Name, err)
+	}
+	nb.CreatedAt = mb.b.CreatedAt
+	mb.b = nb
+	return nil
+}
+
+// GetBandit returns one bandit; bandit.ErrNotFound if there is none.
+func (m *Memory) GetBandit(_ context.Context, name string) (*bandit.Bandit, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: get bandit %s: %w", name, err)
+	}
+	return cloneBandit(mb.b), nil
+}
+
+// ListBandits returns every bandit ordered by name.
+func (m *Memory) ListBandits(context.Context) ([]*bandit.Bandit, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*bandit.Bandit, 0, len(m.bandits))
+	for _, mb := range m.bandits {
+		out = append(out, cloneBandit(mb.b))
+	}
+	slices.SortFunc(out, func(a, b *bandit.Bandit) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// InsertDecision stores d unless its event ID exists; see bandit.Store.
+func (m *Memory) InsertDecision(_ context.Context, d *bandit.Decision) (*bandit.Decision, bool, error) {
+	nd, err := normDecision(d)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: insert decision: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, false, ErrClosed
+	}
+	mb, err := m.bandit(nd.Bandit)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: insert decision %s/%s: %w", nd.Bandit, nd.EventID, err)
+	}
+	if old, ok := mb.decisions[nd.EventID]; ok {
+		return cloneDecision(old.d), false, nil
+	}
+	mb.nextID++
+	md := &memDecision{d: nd, id: mb.nextID}
+	mb.decisions[nd.EventID] = md
+	i := sort.Search(len(mb.byTime), func(i int) bool { return md.before(mb.byTime[i]) })
+	mb.byTime = slices.Insert(mb.byTime, i, md)
+	return cloneDecision(nd), true, nil
+}
+
+// GetDecision returns one decision; bandit.ErrNotFound if there is none.
+func (m *Memory) GetDecision(_ context.Context, name, eventID string) (*bandit.Decision, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: get decision %s/%s: %w", name, eventID, err)
+	}
+	md, ok := mb.decisions[eventID]
+	if !ok {
+		return nil, fmt.Errorf("store: get decision %s/%s: %w", name, eventID, bandit.ErrNotFound)
+	}
+	return cloneDecision(md.d), nil
+}
+
+// InsertReward stores the reward of a decision; see bandit.Store.
+func (m *Memory) InsertReward(_ context.Context, r *bandit.Reward) error {
+	nr, err := normReward(r)
+	if err != nil {
+		return fmt.Errorf("store: insert reward: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	mb, err := m.bandit(nr.Bandit)
+	if err != nil {
+		return fmt.Errorf("store: insert reward %s/%s: %w", nr.Bandit, nr.EventID, err)
+	}
+	md, ok := mb.decisions[nr.EventID]
+	if !ok {
+		return fmt.Errorf("store: insert reward %s/%s: %w", nr.Bandit, nr.EventID, bandit.ErrNotFound)
+	}
+	if md.reward != nil {
+		if md.reward.Value != nr.Value {
+			return fmt.Errorf("store: insert reward %s/%s: value %v, stored %v: %w",
+				nr.Bandit, nr.EventID, nr.Value, md.reward.Value, bandit.ErrConflict)
+		}
+		return nil
+	}
+	m.seq++
+	md.reward, md.seq = nr, m.seq
+	mb.rewards = append(mb.rewards, md)
+	return nil
+}
+
+// trainingChunk is how many rows TrainingRows copies per lock.
+const trainingChunk = 1024
+
+// TrainingRows calls fn for each rewarded decision with Seq > after, in
+// Seq order. It does not hold the store's lock while fn runs, so fn may
+// use the store; rows rewarded meanwhile are included.
+func (m *Memory) TrainingRows(ctx context.Context, name string, after int64, fn func(bandit.TrainingRow) error) error {
+	rows := make([]bandit.TrainingRow, 0, trainingChunk)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rows = rows[:0]
+		m.mu.RLock()
+		mb, err := m.bandit(name)
+		if err != nil {
+			m.mu.RUnlock()
+			return fmt.Errorf("store: training rows %s: %w", name, err)
+		}
+		i := sort.Search(len(mb.rewards), func(i int) bool { return mb.rewards[i].seq > after })
+		for ; i < len(mb.rewards) && len(rows) < trainingChunk; i++ {
+			md := mb.rewards[i]
+			rows = append(rows, bandit.TrainingRow{Seq: md.seq, Encoded: cloneFloats(md.d.Encoded), Arm: md.d.Arm, Reward: md.reward.Value})
+		}
+		m.mu.RUnlock()
+		for _, r := range rows {
+			if err := fn(r); err != nil {
+				return err
+			}
+			after = r.Seq
+		}
+		if len(rows) < trainingChunk {
+			return nil
+		}
+	}
+}
+
+// Unrewarded returns up to limit decisions created before the given time
+// that have no reward, oldest first.
+func (m *Memory) Unrewarded(_ context.Context, name string, before time.Time, limit int) ([]*bandit.Decision, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: unrewarded %s: %w", name, err)
+	}
+	var out []*bandit.Decision
+	// A scan from the oldest decision: fine for what the in-memory store
+	// is for, where PostgreSQL uses a partial index.
+	for _, md := range mb.byTime {
+		if len(out) >= limit || !md.d.CreatedAt.Before(before) {
+			break
+		}
+		if md.reward == nil {
+			out = append(out, cloneDecision(md.d))
+		}
+	}
+	return out, nil
+}
+
+// ListDecisions returns up to limit decisions created before the cursor
+// (zero: from the newest), newest first, with their rewards.
+func (m *Memory) ListDecisions(_ context.Context, name string, before time.Time, limit int) ([]*bandit.DecisionRecord, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: list decisions %s: %w", name, err)
+	}
+	i := len(mb.byTime)
+	if !before.IsZero() {
+		i = sort.Search(len(mb.byTime), func(i int) bool { return !mb.byTime[i].d.CreatedAt.Before(before) })
+	}
+	var out []*bandit.DecisionRecord
+	for i--; i >= 0 && len(out) < limit; i-- {
+		md := mb.byTime[i]
+		rec := &bandit.DecisionRecord{Decision: *cloneDecision(md.d)}
+		if md.reward != nil {
+			r := *md.reward
+			rec.Reward = &r
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Counts returns how many decisions and rewards the bandit has.
+func (m *Memory) Counts(_ context.Context, name string) (decisions, rewards int64, err error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: counts %s: %w", name, err)
+	}
+	return int64(len(mb.decisions)), int64(len(mb.rewards)), nil
+}
+
+// SaveSnapshot stores a snapshot, replacing one of the same version;
+// bandit.ErrNotFound if the bandit does not exist.
+func (m *Memory) SaveSnapshot(_ context.Context, s *bandit.Snapshot) error {
+	ns, err := normSnapshot(s)
+	if err != nil {
+		return fmt.Errorf("store: save snapshot: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	mb, err := m.bandit(ns.Bandit)
+	if err != nil {
+		return fmt.Errorf("store: save snapshot %s@%d: %w", ns.Bandit, ns.Version, err)
+	}
+	mb.snapshots[ns.Version] = ns
+	if mb.latest == nil || ns.Version >= mb.latest.Version {
+		mb.latest = ns
+	}
+	return nil
+}
+
+// LatestSnapshot returns the snapshot of the highest version;
+// bandit.ErrNotFound if the bandit has none.
+func (m *Memory) LatestSnapshot(_ context.Context, name string) (*bandit.Snapshot, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err == nil && mb.latest == nil {
+		err = bandit.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: latest snapshot %s: %w", name, err)
+	}
+	return cloneSnapshot(mb.latest), nil
+}
