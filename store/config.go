@@ -1,0 +1,115 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config tunes the PostgreSQL store. The zero value is ready to use.
+type Config struct {
+	// MaxBatch is the most decisions and rewards written in one
+	// transaction. Zero means 256. One disables group commit: every write
+	// is then its own transaction, run on the caller's goroutine (the
+	// baseline the benchmark compares against).
+	MaxBatch int
+	// MaxDelay is how long a write may wait for others to join its batch
+	// while another batch is being committed. A write that arrives when
+	// nothing is being committed is sent at once, whatever MaxDelay is.
+	// Zero means 2ms.
+	MaxDelay time.Duration
+	// MaxInFlight is how many batches may be committing at once, each on
+	// its own connection. Zero means 2. The pool needs at least this many
+	// connections besides those that reads use.
+	MaxInFlight int
+	// CommitTimeout bounds one batch's round trip to the database. Zero
+	// means 30s.
+	CommitTimeout time.Duration
+	// Observer, when not nil, is told about every batch committed (or
+	// failed): how many rows it had and how long its commit took.
+	Observer Observer
+	// Logger receives warnings about failed batches. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Defaults of Config; see its fields.
+const (
+	DefaultMaxBatch      = 256
+	DefaultMaxDelay      = 2 * time.Millisecond
+	DefaultMaxInFlight   = 2
+	DefaultCommitTimeout = 30 * time.Second
+)
+
+func (c Config) validate() error {
+	var errs []error
+	if c.MaxBatch < 0 {
+		errs = append(errs, fmt.Errorf("MaxBatch is %d, want 0 (default %d) or more", c.MaxBatch, DefaultMaxBatch))
+	}
+	if c.MaxDelay < 0 {
+		errs = append(errs, fmt.Errorf("MaxDelay is %v, want 0 (default %v) or more", c.MaxDelay, DefaultMaxDelay))
+	}
+	if c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("MaxInFlight is %d, want 0 (default %d) or more", c.MaxInFlight, DefaultMaxInFlight))
+	}
+	if c.CommitTimeout < 0 {
+		errs = append(errs, fmt.Errorf("CommitTimeout is %v, want 0 (default %v) or more", c.CommitTimeout, DefaultCommitTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: config: %w", err)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = DefaultMaxDelay
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = DefaultCommitTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Batch describes one group commit, for an Observer.
+type Batch struct {
+	// Decisions and Rewards count the rows the batch carried, including
+	// those answered with an error.
+	Decisions, Rewards int
+	// Commit is the time from sending the batch to the database to its
+	// commit (or failure), retries of single rows included.
+	Commit time.Duration
+	// Err is non-nil when the whole batch failed and every caller in it
+	// got an error (a lost connection, a timeout). One bad row does not
+	// make the batch fail.
+	Err error
+}
+
+// Size is the number of rows in the batch.
+func (b Batch) Size() int { return b.Decisions + b.Rewards }
+
+// Observer is told about every batch the PostgreSQL store commits. The
+// service implements it with the Prometheus histograms
+// refinery_store_batch_size (Batch.Size) and refinery_store_commit_seconds
+// (Batch.Commit.Seconds()); the store itself does not import Prometheus.
+// ObserveBatch is called from the committing goroutine just before the
+// batch's callers are answered, so it delays them: it must be quick, and
+// safe for concurrent use.
+type Observer interface {
+	ObserveBatch(Batch)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Batch)
+
+// ObserveBatch calls f(b).
+func (f ObserverFunc) ObserveBatch(b Batch) { f(b) }
