@@ -1,0 +1,468 @@
+// Package api is Refinery's HTTP interface: a chi router with the
+// bandit, decision and reward routes of DESIGN.md, RFC 9457 problem+json
+// errors mapped from the domain's errors by one table, Prometheus metrics
+// labelled by route pattern, and the health and readiness probes.
+//
+// Routes:
+//
+//	POST /v1/bandits                                  create a bandit (201)
+//	GET  /v1/bandits                                  list bandits with live status
+//	GET  /v1/bandits/{name}                           one bandit with live status
+//	POST /v1/bandits/{name}/decisions                 decide (201; 200 for an event ID already decided)
+//	POST /v1/bandits/{name}/events/{event_id}/reward  reward (204)
+//	GET  /metrics, /healthz, /readyz, /
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/refinery-bandits/refinery/bandit"
+)
+
+// Body size limits: larger bodies are answered 413.
+const (
+	MaxConfigBytes   = 1 << 20  // POST /v1/bandits
+	MaxDecisionBytes = 64 << 10 // POST .../decisions
+	MaxRewardBytes   = 4 << 10  // POST .../reward
+)
+
+// Config configures a Server.
+type Config struct {
+	// Service runs the bandits. Required.
+	Service *bandit.Service
+	// Metrics, when not nil, instruments the routes; Gatherer serves
+	// /metrics (nil: prometheus.DefaultGatherer).
+	Metrics  *Metrics
+	Gatherer prometheus.Gatherer
+	// Logger receives request and error logs; nil discards them.
+	Logger *slog.Logger
+	// ReadyTimeout bounds the store check of /readyz; zero means 2s.
+	ReadyTimeout time.Duration
+}
+
+// Server is the HTTP handler.
+type Server struct {
+	svc      *bandit.Service
+	metrics  *Metrics
+	log      *slog.Logger
+	router   chi.Router
+	timeout  time.Duration
+	draining atomic.Bool
+}
+
+// New returns the server's handler.
+func New(cfg Config) *Server {
+	if cfg.Service == nil {
+		panic("api: Config.Service is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 2 * time.Second
+	}
+	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout}
+	if s.metrics != nil {
+		s.metrics.Watch(s.svc)
+	}
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.recoverer)
+	if s.metrics != nil {
+		r.Use(s.metrics.instrument)
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, withDetail(errNoRoute, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, withDetail(errMethod, "%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.Get("/", s.index)
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	r.Route("/v1/bandits", func(r chi.Router) {
+		r.Post("/", s.createBandit)
+		r.Get("/", s.listBandits)
+		r.Route("/{name}", func(r chi.Router) {
+			r.Use(s.loadBandit)
+			r.Get("/", s.getBandit)
+			r.Post("/decisions", s.decide)
+			r.Post("/events/{event_id}/reward", s.reward)
+		})
+	})
+	s.router = r
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Drain makes /readyz answer 503 from now on, so that load balancers
+// stop sending traffic while the server shuts down.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	agentKey
+)
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// requestID takes the client's X-Request-Id if it is sane, or makes
+// one, puts it in the context and echoes it in the response.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !requestIDRE.MatchString(id) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// recoverer turns a panic into a logged 500.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.writeProblem(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loadBandit puts the bandit named in the path in the request context,
+// or answers 404 (503 while the service is still loading).
+func (s *Server) loadBandit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := chi.URLParam(r, "name")
+		a, err := s.svc.Agent(name)
+		if err != nil {
+			if errors.Is(err, bandit.ErrNotFound) {
+				err = withDetail(err, "no bandit named %q", name)
+			}
+			s.writeProblem(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
+	})
+}
+
+func agentFrom(ctx context.Context) *bandit.Agent { return ctx.Value(agentKey).(*bandit.Agent) }
+
+// readBody reads a JSON request body of at most limit bytes: 415 unless
+// the content type is absent or JSON, 413 past the limit.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return nil, withDetail(errMediaType, "content type %q: want application/json", ct)
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, withDetail(errTooLarge, "the body exceeds %d bytes", limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return body, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "Refinery: contextual bandits on refined posterior samples.")
+	if s.svc.Store().Ephemeral() {
+		fmt.Fprintln(w, "\nWARNING: in-memory store: nothing survives a restart (start with --database-url or $DATABASE_URL).")
+	}
+	fmt.Fprintln(w, "\nRoutes: POST|GET /v1/bandits, GET /v1/bandits/{name}, POST /v1/bandits/{name}/decisions,")
+	fmt.Fprintln(w, "POST /v1/bandits/{name}/events/{event_id}/reward, GET /metrics, /healthz, /readyz")
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is 200 when the store answers with a current schema, every
+// stored bandit is loaded, and the server is not draining; 503
+// otherwise. The body says which check failed.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	checks := map[string]string{"store": "ok", "bandits": "loaded"}
+	ready := true
+	if err := s.svc.Store().Ping(ctx); err != nil {
+		checks["store"] = err.Error()
+		ready = false
+	}
+	if !s.svc.Loaded() {
+		checks["bandits"] = "loading"
+		ready = false
+	}
+	if s.draining.Load() {
+		checks["server"] = "draining"
+		ready = false
+	}
+	status, code := "ready", http.StatusOK
+	if !ready {
+		status, code = "not ready", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{"status": status, "checks": checks, "ephemeral_store": s.svc.Store().Ephemeral()})
+}
+
+// banditView is a bandit in responses: its configuration with defaults
+// filled in, when it was created and, on GET, its live status.
+type banditView struct {
+	bandit.Config
+	CreatedAt time.Time   `json:"created_at"`
+	Status    *statusView `json:"status,omitempty"`
+}
+
+// statusView is a bandit's live status.
+type statusView struct {
+	// Decisions and Rewards are the stored counts.
+	Decisions int64 `json:"decisions"`
+	Rewards   int64 `json:"rewards"`
+	// TrainerLag is the number of stored rewards the published
+	// posterior has not been trained on yet.
+	TrainerLag int64 `json:"trainer_lag"`
+	bandit.Status
+}
+
+func (s *Server) view(ctx context.Context, a *bandit.Agent, withStatus bool) (*banditView, error) {
+	v := &banditView{Config: a.Config(), CreatedAt: a.CreatedAt()}
+	if !withStatus {
+		return v, nil
+	}
+	st := a.Status()
+	if s.metrics != nil {
+		s.metrics.observeAgent(a)
+	}
+	d, rw, err := s.svc.Store().Counts(ctx, a.Name())
+	if err != nil {
+		return nil, err
+	}
+	v.Status = &statusView{Decisions: d, Rewards: rw, TrainerLag: max(rw-int64(st.TrainedRows), 0), Status: st}
+	if a.Config().Policy.Kind == bandit.Uniform {
+		v.Status.TrainerLag = 0
+	}
+	return v, nil
+}
+
+func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, MaxConfigBytes)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	cfg, err := bandit.ParseConfig(body)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	a, err := s.svc.Create(r.Context(), cfg)
+	if err != nil {
+		if errors.Is(err, bandit.ErrExists) {
+			err = withDetail(err, "a bandit named %q already exists", cfg.Name)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	v, err := s.view(r.Context(), a, true)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "bandit created", append(logAttrs(r), "bandit", cfg.Name, "policy", cfg.Policy.Kind)...)
+	w.Header().Set("Location", "/v1/bandits/"+cfg.Name)
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func (s *Server) listBandits(w http.ResponseWriter, r *http.Request) {
+	if !s.svc.Loaded() {
+		s.writeProblem(w, r, withDetail(bandit.ErrUnavailable, "the service is still loading its bandits"))
+		return
+	}
+	out := []*banditView{}
+	for _, a := range s.svc.Agents() {
+		v, err := s.view(r.Context(), a, true)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"bandits": out})
+}
+
+func (s *Server) getBandit(w http.ResponseWriter, r *http.Request) {
+	v, err := s.view(r.Context(), agentFrom(r.Context()), true)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// decisionRequest is the body of POST .../decisions.
+type decisionRequest struct {
+	EventID      *string         `json:"event_id"`
+	Context      json.RawMessage `json:"context"`
+	ExcludedArms []string        `json:"excluded_arms"`
+}
+
+// decisionResponse is a decision as the API returns it.
+type decisionResponse struct {
+	EventID       string             `json:"event_id"`
+	Arm           string             `json:"arm"`
+	Probabilities map[string]float64 `json:"probabilities"`
+	Scores        map[string]float64 `json:"scores"`
+	ModelVersion  int64              `json:"model_version"`
+	Sample        bandit.SampleKind  `json:"sample"`
+	Policy        string             `json:"policy"`
+	CreatedAt     time.Time          `json:"created_at"`
+	// Propensity says how the probabilities were estimated; present on
+	// new decisions only (201), not on replays (200).
+	Propensity *bandit.Propensity `json:"propensity,omitempty"`
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	a := agentFrom(r.Context())
+	body, err := readBody(w, r, MaxDecisionBytes)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	var req decisionRequest
+	if err := bandit.DecodeStrict(body, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	dr := bandit.DecideRequest{Context: req.Context, Excluded: req.ExcludedArms}
+	if req.EventID != nil {
+		if *req.EventID == "" || !bandit.ValidEventID(*req.EventID) {
+			s.writeProblem(w, r, &bandit.ValidationError{Errors: []bandit.FieldError{{Field: "event_id", Detail: "want 1 to 128 characters from [A-Za-z0-9._~:-], or no event_id for one made by the server"}}})
+			return
+		}
+		dr.EventID = *req.EventID
+	}
+	out, err := a.Decide(r.Context(), dr)
+	if err != nil {
+		if errors.Is(err, bandit.ErrConflict) {
+			err = withDetail(err, "event %q was already decided with another context or an arm now excluded", dr.EventID)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	d := out.Decision
+	arms := a.Config().Arms
+	resp := decisionResponse{
+		EventID:       d.EventID,
+		Arm:           arms[d.Arm],
+		Probabilities: make(map[string]float64, len(arms)),
+		Scores:        make(map[string]float64, len(arms)),
+		ModelVersion:  d.ModelVersion,
+		Sample:        d.Sample,
+		Policy:        d.Policy,
+		CreatedAt:     d.CreatedAt,
+		Propensity:    out.Propensity,
+	}
+	for i, name := range arms {
+		if i < len(d.Propensities) {
+			resp.Probabilities[name] = d.Propensities[i]
+		}
+		if i < len(d.Scores) {
+			resp.Scores[name] = d.Scores[i]
+		}
+	}
+	status := http.StatusOK
+	if out.Created {
+		status = http.StatusCreated
+		if s.metrics != nil {
+			s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
+		}
+	}
+	writeJSON(w, status, resp)
+}
+
+// rewardRequest is the body of POST .../reward.
+type rewardRequest struct {
+	Value *float64 `json:"value"`
+}
+
+func (s *Server) reward(w http.ResponseWriter, r *http.Request) {
+	a := agentFrom(r.Context())
+	eventID := chi.URLParam(r, "event_id")
+	body, err := readBody(w, r, MaxRewardBytes)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if !bandit.ValidEventID(eventID) {
+		// No decision can have this ID.
+		s.writeProblem(w, r, withDetail(bandit.ErrNotFound, "no decision with event ID %q in bandit %q", eventID, a.Name()))
+		return
+	}
+	var req rewardRequest
+	if err := bandit.DecodeStrict(body, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if req.Value == nil {
+		s.writeProblem(w, r, &bandit.ValidationError{Errors: []bandit.FieldError{{Field: "value", Detail: "required: the reward, a finite number"}}})
+		return
+	}
+	if err := a.Reward(r.Context(), eventID, *req.Value); err != nil {
+		switch {
+		case errors.Is(err, bandit.ErrNotFound):
+			err = withDetail(err, "no decision with event ID %q in bandit %q", eventID, a.Name())
+		case errors.Is(err, bandit.ErrConflict):
+			err = withDetail(err, "event %q already has a different reward", eventID)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,220 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+// Metrics are the service's Prometheus metrics (names fixed by
+// DESIGN.md, prefix refinery_). It implements bandit.Observer and
+// store.Observer, so the domain and the store report to it without
+// importing Prometheus.
+type Metrics struct {
+	decisions        *prometheus.CounterVec
+	rewards          *prometheus.CounterVec
+	decisionSeconds  prometheus.Histogram
+	trainerIters     *prometheus.CounterVec
+	elbo             *prometheus.GaugeVec
+	modelVersion     *prometheus.GaugeVec
+	bankDepth        *prometheus.GaugeVec
+	refinementSecs   prometheus.Histogram
+	storeBatchSize   prometheus.Histogram
+	storeCommitSecs  prometheus.Histogram
+	httpRequests     *prometheus.CounterVec
+	httpDuration     *prometheus.HistogramVec
+	bankCounters     *bankCollector
+	refinementErrors prometheus.Counter
+}
+
+var (
+	_ bandit.Observer = (*Metrics)(nil)
+	_ store.Observer  = (*Metrics)(nil)
+)
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "refinery_decisions_total",
+			Help: "Decisions stored, by bandit, chosen arm and the kind of posterior sample they acted on (refined, mean-field, point, exact, none).",
+		}, []string{"bandit", "arm", "sample"}),
+		rewards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "refinery_rewards_total",
+			Help: "Rewards accepted (204), including defaults applied after reward.wait; an idempotent repeat of a reward counts again.",
+		}, []string{"bandit"}),
+		decisionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "refinery_decision_seconds",
+			Help:    "Time to answer a decision request, from the body read to the response (waiting for the bank and the durable write included).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		trainerIters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "refinery_trainer_iterations_total",
+			Help: "ELBO iterations the trainer has run.",
+		}, []string{"bandit"}),
+		elbo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "refinery_posterior_elbo",
+			Help: "The trainer's last minibatch ELBO estimate (mean over the last tenth of a retraining).",
+		}, []string{"bandit"}),
+		modelVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "refinery_model_version",
+			Help: "Version of the published posterior.",
+		}, []string{"bandit"}),
+		bankDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "refinery_sample_bank_depth",
+			Help: "Refined samples ready in the bank.",
+		}, []string{"bandit"}),
+		refinementSecs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "refinery_refinement_seconds",
+			Help:    "Wall time of one refined sample (all its conditional optimizations).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms .. 41s
+		}),
+		storeBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "refinery_store_batch_size",
+			Help:    "Rows (decisions and rewards) per group commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1 .. 512
+		}),
+		storeCommitSecs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "refinery_store_commit_seconds",
+			Help:    "Round trip of one group commit to PostgreSQL.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 0.1ms .. 3.3s
+		}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "refinery_http_requests_total",
+			Help: "HTTP requests by method, route pattern and status code.",
+		}, []string{"method", "route", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "refinery_http_request_duration_seconds",
+			Help:    "HTTP request latency by method and route pattern.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method", "route"}),
+		bankCounters: &bankCollector{desc: prometheus.NewDesc("refinery_refined_samples_total",
+			"Refined samples by what became of them: produced (banked), discarded (stale before use), used (uses by decisions), reused (uses beyond a sample's first).",
+			[]string{"bandit", "outcome"}, nil)},
+	}
+	reg.MustRegister(m.decisions, m.rewards, m.decisionSeconds, m.trainerIters, m.elbo, m.modelVersion,
+		m.bankDepth, m.refinementSecs, m.storeBatchSize, m.storeCommitSecs, m.httpRequests, m.httpDuration, m.bankCounters)
+	return m
+}
+
+// Watch makes the metrics report the banks of svc's agents.
+func (m *Metrics) Watch(svc *bandit.Service) { m.bankCounters.svc.Store(svc) }
+
+// Decided implements bandit.Observer.
+func (m *Metrics) Decided(b, arm string, sample bandit.SampleKind) {
+	m.decisions.WithLabelValues(b, arm, string(sample)).Inc()
+}
+
+// Rewarded implements bandit.Observer.
+func (m *Metrics) Rewarded(b string) { m.rewards.WithLabelValues(b).Inc() }
+
+// Trained implements bandit.Observer.
+func (m *Metrics) Trained(b string, iterations int, version int64, elbo float64) {
+	m.trainerIters.WithLabelValues(b).Add(float64(iterations))
+	m.modelVersion.WithLabelValues(b).Set(float64(version))
+	m.elbo.WithLabelValues(b).Set(elbo)
+}
+
+// Refined implements bandit.Observer.
+func (m *Metrics) Refined(_ string, d time.Duration) { m.refinementSecs.Observe(d.Seconds()) }
+
+// Bank implements bandit.Observer.
+func (m *Metrics) Bank(b string, depth int) { m.bankDepth.WithLabelValues(b).Set(float64(depth)) }
+
+// ObserveBatch implements store.Observer.
+func (m *Metrics) ObserveBatch(b store.Batch) {
+	m.storeBatchSize.Observe(float64(b.Size()))
+	m.storeCommitSecs.Observe(b.Commit.Seconds())
+}
+
+// observeAgent sets the gauges of a loaded agent, so that a restarted
+// service reports its model version before it trains again.
+func (m *Metrics) observeAgent(a *bandit.Agent) {
+	st := a.Status()
+	m.modelVersion.WithLabelValues(a.Name()).Set(float64(st.ModelVersion))
+	if st.ELBO != nil {
+		m.elbo.WithLabelValues(a.Name()).Set(*st.ELBO)
+	}
+	if st.Bank != nil {
+		m.bankDepth.WithLabelValues(a.Name()).Set(float64(st.Bank.Depth))
+	}
+}
+
+// bankCollector reports the banks' counters at scrape time.
+type bankCollector struct {
+	desc *prometheus.Desc
+	svc  atomic.Pointer[bandit.Service]
+}
+
+func (c *bankCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *bankCollector) Collect(ch chan<- prometheus.Metric) {
+	svc := c.svc.Load()
+	if svc == nil {
+		return
+	}
+	for _, a := range svc.Agents() {
+		b := a.Status().Bank
+		if b == nil {
+			continue
+		}
+		for _, kv := range []struct {
+			outcome string
+			n       int64
+		}{{"produced", b.Produced}, {"discarded", b.Discarded}, {"used", b.Used}, {"reused", b.Reused}} {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(kv.n), a.Name(), kv.outcome)
+		}
+	}
+}
+
+// statusWriter records the status code of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument counts requests and times them, labelled by the route
+// pattern chi matched (read after the handler ran, when it is complete),
+// never by the raw path; requests that match no route are labelled
+// "unmatched".
+func (m *Metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			if p := rc.RoutePattern(); p != "" {
+				route = p
+			}
+		}
+		if sw.code == 0 {
+			sw.code = http.StatusOK
+		}
+		m.httpRequests.WithLabelValues(r.Method, route, strconv.Itoa(sw.code)).Inc()
+		m.httpDuration.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+	})
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+func init() {
+	register(command{name: "serve", summary: "run the decision service (HTTP API, trainers, refinement workers)", run: runServe})
+}
+
+const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--workers N] [--log-level info]
+
+Runs the HTTP decision service. With a database URL (flag or $DATABASE_URL)
+bandits, decisions, rewards and posterior snapshots are kept in PostgreSQL,
+migrated on start unless --no-migrate; without one everything lives in memory
+and is lost on exit. SIGTERM or SIGINT drains in-flight requests, persists
+the posteriors, flushes the store and exits 0.
+
+flags:
+`
+
+// Main is the serve command: ParseFlags reads its configuration, Run
+// starts it and returns once it listens, Close shuts it down. Tests
+// drive it directly with Addr "127.0.0.1:0".
+type Main struct {
+	// Addr is the listen address; default 127.0.0.1:8080.
+	Addr string
+	// DatabaseURL selects PostgreSQL; empty means the in-memory store.
+	DatabaseURL string
+	// NoMigrate skips applying the migrations on start.
+	NoMigrate bool
+	// Workers is the number of refinement workers; zero means one per
+	// core.
+	Workers int
+	// ShutdownTimeout bounds how long Close waits for in-flight
+	// requests; zero means 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives the logs; nil means text on stderr at LogLevel.
+	Logger   *slog.Logger
+	LogLevel slog.Level
+	// Registry receives the metrics; nil means a new registry with the
+	// Go and process collectors.
+	Registry *prometheus.Registry
+	// Seed seeds the service's random sources; zero means random.
+	Seed uint64
+
+	// Set by Run.
+	Store   bandit.Store
+	Service *bandit.Service
+	API     *api.Server
+
+	ln       net.Listener
+	server   *http.Server
+	serveErr chan error
+	cancel   context.CancelFunc
+	loading  sync.WaitGroup
+	closed   bool
+}
+
+// NewMain returns a Main with the defaults.
+func NewMain() *Main { return &Main{Addr: "127.0.0.1:8080"} }
+
+// ParseFlags reads the command line into m; $DATABASE_URL is the default
+// of --database-url.
+func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&m.Addr, "addr", m.Addr, "listen address (host:port)")
+	fs.StringVar(&m.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL); empty: the in-memory store")
+	fs.BoolVar(&m.NoMigrate, "no-migrate", false, "do not apply the database migrations on start")
+	fs.IntVar(&m.Workers, "workers", 0, "refinement workers shared by every refined-ts bandit (default one per core)")
+	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, serveUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if err := m.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)}
+	}
+	if m.Workers < 0 {
+		return usageError{fmt.Errorf("--workers %d: want 0 (one per core) or more", m.Workers)}
+	}
+	return nil
+}
+
+// Run opens the store (migrating it first), starts the service and the
+// HTTP server, and returns once the server listens. The stored bandits
+// load in the background; /readyz turns 200 when they have.
+func (m *Main) Run(ctx context.Context) (err error) {
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: m.LogLevel}))
+	}
+	if m.Registry == nil {
+		m.Registry = prometheus.NewRegistry()
+		m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if m.ShutdownTimeout == 0 {
+		m.ShutdownTimeout = 10 * time.Second
+	}
+	log := m.Logger
+	metrics := api.NewMetrics(m.Registry)
+	if m.DatabaseURL == "" {
+		m.Store = store.NewMemory()
+		log.Warn("no database URL: using the in-memory store, nothing survives a restart (pass --database-url or set DATABASE_URL)")
+	} else {
+		if !m.NoMigrate {
+			if err := store.Migrate(ctx, m.DatabaseURL, store.Up); err != nil {
+				return err
+			}
+		}
+		pg, err := store.OpenPostgres(ctx, m.DatabaseURL, store.Config{Observer: metrics, Logger: log})
+		if err != nil {
+			return err
+		}
+		m.Store = pg
+		log.Info("using PostgreSQL", "database", redactURL(m.DatabaseURL), "migrated", !m.NoMigrate)
+	}
+	defer func() {
+		if err != nil {
+			m.Store.Close()
+		}
+	}()
+	m.Service = bandit.NewService(m.Store, bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: metrics})
+	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log})
+	m.ln, err = net.Listen("tcp", m.Addr)
+	if err != nil {
+		m.Service.Close(ctx)
+		return err
+	}
+	m.server = &http.Server{
+		Handler:           m.API,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	m.serveErr = make(chan error, 1)
+	go func() { m.serveErr <- m.server.Serve(m.ln) }()
+	log.Info("listening", "addr", m.ln.Addr().String(), "ephemeral_store", m.Store.Ephemeral())
+
+	loadCtx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.loading.Go(func() {
+		for {
+			err := m.Service.Load(loadCtx)
+			if err == nil || loadCtx.Err() != nil {
+				return
+			}
+			log.Error("loading the bandits failed; retrying in 2s", "err", err)
+			select {
+			case <-loadCtx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+		}
+	})
+	return nil
+}
+
+// URL returns the server's base URL, http://host:port.
+func (m *Main) URL() string { return "http://" + m.ln.Addr().String() }
+
+// Close drains in-flight requests (up to ShutdownTimeout), stops the
+// trainers and refinement workers, persists every posterior and flushes
+// and closes the store.
+func (m *Main) Close() error {
+	if m.closed || m.server == nil {
+		return nil
+	}
+	m.closed = true
+	log := m.Logger
+	m.API.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if err := m.server.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("drain HTTP: %w", err))
+	}
+	if err := <-m.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	m.cancel()
+	m.loading.Wait()
+	if err := m.Service.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.Store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	log.Info("stopped", "err", errors.Join(errs...))
+	return errors.Join(errs...)
+}
+
+// redactURL hides a password in a database URL for the logs.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.Index(u[i+3:], "@"); j >= 0 {
+			cred := u[i+3 : i+3+j]
+			if k := strings.Index(cred, ":"); k >= 0 {
+				return u[:i+3] + cred[:k] + ":xxx" + u[i+3+j:]
+			}
+		}
+	}
+	return u
+}
+
+func runServe(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	m := NewMain()
+	if err := m.ParseFlags(args, stdout); err != nil {
+		return err
+	}
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-m.serveErr:
+		m.serveErr <- err // Close reads it
+	}
+	return m.Close()
+}
