@@ -261,7 +261,7 @@ var banditNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // it. Every problem is reported as a *ValidationError naming the field.
 func ParseConfig(data []byte) (*Config, error) {
 	var c Config
-	if err := decodeStrict(data, &c); err != nil {
+	if err := DecodeStrict(data, &c); err != nil {
 		return nil, err
 	}
 	c.SetDefaults()
@@ -271,10 +271,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	return &c, nil
 }
 
-// decodeStrict unmarshals one JSON value into v, rejecting unknown
+// DecodeStrict unmarshals one JSON value into v, rejecting unknown
 // fields and trailing data, and turns decoding errors into a
-// *ValidationError naming the field.
-func decodeStrict(data []byte, v any) error {
+// *ValidationError naming the field (empty for the body as a whole:
+// malformed JSON, including NaN and Infinity, which JSON does not have).
+func DecodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
