@@ -454,8 +454,12 @@ func retryAlone(err error) bool {
 	return errors.As(err, &pgErr) || errors.As(err, &pre)
 }
 
-// lockKeys returns the distinct bandits of the (sorted) rewards.
-func lockKeys(rs []*write) []string {
+// lockKeys returns the distinct bandits of the (sorted) rewards, whose
+// reward locks the batch takes.
+func (s *Postgres) lockKeys(rs []*write) []string {
+	if s.unordered {
+		return nil
+	}
 	var keys []string
 	for _, w := range rs {
 		if len(keys) == 0 || keys[len(keys)-1] != w.r.Bandit {
@@ -472,7 +476,7 @@ func (s *Postgres) sendBatch(ctx context.Context, ds, rs []*write) error {
 	if len(ds) > 0 {
 		b.Queue(sqlInsertDecisions, decisionArgs(ds)...)
 	}
-	keys := lockKeys(rs)
+	keys := s.lockKeys(rs)
 	for _, k := range keys {
 		b.Queue(sqlLockRewards, rewardLockSpace, k)
 	}
@@ -557,7 +561,7 @@ func (s *Postgres) rowByRow(ctx context.Context, ds, rs []*write) error {
 			return err
 		}
 	}
-	for _, k := range lockKeys(rs) {
+	for _, k := range s.lockKeys(rs) {
 		if _, err := tx.Exec(ctx, sqlLockRewards, rewardLockSpace, k); err != nil {
 			return err
 		}

@@ -39,6 +39,10 @@ type Postgres struct {
 	cfg     Config
 	gc      *committer // nil when group commit is off (MaxBatch == 1)
 	closed  atomic.Bool
+	// unordered skips the per-bandit reward lock, so that seq order is
+	// no longer commit order. Only BenchmarkWrites sets it, to show what
+	// that guarantee costs.
+	unordered bool
 }
 
 var _ bandit.Store = (*Postgres)(nil)
