@@ -354,13 +354,26 @@ func (a *Agent) trainLoop() {
 		<-a.done
 		cancel()
 	}()
+	var minInterval time.Duration
+	if a.cfg.Training.MinInterval != nil {
+		minInterval = time.Duration(*a.cfg.Training.MinInterval)
+	}
 	for {
 		select {
 		case <-a.done:
 			return
 		case <-a.wake:
 		}
-		if err := a.trainOnce(ctx); err != nil && ctx.Err() == nil {
+		start := time.Now()
+		err := a.trainOnce(ctx)
+		if wait := minInterval - time.Since(start); wait > 0 {
+			select {
+			case <-a.done:
+				return
+			case <-time.After(wait):
+			}
+		}
+		if err != nil && ctx.Err() == nil {
 			a.log.Error("training failed; retrying in a second", "err", err)
 			select {
 			case <-a.done:

@@ -179,6 +179,11 @@ type TrainingConfig struct {
 	// SnapshotEvery persists the posterior every this many versions
 	// (and on shutdown); default 10, 1..1000000.
 	SnapshotEvery int `json:"snapshot_every"`
+	// MinInterval is the least time between the starts of two
+	// retrainings; default "1s", 0..1h. Rewards that arrive meanwhile
+	// are trained on together. It bounds the trainer's CPU use and how
+	// often a new posterior makes the bank's refined samples stale.
+	MinInterval *Duration `json:"min_interval"`
 }
 
 // RefinementConfig is local refinement (Havasi et al. 2021, Algorithm 1)
@@ -228,6 +233,7 @@ const (
 	DefaultInitSigma         = 0.01
 	DefaultTrainIterations   = 500
 	DefaultSnapshotEvery     = 10
+	DefaultMinInterval       = time.Second
 	DefaultRefineIterations  = posterior.DefaultRefineIterations
 	DefaultBankSize          = 16
 	DefaultRewardWait        = 10 * time.Minute
@@ -392,6 +398,10 @@ func (c *Config) SetDefaults() {
 	}
 	if t.SnapshotEvery == 0 {
 		t.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if t.MinInterval == nil {
+		d := Duration(DefaultMinInterval)
+		t.MinInterval = &d
 	}
 	r := &c.Refinement
 	if r.Fractions == nil {
@@ -564,6 +574,9 @@ func (c *Config) validateModel(v *validator) {
 	v.intRange("training.batch_size", t.BatchSize, 1, 4096)
 	v.positive("training.lr", t.LR, 1)
 	v.intRange("training.snapshot_every", t.SnapshotEvery, 1, 1000000)
+	if t.MinInterval != nil && (*t.MinInterval < 0 || time.Duration(*t.MinInterval) > time.Hour) {
+		v.add("training.min_interval", "want a duration between 0s and 1h")
+	}
 	r := c.Refinement
 	if len(r.Fractions) > 16 {
 		v.add("refinement.fractions", fmt.Sprintf("%d fractions, want at most 16", len(r.Fractions)))

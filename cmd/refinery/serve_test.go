@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refinery-bandits/refinery/simulators"
+	"github.com/refinery-bandits/refinery/store"
+	"github.com/refinery-bandits/refinery/store/storetest"
+)
+
+// testLogger sends slog records at level and above to t.Log.
+func testLogger(t testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type tLogWriter struct{ t testing.TB }
+
+func (w tLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startServe runs the serve command's Main on a free loopback port and
+// waits until /readyz answers 200; it is closed when the test ends.
+func startServe(t testing.TB, databaseURL string) *Main {
+	t.Helper()
+	m := NewMain()
+	m.Addr = "127.0.0.1:0"
+	m.DatabaseURL = databaseURL
+	m.Logger = testLogger(t, slog.LevelWarn)
+	m.Seed = 7
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	waitReady(t, m.URL())
+	return m
+}
+
+func waitReady(t testing.TB, base string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/readyz not 200 after 30s (last: %v)", base, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// client is a small JSON client for the tests.
+type client struct {
+	t    testing.TB
+	base string
+	http *http.Client
+}
+
+func newClient(t testing.TB, base string) *client {
+	return &client{t: t, base: base, http: &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+	}}
+}
+
+// do sends a request with a JSON body (nil: none) and returns the status
+// and the body.
+func (c *client) do(method, path string, body any) (int, []byte, http.Header, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, resp.Header, err
+}
+
+// must is do that fails the test unless the status is want.
+func (c *client) must(want int, method, path string, body any) []byte {
+	c.t.Helper()
+	code, out, _, err := c.do(method, path, body)
+	if err != nil || code != want {
+		c.t.Fatalf("%s %s = %d %s (err %v), want %d", method, path, code, out, err, want)
+	}
+	return out
+}
+
+// mushroomData loads the real UCI mushroom file (../shared/data/mushroom).
+func mushroomData(t testing.TB) *simulators.MushroomData {
+	t.Helper()
+	tt, ok := t.(*testing.T)
+	if !ok {
+		t.Fatal("mushroomData needs a *testing.T")
+	}
+	d, err := simulators.LoadMushroom(filepath.Join(sharedMushroomDir(tt), simulators.MushroomFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// mushroomBandit is the mushroom bandit's configuration: the 22
+// attributes as categorical features with the values that occur in the
+// data, arms eat and pass, and the given policy, model and schedules.
+func mushroomBandit(d *simulators.MushroomData, name string, extra map[string]any) map[string]any {
+	features := make([]map[string]any, len(simulators.MushroomAttributes))
+	for j, attr := range simulators.MushroomAttributes {
+		features[j] = map[string]any{"name": attr, "type": "categorical", "values": d.Values[j]}
+	}
+	cfg := map[string]any{"name": name, "arms": []string{"eat", "pass"}, "features": features}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	return cfg
+}
+
+// mushroomContext is row i of the data as a decision context.
+func mushroomContext(d *simulators.MushroomData, i int) map[string]string {
+	ctx := make(map[string]string, len(simulators.MushroomAttributes))
+	for j, attr := range simulators.MushroomAttributes {
+		ctx[attr] = d.Rows[i][j]
+	}
+	return ctx
+}
+
+// mushroomReward is the environment of Riquelme et al. (2018) and Havasi
+// et al. (2021): eating an edible mushroom pays +5, a poisonous one +5
+// or -35 with equal chance, passing 0.
+func mushroomReward(edible bool, arm string, rng *rand.Rand) float64 {
+	switch {
+	case arm == "pass":
+		return 0
+	case edible:
+		return 5
+	case rng.IntN(2) == 0:
+		return 5
+	}
+	return -35
+}
+
+// metricSum adds the values of the samples of a metric whose labels
+// contain every given "k=\"v\"" pair in a Prometheus text exposition.
+func metricSum(t testing.TB, text, name string, labels ...string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+type decisionBody struct {
+	EventID       string             `json:"event_id"`
+	Arm           string             `json:"arm"`
+	Probabilities map[string]float64 `json:"probabilities"`
+	ModelVersion  int64              `json:"model_version"`
+	Sample        string             `json:"sample"`
+}
+
+// TestServeMushroomEndToEnd runs the mushroom bandit through the HTTP
+// API of the real serve command over loopback: 2,000 decisions and
+// rewards from the mushroom environment, one client, each reward sent
+// right after its decision. The network is small (one hidden layer of
+// 16, 60 ELBO iterations per retraining at most every 100ms, refinement
+// of 20 iterations, a refined sample serving up to 4 decisions) so that
+// the test fits its budget on 2 cores, yet it must learn: the mean
+// reward of the last 500 steps must beat that of the first 500 (eating
+// half the time at random pays about -2.3 per step; the oracle, which
+// eats only the edible ones, 2.6).
+func TestServeMushroomEndToEnd(t *testing.T) {
+	data := mushroomData(t)
+	for _, tc := range []struct {
+		name          string
+		url           func(t *testing.T) string
+		steps, window int
+	}{
+		{"on PostgreSQL", func(t *testing.T) string { return storetest.FreshSchemaURL(t) }, 2000, 500},
+		// Cheaper: half the steps, on the same checks.
+		{"on the in-memory store", func(*testing.T) string { return "" }, 1000, 250},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name != "on PostgreSQL" && testing.Short() {
+				t.Skip("only PostgreSQL in -short mode")
+			}
+			runMushroom(t, data, tc.url(t), tc.steps, tc.window)
+		})
+	}
+}
+
+func runMushroom(t *testing.T, data *simulators.MushroomData, url string, steps, window int) {
+	start := time.Now()
+	m := startServe(t, url)
+	c := newClient(t, m.URL())
+	const name = "mushrooms"
+	c.must(http.StatusCreated, "POST", "/v1/bandits", mushroomBandit(data, name, map[string]any{
+		"policy":     map[string]any{"kind": "refined-ts", "samples": 3, "max_wait": "5ms", "max_reuse": 4},
+		"model":      map[string]any{"hidden": []int{16}},
+		"training":   map[string]any{"iterations": 60, "snapshot_every": 5, "min_interval": "100ms"},
+		"refinement": map[string]any{"iterations": 20, "bank_size": 6},
+	}))
+
+	rng := rand.New(rand.NewPCG(2021, 43))
+	var first, last float64
+	samples := map[string]int{}
+	for i := range steps {
+		row := rng.IntN(len(data.Rows))
+		out := c.must(http.StatusCreated, "POST", "/v1/bandits/"+name+"/decisions", map[string]any{"context": mushroomContext(data, row)})
+		var d decisionBody
+		if err := json.Unmarshal(out, &d); err != nil {
+			t.Fatal(err)
+		}
+		if p := d.Probabilities[d.Arm]; !(p > 0 && p <= 1) {
+			t.Fatalf("step %d: probability of the chosen arm %s is %g", i, d.Arm, p)
+		}
+		samples[d.Sample]++
+		r := mushroomReward(data.Edible[row], d.Arm, rng)
+		c.must(http.StatusNoContent, "POST", "/v1/bandits/"+name+"/events/"+d.EventID+"/reward", map[string]any{"value": r})
+		switch {
+		case i < window:
+			first += r
+		case i >= steps-window:
+			last += r
+		}
+	}
+	first, last = first/float64(window), last/float64(window)
+	t.Logf("%d steps in %.1fs; mean reward first %d: %.2f, last %d: %.2f; samples %v", steps, time.Since(start).Seconds(), window, first, window, last, samples)
+	if !(last > first) {
+		t.Errorf("mean reward of the last %d steps %.2f, want more than the first %d's %.2f", window, last, window, first)
+	}
+
+	metrics := string(c.must(http.StatusOK, "GET", "/metrics", nil))
+	if got := metricSum(t, metrics, "refinery_decisions_total", `bandit="mushrooms"`); got != float64(steps) {
+		t.Errorf("refinery_decisions_total sums to %g, want %d", got, steps)
+	}
+	if got := metricSum(t, metrics, "refinery_rewards_total", `bandit="mushrooms"`); got != float64(steps) {
+		t.Errorf("refinery_rewards_total = %g, want %d", got, steps)
+	}
+	for _, s := range []string{"refined", "mean-field"} {
+		if got := metricSum(t, metrics, "refinery_decisions_total", `bandit="mushrooms"`, `sample="`+s+`"`); got != float64(samples[s]) {
+			t.Errorf("refinery_decisions_total{sample=%q} = %g, want %d as the responses said", s, got, samples[s])
+		}
+	}
+	if got := metricSum(t, metrics, "refinery_http_requests_total", `route="/v1/bandits/{name}/decisions"`, `code="201"`); got != float64(steps) {
+		t.Errorf("refinery_http_requests_total for the decisions route = %g, want %d", got, steps)
+	}
+	if samples["refined"] == 0 {
+		t.Errorf("no decision acted on refined samples: %v", samples)
+	}
+
+	var status struct {
+		Status struct {
+			Decisions, Rewards int64
+			ModelVersion       int64 `json:"model_version"`
+		}
+	}
+	if err := json.Unmarshal(c.must(http.StatusOK, "GET", "/v1/bandits/"+name, nil), &status); err != nil {
+		t.Fatal(err)
+	}
+	if status.Status.Decisions != int64(steps) || status.Status.Rewards != int64(steps) || status.Status.ModelVersion < 1 {
+		t.Errorf("status %+v, want %d decisions and rewards and a trained model", status.Status, steps)
+	}
+	if url == "" {
+		return
+	}
+	// The store holds every decision and reward, read back after shutdown
+	// through a store of its own.
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.OpenPostgres(context.Background(), url, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d, r, err := s.Counts(context.Background(), name)
+	if err != nil || d != int64(steps) || r != int64(steps) {
+		t.Errorf("the store holds %d decisions and %d rewards (err %v), want %d of each", d, r, err, steps)
+	}
+	if _, err := s.LatestSnapshot(context.Background(), name); err != nil {
+		t.Errorf("no snapshot persisted: %v", err)
+	}
+	t.Logf("wall time %.1fs", time.Since(start).Seconds())
+}
