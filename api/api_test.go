@@ -1,0 +1,314 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+	"github.com/refinery-bandits/refinery/store/storetest"
+)
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// fixture is a server on a store, with its metrics registry.
+type fixture struct {
+	srv     *httptest.Server
+	store   bandit.Store
+	reg     *prometheus.Registry
+	metrics *api.Metrics
+}
+
+// memoryStore and postgresStore make the stores the tests run against.
+func memoryStore(t *testing.T) bandit.Store {
+	s := store.NewMemory()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func postgresStore(t *testing.T) bandit.Store {
+	pcfg, _ := storetest.FreshSchema(t)
+	ctx := context.Background()
+	if err := store.MigrateConfig(ctx, pcfg.ConnConfig, store.Up); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.NewPostgres(pool, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		pool.Close()
+	})
+	return s
+}
+
+func newFixture(t *testing.T, st bandit.Store) *fixture {
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg := prometheus.NewRegistry()
+	m := api.NewMetrics(reg)
+	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1, Logger: log, Observer: m})
+	if err := svc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log}))
+	t.Cleanup(func() {
+		srv.Close()
+		svc.Close(context.Background())
+	})
+	return &fixture{srv: srv, store: st, reg: reg, metrics: m}
+}
+
+// call sends body (a string, sent as is) with the given content type
+// ("" for none) and returns the response and its body.
+func (f *fixture) call(t *testing.T, method, path, contentType, body string) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, f.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, out
+}
+
+func (f *fixture) must(t *testing.T, want int, method, path, body string) []byte {
+	t.Helper()
+	resp, out := f.call(t, method, path, "application/json", body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, out, want)
+	}
+	return out
+}
+
+const toyBandit = `{"name": "toy", "arms": ["a", "b"],
+	"features": [{"name": "color", "type": "categorical", "values": ["red", "blue"]}, {"name": "size", "type": "numeric"}],
+	"policy": {"kind": "eps-greedy"}, "model": {"hidden": [4]}, "training": {"iterations": 5}}`
+
+// state is what the bad requests must leave alone.
+type state struct {
+	bandits            int
+	decisions, rewards int64
+	reward             float64
+}
+
+func (f *fixture) state(t *testing.T) state {
+	ctx := context.Background()
+	bs, err := f.store.ListBandits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, r, err := f.store.Counts(ctx, "toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := f.store.ListDecisions(ctx, "toy", time.Time{}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reward float64
+	for _, rec := range recs {
+		if rec.EventID == "d1" && rec.Reward != nil {
+			reward = rec.Reward.Value
+		}
+	}
+	return state{bandits: len(bs), decisions: d, rewards: r, reward: reward}
+}
+
+func TestBadRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(*testing.T) bandit.Store
+	}{
+		{"on the in-memory store", memoryStore},
+		{"on PostgreSQL", postgresStore},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testBadRequests(t, tc.store(t)) })
+	}
+}
+
+func testBadRequests(t *testing.T, st bandit.Store) {
+	f := newFixture(t, st)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", toyBandit)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d1", "context": {"color": "red", "size": 1}}`)
+	f.must(t, http.StatusNoContent, "POST", "/v1/bandits/toy/events/d1/reward", `{"value": 1}`)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d2", "context": {"color": "blue", "size": 2}}`)
+	before := f.state(t)
+
+	const (
+		decide = "/v1/bandits/toy/decisions"
+		reward = "/v1/bandits/toy/events/d1/reward"
+		json_  = "application/json"
+		none   = "(none)" // no field member
+	)
+	huge := `{"name": "big", "arms": ["a"], "features": [{"name": "x", "type": "numeric"}], "pad": "` + strings.Repeat("x", 2<<20) + `"}`
+	hugeDecision := `{"context": {"color": "red", "size": 1, "pad": "` + strings.Repeat("x", 100<<10) + `"}}`
+	tests := []struct {
+		name        string
+		method      string
+		path        string
+		contentType string
+		body        string
+		wantStatus  int
+		wantField   string
+	}{
+		{"a bandit config that is broken JSON is a 400 about the body", "POST", "/v1/bandits", json_, `{"name": "x", "arms": [`, 400, ""},
+		{"a bandit config over 1 MiB is a 413", "POST", "/v1/bandits", json_, huge, 413, none},
+		{"a bandit with no arms is a 400 naming arms", "POST", "/v1/bandits", json_, `{"name": "x", "arms": [], "features": [{"name": "f", "type": "numeric"}]}`, 400, "arms"},
+		{"duplicate arm names are a 400 naming the duplicate", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a", "a"], "features": [{"name": "f", "type": "numeric"}]}`, 400, "arms[1]"},
+		{"duplicate feature names are a 400 naming the duplicate", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}, {"name": "f", "type": "numeric"}]}`, 400, "features[1].name"},
+		{"an unknown policy is a 400 naming policy.kind", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "oracle"}}`, 400, "policy.kind"},
+		{"an absurd hidden width is a 400 naming the layer", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "model": {"hidden": [100000]}}`, 400, "model.hidden[0]"},
+		{"an unknown config field is a 400 naming it", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "colour": 1}`, 400, "colour"},
+		{"a categorical feature without values is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "categorical"}]}`, 400, "features[0].values"},
+		{"a bandit name with a space is a 400", "POST", "/v1/bandits", json_, `{"name": "a b", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}]}`, 400, "name"},
+		{"an epsilon above 1 is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "eps-greedy", "epsilon": 2}}`, 400, "policy.epsilon"},
+		{"refinement fractions that do not sum to 1 are a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "refinement": {"fractions": [0.5, 0.2]}}`, 400, "refinement.fractions"},
+		{"a string where a number belongs is a 400 naming it", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"samples": "3"}}`, 400, "policy.samples"},
+		{"a bandit name already taken is a 409", "POST", "/v1/bandits", json_, toyBandit, 409, none},
+		{"a decision body that is broken JSON is a 400 about the body", "POST", decide, json_, `{"context": {"color": "red",`, 400, ""},
+		{"a NaN literal is a 400 about the body", "POST", decide, json_, `{"context": {"color": "red", "size": NaN}}`, 400, ""},
+		{"an Infinity literal is a 400 about the body", "POST", decide, json_, `{"context": {"color": "red", "size": Infinity}}`, 400, ""},
+		{"a number beyond float64 is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "red", "size": 1e400}}`, 400, "context.size"},
+		{"a decision for an unknown bandit is a 404", "POST", "/v1/bandits/nope/decisions", json_, `{"context": {}}`, 404, none},
+		{"a string for a numeric feature is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red", "size": "3"}}`, 400, "context.size"},
+		{"a number for a categorical feature is a 400 naming it", "POST", decide, json_, `{"context": {"color": 1, "size": 3}}`, 400, "context.color"},
+		{"an unknown feature is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red", "size": 3, "weight": 2}}`, 400, "context.weight"},
+		{"a missing required feature is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red"}}`, 400, "context.size"},
+		{"an undeclared category is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "green", "size": 3}}`, 400, "context.color"},
+		{"a context that is not an object is a 400", "POST", decide, json_, `{"context": [1, 2]}`, 400, "context"},
+		{"a missing context is a 400", "POST", decide, json_, `{}`, 400, "context"},
+		{"excluding an unknown arm is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red", "size": 3}, "excluded_arms": ["c"]}`, 400, "excluded_arms[0]"},
+		{"excluding every arm is a 400", "POST", decide, json_, `{"context": {"color": "red", "size": 3}, "excluded_arms": ["a", "b"]}`, 400, "excluded_arms"},
+		{"an event ID with a slash is a 400", "POST", decide, json_, `{"event_id": "a/b", "context": {"color": "red", "size": 3}}`, 400, "event_id"},
+		{"an event ID decided for another context is a 409", "POST", decide, json_, `{"event_id": "d1", "context": {"color": "blue", "size": 1}}`, 409, none},
+		{"a decision body over 64 KiB is a 413", "POST", decide, json_, hugeDecision, 413, none},
+		{"a decision in text/plain is a 415", "POST", decide, "text/plain", `{"context": {"color": "red", "size": 3}}`, 415, none},
+		{"trailing data after the JSON body is a 400", "POST", decide, json_, `{"context": {"color": "red", "size": 3}} {}`, 400, ""},
+		{"an unknown decision field is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red", "size": 3}, "arm": "a"}`, 400, "arm"},
+		{"a reward for an unknown event is a 404", "POST", "/v1/bandits/toy/events/nope/reward", json_, `{"value": 1}`, 404, none},
+		{"a reward for an unknown bandit is a 404", "POST", "/v1/bandits/nope/events/d1/reward", json_, `{"value": 1}`, 404, none},
+		{"a conflicting reward value is a 409", "POST", reward, json_, `{"value": 2}`, 409, none},
+		{"a reward value that is a string is a 400 naming value", "POST", reward, json_, `{"value": "1"}`, 400, "value"},
+		{"a reward without a value is a 400 naming value", "POST", reward, json_, `{}`, 400, "value"},
+		{"a NaN reward is a 400 about the body", "POST", reward, json_, `{"value": NaN}`, 400, ""},
+		{"a reward beyond float64 is a 400 naming value", "POST", reward, json_, `{"value": -1e999}`, 400, "value"},
+		{"an empty reward body is a 400", "POST", reward, json_, ``, 400, ""},
+		{"an unknown route is a 404", "GET", "/v2/bandits", "", "", 404, none},
+		{"a wrong method is a 405", "DELETE", "/v1/bandits", "", "", 405, none},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := f.call(t, tt.method, tt.path, tt.contentType, tt.body)
+			if resp.StatusCode != tt.wantStatus {
+				t.Errorf("status = %d (%s), want %d", resp.StatusCode, body, tt.wantStatus)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != api.ProblemContentType {
+				t.Errorf("Content-Type = %q, want %q", ct, api.ProblemContentType)
+			}
+			var p api.Problem
+			if err := json.Unmarshal(body, &p); err != nil {
+				t.Fatalf("body %q is not a problem: %v", body, err)
+			}
+			if p.Status != tt.wantStatus || p.Title == "" || p.Detail == "" || p.RequestID == "" {
+				t.Errorf("problem %+v: want status %d, a title, a detail and a request ID", p, tt.wantStatus)
+			}
+			switch {
+			case tt.wantField == none && p.Field != nil:
+				t.Errorf("field = %q, want none", *p.Field)
+			case tt.wantField != none && (p.Field == nil || *p.Field != tt.wantField):
+				t.Errorf("field = %v, want %q (problem %s)", p.Field, tt.wantField, body)
+			}
+		})
+	}
+	if after := f.state(t); after != before {
+		t.Errorf("stored data changed: before %+v, after %+v", before, after)
+	}
+}
+
+func TestMetricsCountByRoutePattern(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", toyBandit)
+	for _, id := range []string{"e1", "e2", "e3"} {
+		f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "`+id+`", "context": {"color": "red", "size": 1}}`)
+	}
+	f.must(t, http.StatusOK, "POST", "/v1/bandits/toy/decisions", `{"event_id": "e1", "context": {"color": "red", "size": 1}}`) // a replay
+	for _, id := range []string{"e1", "e2"} {
+		f.must(t, http.StatusNoContent, "POST", "/v1/bandits/toy/events/"+id+"/reward", `{"value": 1}`)
+	}
+	f.call(t, "GET", "/v1/bandits/nope", "", "")
+
+	want := `
+# HELP refinery_rewards_total Rewards accepted (204), including defaults applied after reward.wait; an idempotent repeat of a reward counts again.
+# TYPE refinery_rewards_total counter
+refinery_rewards_total{bandit="toy"} 2
+# HELP refinery_http_requests_total HTTP requests by method, route pattern and status code.
+# TYPE refinery_http_requests_total counter
+refinery_http_requests_total{code="200",method="POST",route="/v1/bandits/{name}/decisions"} 1
+refinery_http_requests_total{code="201",method="POST",route="/v1/bandits"} 1
+refinery_http_requests_total{code="201",method="POST",route="/v1/bandits/{name}/decisions"} 3
+refinery_http_requests_total{code="204",method="POST",route="/v1/bandits/{name}/events/{event_id}/reward"} 2
+refinery_http_requests_total{code="404",method="GET",route="/v1/bandits/{name}"} 1
+`
+	if err := testutil.GatherAndCompare(f.reg, strings.NewReader(want), "refinery_rewards_total", "refinery_http_requests_total"); err != nil {
+		t.Error(err)
+	}
+	// Decisions count the stored ones, not the replay: 3 in all, with
+	// sample "point" (eps-greedy).
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions float64
+	for _, mf := range mfs {
+		if mf.GetName() != "refinery_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "sample" && l.GetValue() != "point" {
+					t.Errorf("sample label %q, want point", l.GetValue())
+				}
+			}
+			decisions += m.GetCounter().GetValue()
+		}
+	}
+	if decisions != 3 {
+		t.Errorf("refinery_decisions_total sums to %g, want 3", decisions)
+	}
+}
