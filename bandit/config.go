@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -71,11 +73,11 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New(`want a duration string such as "50ms" or "10m"`)
+		return &json.UnmarshalTypeError{Value: kindOf(b)[strings.Index(kindOf(b), " ")+1:], Type: reflect.TypeFor[Duration]()}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf(`%q is not a duration such as "50ms" or "10m"`, s)
+		return &json.UnmarshalTypeError{Value: strconv.Quote(s), Type: reflect.TypeFor[Duration]()}
 	}
 	*d = Duration(v)
 	return nil
@@ -330,6 +332,8 @@ func (e *fieldErr) Error() string { return e.field + ": " + e.detail }
 
 func typeName(t string) string {
 	switch {
+	case strings.HasSuffix(t, "Duration"):
+		return `a duration string such as "50ms" or "10m"`
 	case strings.HasPrefix(t, "float"):
 		return "a number"
 	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):

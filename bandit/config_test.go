@@ -1,0 +1,135 @@
+package bandit_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/refinery-bandits/refinery/bandit"
+)
+
+func TestParseConfigFillsTheDefaults(t *testing.T) {
+	cfg, err := bandit.ParseConfig([]byte(`{"name": "m", "arms": ["eat", "pass"],
+		"features": [{"name": "odor", "type": "categorical", "values": ["a", "l"]}, {"name": "w", "type": "numeric"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, m, tr, r := cfg.Policy, cfg.Model, cfg.Training, cfg.Refinement
+	switch {
+	case p.Kind != bandit.RefinedTS || p.Samples != 3 || p.MaxReuse != 1 || p.MaxWait != bandit.Duration(bandit.DefaultMaxWait) || p.PropensitySamples != 32 || p.Epsilon != nil:
+		t.Errorf("policy %+v", p)
+	case !reflect.DeepEqual(m.Hidden, []int{100, 100}) || m.PriorVariance != 1 || m.InitSigma != 0.01:
+		t.Errorf("model %+v", m)
+	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval):
+		t.Errorf("training %+v", tr)
+	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16 || r.MaxStaleness != 0:
+		t.Errorf("refinement %+v", r)
+	case cfg.Reward.Default != nil || cfg.Reward.Wait != bandit.Duration(bandit.DefaultRewardWait):
+		t.Errorf("reward %+v", cfg.Reward)
+	case *cfg.Features[1].Center != 0 || *cfg.Features[1].Scale != 1 || cfg.Features[0].Center != nil:
+		t.Errorf("features %+v", cfg.Features)
+	}
+	// What is stored parses back to the same configuration.
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := bandit.ParseConfig(raw)
+	if err != nil || !reflect.DeepEqual(again, cfg) {
+		t.Errorf("round trip: %v\n got %+v\nwant %+v", err, again, cfg)
+	}
+	// An empty hidden list is a linear model, not the default.
+	lin, err := bandit.ParseConfig([]byte(`{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric"}], "model": {"hidden": []}}`))
+	if err != nil || len(lin.Model.Hidden) != 0 || lin.Model.Hidden == nil {
+		t.Errorf("hidden [] = %v (err %v), want an empty non-nil list", lin.Model.Hidden, err)
+	}
+	eps, err := bandit.ParseConfig([]byte(`{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric"}], "policy": {"kind": "eps-greedy"}}`))
+	if err != nil || *eps.Policy.Epsilon != bandit.DefaultEpsilon {
+		t.Errorf("eps-greedy epsilon %v (err %v), want %g", eps.Policy.Epsilon, err, bandit.DefaultEpsilon)
+	}
+}
+
+func TestParseConfigNamesTheField(t *testing.T) {
+	const base = `"name": "m", "arms": ["a", "b"], "features": [{"name": "w", "type": "numeric"}]`
+	tests := []struct {
+		name, body, field string
+	}{
+		{"a missing name", `{"arms": ["a"], "features": [{"name": "w", "type": "numeric"}]}`, "name"},
+		{"a name too long", `{"name": "` + strings.Repeat("n", 65) + `", "arms": ["a"], "features": [{"name": "w", "type": "numeric"}]}`, "name"},
+		{"too many arms", `{"name": "m", "arms": [` + strings.Repeat(`"x",`, 100) + `"y"], "features": [{"name": "w", "type": "numeric"}]}`, "arms"},
+		{"an empty arm name", `{"name": "m", "arms": ["a", ""], "features": [{"name": "w", "type": "numeric"}]}`, "arms[1]"},
+		{"an arm name with a control character", `{"name": "m", "arms": ["a", "b\u0000"], "features": [{"name": "w", "type": "numeric"}]}`, "arms[1]"},
+		{"no features", `{"name": "m", "arms": ["a"], "features": []}`, "features"},
+		{"an unknown feature type", `{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "text"}]}`, "features[0].type"},
+		{"a duplicate category", `{"name": "m", "arms": ["a"], "features": [{"name": "c", "type": "categorical", "values": ["x", "x"]}]}`, "features[0].values[1]"},
+		{"values on a numeric feature", `{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric", "values": ["x"]}]}`, "features[0].values"},
+		{"a zero scale", `{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric", "scale": 0}]}`, "features[0].scale"},
+		{"samples out of range", `{` + base + `, "policy": {"samples": 1000}}`, "policy.samples"},
+		{"a negative max_wait", `{` + base + `, "policy": {"max_wait": "-1s"}}`, "policy.max_wait"},
+		{"a max_wait that is not a duration", `{` + base + `, "policy": {"max_wait": "soon"}}`, "policy.max_wait"},
+		{"epsilon on refined-ts", `{` + base + `, "policy": {"epsilon": 0.1}}`, "policy.epsilon"},
+		{"nonzero epsilon on greedy", `{` + base + `, "policy": {"kind": "greedy", "epsilon": 0.1}}`, "policy.epsilon"},
+		{"too many hidden layers", `{` + base + `, "model": {"hidden": [1,1,1,1,1,1,1,1,1]}}`, "model.hidden"},
+		{"too many parameters", `{` + base + `, "model": {"hidden": [1024, 1024, 1024]}}`, "model.hidden"},
+		{"a negative prior variance", `{` + base + `, "model": {"prior_variance": -1}}`, "model.prior_variance"},
+		{"a learning rate above 1", `{` + base + `, "training": {"lr": 2}}`, "training.lr"},
+		{"a negative refinement fraction", `{` + base + `, "refinement": {"fractions": [1.5, -0.5]}}`, "refinement.fractions"},
+		{"a default reward with a negative wait", `{` + base + `, "reward": {"wait": "-1s", "default": 0}}`, "reward.wait"},
+		{"a default reward that is a string", `{` + base + `, "reward": {"default": "zero"}}`, "reward.default"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := bandit.ParseConfig([]byte(tt.body))
+			var ve *bandit.ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, bandit.ErrInvalid) {
+				t.Fatalf("ParseConfig = %v, want a *ValidationError", err)
+			}
+			if ve.Errors[0].Field != tt.field {
+				t.Errorf("field = %q (%v), want %q", ve.Errors[0].Field, err, tt.field)
+			}
+		})
+	}
+}
+
+func TestEncoder(t *testing.T) {
+	one, half := 1.0, 0.5
+	enc := bandit.NewEncoder([]bandit.Feature{
+		{Name: "odor", Type: bandit.Categorical, Values: []string{"a", "l", "n"}},
+		{Name: "weight", Type: bandit.Numeric, Center: &one, Scale: &half},
+		{Name: "ring", Type: bandit.Categorical, Values: []string{"o", "t"}, Optional: true},
+	})
+	if enc.Dim() != 6 {
+		t.Fatalf("Dim = %d, want 3 + 1 + 2", enc.Dim())
+	}
+	tests := []struct {
+		ctx   string
+		want  []float64
+		field string // of the first error, if any
+	}{
+		{`{"odor": "l", "weight": 2, "ring": "t"}`, []float64{0, 1, 0, 2, 0, 1}, ""},
+		{`{"odor": "n", "weight": 1}`, []float64{0, 0, 1, 0, 0, 0}, ""},
+		{`{"odor": "n", "weight": 1, "ring": null}`, []float64{0, 0, 1, 0, 0, 0}, ""},
+		{`{"odor": "x", "weight": 1}`, nil, "context.odor"},
+		{`{"odor": "a"}`, nil, "context.weight"},
+		{`{"odor": "a", "weight": true}`, nil, "context.weight"},
+		{`{"odor": ["a"], "weight": 1}`, nil, "context.odor"},
+		{`{"odor": "a", "weight": 1, "color": "red"}`, nil, "context.color"},
+		{`"odor"`, nil, "context"},
+		{`null`, nil, "context"},
+	}
+	for _, tt := range tests {
+		got, err := enc.Encode(json.RawMessage(tt.ctx))
+		if tt.field == "" {
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Encode(%s) = %v, %v; want %v", tt.ctx, got, err, tt.want)
+			}
+			continue
+		}
+		var ve *bandit.ValidationError
+		if !errors.As(err, &ve) || ve.Errors[0].Field != tt.field {
+			t.Errorf("Encode(%s) = %v, want an error naming %s", tt.ctx, err, tt.field)
+		}
+	}
+}
