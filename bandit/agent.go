@@ -747,7 +747,7 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 		return &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}, nil
 	case RefinedTS:
 		if m.lik != nil {
-			got, others, ok := a.bank.take(ctx, a.cfg.Policy.Samples, a.cfg.Refinement.BankSize, time.Duration(a.cfg.Policy.MaxWait))
+			got, others, ok := a.bank.take(ctx, a.cfg.Policy.Samples, a.cfg.Refinement.BankSize, time.Duration(*a.cfg.Policy.MaxWait))
 			if ok {
 				a.obs.Bank(a.name, a.bank.status().Depth)
 				return a.chooseRefined(d, m, x, excluded, got, others, rng), nil

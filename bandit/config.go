@@ -143,8 +143,9 @@ type PolicyConfig struct {
 	MaxReuse int `json:"max_reuse"`
 	// MaxWait is how long a refined-ts decision waits for the bank to
 	// hold Samples usable refined samples before it falls back to
-	// mean-field samples (and says so); default 50ms, 0..10s.
-	MaxWait Duration `json:"max_wait"`
+	// mean-field samples (and says so); default "50ms", 0..10s; "0s"
+	// never waits.
+	MaxWait *Duration `json:"max_wait"`
 	// PropensitySamples is M, the number of groups of Samples draws
 	// (the decision's own group included) from which the
 	// Thompson-sampling policies estimate each arm's probability of
@@ -374,8 +375,9 @@ func (c *Config) SetDefaults() {
 	if p.MaxReuse == 0 {
 		p.MaxReuse = DefaultMaxReuse
 	}
-	if p.MaxWait == 0 {
-		p.MaxWait = Duration(DefaultMaxWait)
+	if p.MaxWait == nil {
+		d := Duration(DefaultMaxWait)
+		p.MaxWait = &d
 	}
 	if p.PropensitySamples == 0 {
 		p.PropensitySamples = DefaultPropensitySamples
@@ -540,7 +542,7 @@ func (c *Config) validatePolicy(v *validator) {
 	v.intRange("policy.samples", p.Samples, 1, 100)
 	v.intRange("policy.max_reuse", p.MaxReuse, 1, 1000)
 	v.intRange("policy.propensity_samples", p.PropensitySamples, 1, 10000)
-	if p.MaxWait < 0 || time.Duration(p.MaxWait) > 10*time.Second {
+	if p.MaxWait != nil && (*p.MaxWait < 0 || time.Duration(*p.MaxWait) > 10*time.Second) {
 		v.add("policy.max_wait", "want a duration between 0s and 10s")
 	}
 	switch {

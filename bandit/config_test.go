@@ -18,7 +18,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	}
 	p, m, tr, r := cfg.Policy, cfg.Model, cfg.Training, cfg.Refinement
 	switch {
-	case p.Kind != bandit.RefinedTS || p.Samples != 3 || p.MaxReuse != 1 || p.MaxWait != bandit.Duration(bandit.DefaultMaxWait) || p.PropensitySamples != 32 || p.Epsilon != nil:
+	case p.Kind != bandit.RefinedTS || p.Samples != 3 || p.MaxReuse != 1 || *p.MaxWait != bandit.Duration(bandit.DefaultMaxWait) || p.PropensitySamples != 32 || p.Epsilon != nil:
 		t.Errorf("policy %+v", p)
 	case !reflect.DeepEqual(m.Hidden, []int{100, 100}) || m.PriorVariance != 1 || m.InitSigma != 0.01:
 		t.Errorf("model %+v", m)

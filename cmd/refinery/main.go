@@ -20,6 +20,7 @@ var version = "dev"
 type command struct {
 	name    string
 	summary string
+	hidden  bool // left out of the usage (developer tools)
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
@@ -55,6 +56,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands {
+		if c.hidden {
+			continue
+		}
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -26,7 +27,7 @@ func init() {
 	register(command{name: "serve", summary: "run the decision service (HTTP API, trainers, refinement workers)", run: runServe})
 }
 
-const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--workers N] [--log-level info]
+const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--workers N] [--log-level info] [--pprof]
 
 Runs the HTTP decision service. With a database URL (flag or $DATABASE_URL)
 bandits, decisions, rewards and posterior snapshots are kept in PostgreSQL,
@@ -61,6 +62,8 @@ type Main struct {
 	Registry *prometheus.Registry
 	// Seed seeds the service's random sources; zero means random.
 	Seed uint64
+	// Pprof serves net/http/pprof under /debug/pprof/.
+	Pprof bool
 
 	// Set by Run.
 	Store   bandit.Store
@@ -88,6 +91,7 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.BoolVar(&m.NoMigrate, "no-migrate", false, "do not apply the database migrations on start")
 	fs.IntVar(&m.Workers, "workers", 0, "refinement workers shared by every refined-ts bandit (default one per core)")
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	fs.BoolVar(&m.Pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ (for benchmarks; do not expose)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -153,8 +157,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Service.Close(ctx)
 		return err
 	}
+	var handler http.Handler = m.API
+	if m.Pprof {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/", m.API)
+		handler = mux
+	}
 	m.server = &http.Server{
-		Handler:           m.API,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

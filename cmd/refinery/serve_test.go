@@ -141,15 +141,10 @@ func mushroomData(t testing.TB) *simulators.MushroomData {
 	return d
 }
 
-// mushroomBandit is the mushroom bandit's configuration: the 22
-// attributes as categorical features with the values that occur in the
-// data, arms eat and pass, and the given policy, model and schedules.
+// mushroomBandit is the mushroom bandit's configuration (mushroomConfig)
+// with the given top-level sections replaced.
 func mushroomBandit(d *simulators.MushroomData, name string, extra map[string]any) map[string]any {
-	features := make([]map[string]any, len(simulators.MushroomAttributes))
-	for j, attr := range simulators.MushroomAttributes {
-		features[j] = map[string]any{"name": attr, "type": "categorical", "values": d.Values[j]}
-	}
-	cfg := map[string]any{"name": name, "arms": []string{"eat", "pass"}, "features": features}
+	cfg := mushroomConfig(d, name, "refined-ts")
 	for k, v := range extra {
 		cfg[k] = v
 	}
@@ -163,21 +158,6 @@ func mushroomContext(d *simulators.MushroomData, i int) map[string]string {
 		ctx[attr] = d.Rows[i][j]
 	}
 	return ctx
-}
-
-// mushroomReward is the environment of Riquelme et al. (2018) and Havasi
-// et al. (2021): eating an edible mushroom pays +5, a poisonous one +5
-// or -35 with equal chance, passing 0.
-func mushroomReward(edible bool, arm string, rng *rand.Rand) float64 {
-	switch {
-	case arm == "pass":
-		return 0
-	case edible:
-		return 5
-	case rng.IntN(2) == 0:
-		return 5
-	}
-	return -35
 }
 
 // metricSum adds the values of the samples of a metric whose labels
