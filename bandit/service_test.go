@@ -135,3 +135,103 @@ func TestDecideIdempotency(t *testing.T) {
 		t.Fatalf("same event, other context: %v, want ErrConflict", err)
 	}
 }
+
+// A decision left without a reward for reward.wait gets reward.default;
+// a later reward with another value is then a conflict, the same value
+// is accepted.
+func TestRewardDefaultAfterWait(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1})
+	defer svc.Close(ctx)
+	svc.Load(ctx)
+	cfg := smallConfig(bandit.Greedy)
+	def := -1.0
+	cfg.Reward = bandit.RewardConfig{Wait: bandit.Duration(100 * time.Millisecond), Default: &def}
+	a, err := svc.Create(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"late", "on-time"} {
+		if _, err := a.Decide(ctx, bandit.DecideRequest{EventID: id, Context: json.RawMessage(`{"color": "red", "size": 1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Reward(ctx, "on-time", 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, rewards, err := st.Counts(ctx, "toy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rewards == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rewards 5s after the wait, want the default applied to the second", rewards)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	recs, err := st.ListDecisions(ctx, "toy", time.Time{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		want := map[string]float64{"late": -1, "on-time": 1}[r.EventID]
+		if r.Reward == nil || r.Reward.Value != want {
+			t.Errorf("reward of %s = %+v, want %g", r.EventID, r.Reward, want)
+		}
+	}
+	if err := a.Reward(ctx, "late", 5); !errors.Is(err, bandit.ErrConflict) {
+		t.Errorf("a late reward with another value: %v, want ErrConflict", err)
+	}
+	if err := a.Reward(ctx, "late", -1); err != nil {
+		t.Errorf("a late reward equal to the default: %v, want nil", err)
+	}
+}
+
+// One refinement worker serves every refined-ts bandit in turn: both
+// banks fill.
+func TestRefinementWorkersAreShared(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Workers: 1, Seed: 1})
+	defer svc.Close(ctx)
+	svc.Load(ctx)
+	var agents []*bandit.Agent
+	for _, name := range []string{"one", "two"} {
+		cfg := smallConfig(bandit.RefinedTS)
+		cfg.Name = name
+		a, err := svc.Create(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			out, err := a.Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(fmt.Sprintf(`{"color": "blue", "size": %d}`, i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Reward(ctx, out.Decision.EventID, float64(out.Decision.Arm)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		agents = append(agents, a)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		full := 0
+		for _, a := range agents {
+			if b := a.Status().Bank; b.Depth == b.Capacity {
+				full++
+			}
+		}
+		if full == len(agents) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("banks %+v, %+v after 10s; want both full", *agents[0].Status().Bank, *agents[1].Status().Bank)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
