@@ -63,3 +63,17 @@ PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper
 bench-mushroom-paper: data build ## the paper preset (Havasi et al. 2021, Section 4.3) for PAPER_STEPS steps, into bench/mushroom-paper
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies eps-greedy,mf-ts,refined-ts --steps $(PAPER_STEPS) --seeds 1 --preset paper --out bench/mushroom-paper
+
+.PHONY: bench-service
+bench-service: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable
+bench-service: BENCH_ADDR ?= 127.0.0.1:18090
+bench-service: BENCH_DURATION ?= 10s
+bench-service: BENCH_OUT ?= /tmp
+bench-service: build ## decisions/s and p50/p99 latency of serve over loopback at 1, 16, 64 clients, PostgreSQL on (schema refinery_bench): eps-greedy, then refined-ts with the bank warm; CPU profiles in $(BENCH_OUT)
+	psql "$$DATABASE_URL" -qc 'DROP SCHEMA IF EXISTS refinery_bench CASCADE' -c 'CREATE SCHEMA refinery_bench'
+	@set -e; case "$$DATABASE_URL" in *\?*) sep='&';; *) sep='?';; esac; \
+	$(BIN) serve --addr $(BENCH_ADDR) --database-url "$$DATABASE_URL$${sep}search_path=refinery_bench" --pprof --log-level warn & pid=$$!; \
+	trap 'kill -TERM '$$pid'; wait '$$pid EXIT; \
+	for i in $$(seq 100); do curl -sf http://$(BENCH_ADDR)/readyz >/dev/null && break; sleep 0.2; done; \
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy eps-greedy --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-eps-greedy.pprof; \
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-refined-ts.pprof
