@@ -1,16 +1,61 @@
 // Package api is Refinery's HTTP interface: a chi router with the
 // bandit, decision and reward routes of DESIGN.md, RFC 9457 problem+json
-// errors mapped from the domain's errors by one table, Prometheus metrics
-// labelled by route pattern, and the health and readiness probes.
+// errors mapped from the domain's errors by one table (problemTable),
+// Prometheus metrics labelled by route pattern, and the health and
+// readiness probes. Bodies are JSON (a Content-Type other than JSON is a
+// 415), decoded strictly: unknown fields, trailing data, wrong types and
+// the non-JSON literals NaN and Infinity are 400s.
 //
 // Routes:
 //
-//	POST /v1/bandits                                  create a bandit (201)
-//	GET  /v1/bandits                                  list bandits with live status
-//	GET  /v1/bandits/{name}                           one bandit with live status
-//	POST /v1/bandits/{name}/decisions                 decide (201; 200 for an event ID already decided)
-//	POST /v1/bandits/{name}/events/{event_id}/reward  reward (204)
-//	GET  /metrics, /healthz, /readyz, /
+//	POST /v1/bandits                                  create a bandit: 201, Location, the bandit
+//	GET  /v1/bandits                                  {"bandits": [bandit, ...]}, by name
+//	GET  /v1/bandits/{name}                           the bandit with its live status
+//	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
+//	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
+//	GET  /metrics                                     Prometheus text format
+//	GET  /healthz                                     200 {"status": "ok"} while the process serves
+//	GET  /readyz                                      200 when the store answers with a current schema and
+//	                                                  every bandit is loaded; 503 otherwise (and while draining)
+//	GET  /                                            a text page (the dashboard comes later)
+//
+// A bandit is its configuration (bandit.Config: name, arms, features,
+// policy, model, training, refinement, reward) with every default filled
+// in, plus "created_at" and, except on POST, "status":
+//
+//	{"decisions": 2000, "rewards": 1998, "trainer_lag": 12, "model_version": 41,
+//	 "trained_rows": 1986, "elbo": -3512.7, "trained_at": "...",
+//	 "bank": {"depth": 9, "in_flight": 2, "capacity": 16, "produced": 310,
+//	          "discarded": 57, "used": 240, "reused": 0}}
+//
+// trainer_lag counts stored rewards the published posterior has not seen;
+// bank is present for refined-ts only.
+//
+// A decision request is {"event_id": "optional", "context": {...},
+// "excluded_arms": ["optional"]}; without an event_id the server makes a
+// random one. The response:
+//
+//	{"event_id": "e1", "arm": "eat", "probabilities": {"eat": 0.97, "pass": 0.03},
+//	 "scores": {"eat": 4.1, "pass": 0.0}, "model_version": 12, "sample": "refined",
+//	 "policy": "refined-ts", "created_at": "...",
+//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 32}}
+//
+// sample is refined, mean-field (mf-ts, or refined-ts falling back after
+// policy.max_wait), point (greedy, eps-greedy), exact (linear-ts) or none
+// (uniform); propensity says how the probabilities were estimated
+// (bandit.Agent.Decide) and is absent on a 200 replay. The same event ID
+// with a context that encodes differently, or whose stored arm is now
+// excluded, is a 409.
+//
+// Errors are application/problem+json (see Problem): a 400 names the
+// offending field in "field" (e.g. "context.odor"; "" when the body as a
+// whole is malformed) and lists every problem in "errors" as
+// {"field", "detail"}. Statuses: 400 invalid, 404 unknown bandit, event
+// or route, 405, 409 name taken / event decided with another context /
+// reward with another value, 413 body over the route's limit
+// (MaxConfigBytes, MaxDecisionBytes, MaxRewardBytes), 415, 503 while
+// loading or shutting down (with Retry-After), 500 for anything else,
+// logged with the request ID and shown only as "internal error".
 package api
 
 import (

@@ -317,3 +317,51 @@ func runMushroom(t *testing.T, data *simulators.MushroomData, url string, steps,
 	}
 	t.Logf("wall time %.1fs", time.Since(start).Seconds())
 }
+
+func TestServeCommandLine(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://from-env")
+	m := NewMain()
+	if err := m.ParseFlags(nil, io.Discard); err != nil || m.DatabaseURL != "postgres://from-env" || m.Addr != "127.0.0.1:8080" {
+		t.Errorf("ParseFlags() = %v, DatabaseURL %q, Addr %q; want $DATABASE_URL and the default address", err, m.DatabaseURL, m.Addr)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr string
+	}{
+		{"negative workers are refused", []string{"serve", "--workers", "-1"}, "refinery serve: --workers -1: want 0 (one per core) or more\n"},
+		{"an unknown log level is refused", []string{"serve", "--log-level", "loud"}, "refinery serve: --log-level \"loud\": want debug, info, warn or error\n"},
+		{"arguments are refused", []string{"serve", "now"}, "refinery serve: unexpected argument \"now\"\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tt.args, &stdout, &stderr); code != 2 || stderr.String() != tt.wantStderr {
+				t.Errorf("exit %d, stderr %q; want 2, %q", code, stderr.String(), tt.wantStderr)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "usage: refinery serve") {
+		t.Errorf("serve -h = exit %d, stdout %q; want 0 and the usage", code, stdout.String())
+	}
+}
+
+// Without a database the service runs on the in-memory store, says so
+// on /readyz and /, and still answers.
+func TestServeWithoutDatabaseUsesMemory(t *testing.T) {
+	m := startServe(t, "")
+	if !m.Store.Ephemeral() {
+		t.Fatal("the store is not the in-memory one")
+	}
+	c := newClient(t, m.URL())
+	var ready struct {
+		Ephemeral bool `json:"ephemeral_store"`
+	}
+	if err := json.Unmarshal(c.must(http.StatusOK, "GET", "/readyz", nil), &ready); err != nil || !ready.Ephemeral {
+		t.Errorf("/readyz ephemeral_store = %v (err %v), want true", ready.Ephemeral, err)
+	}
+	if page := string(c.must(http.StatusOK, "GET", "/", nil)); !strings.Contains(page, "in-memory store") {
+		t.Errorf("/ does not warn about the in-memory store: %q", page)
+	}
+}
