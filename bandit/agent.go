@@ -750,7 +750,7 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 			got, others, ok := a.bank.take(ctx, a.cfg.Policy.Samples, a.cfg.Refinement.BankSize, time.Duration(*a.cfg.Policy.MaxWait))
 			if ok {
 				a.obs.Bank(a.name, a.bank.status().Depth)
-				return a.chooseRefined(d, m, x, excluded, got, others, rng), nil
+				return a.chooseRefined(d, x, excluded, got, others, rng), nil
 			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -791,15 +791,17 @@ func (a *Agent) chooseMeanField(d *Decision, m *model, x []float64, excluded []b
 
 // chooseRefined is Thompson sampling on the refined samples taken from
 // the bank, with the pooled propensity estimate of Decide.
-func (a *Agent) chooseRefined(d *Decision, m *model, x []float64, excluded []bool, got, others []*refined, rng *mrand.Rand) *Propensity {
+func (a *Agent) chooseRefined(d *Decision, x []float64, excluded []bool, got, others []*refined, rng *mrand.Rand) *Propensity {
 	s := a.scratch.Get().(*netScratch)
 	defer a.scratch.Put(s)
 	S, M := len(got), a.cfg.Policy.PropensitySamples
 	arms := len(a.cfg.Arms)
-	pool := make([]float64, 0, (S+len(others))*arms) // predictions, standardized units
+	pool := make([]float64, 0, (S+len(others))*arms) // predictions in reward units
 	version := got[0].version
 	for _, r := range slices.Concat(got, others) {
-		pool = append(pool, forward(a.arch, r.w, x, s)...)
+		for _, t := range forward(a.arch, r.w, x, s) {
+			pool = append(pool, r.std.Reward(t))
+		}
 		version = min(version, r.version)
 	}
 	n := len(pool) / arms
@@ -819,14 +821,13 @@ func (a *Agent) chooseRefined(d *Decision, m *model, x []float64, excluded []boo
 		d.Propensities[best] += 1 / float64(M)
 		if g == 0 {
 			d.Arm = best
-			for j, t := range sum {
-				d.Scores[j] = m.std.Reward(t / float64(S))
+			for j, y := range sum {
+				d.Scores[j] = y / float64(S)
 			}
 		}
 	}
-	// The samples were refined from version `version`; its
-	// standardization is the current one unless the posterior moved on,
-	// which only a configured max_staleness allows.
+	// The oldest posterior version the samples were refined from (older
+	// than the current one only with refinement.max_staleness > 0).
 	d.ModelVersion = version
 	d.Sample = SampleRefined
 	return &Propensity{Estimator: "refined-pool", Samples: n, Groups: M}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/refinery-bandits/refinery/nn"
 )
 
 // refined is one locally refined posterior sample in a bank: a full
@@ -12,6 +14,7 @@ import (
 type refined struct {
 	version int64
 	w       []float64
+	std     nn.Standardization // of the posterior it was refined from
 	uses    int
 }
 
@@ -103,7 +106,7 @@ func (b *bank) needs() bool {
 // put ends a reservation with a finished sample (w nil: the refinement
 // failed or was abandoned). A stale sample is discarded; put reports
 // whether the sample was kept.
-func (b *bank) put(version int64, w []float64) bool {
+func (b *bank) put(version int64, w []float64, std nn.Standardization) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inflight--
@@ -114,7 +117,7 @@ func (b *bank) put(version int64, w []float64) bool {
 		b.discarded++
 		return false
 	}
-	b.samples = append(b.samples, &refined{version: version, w: w})
+	b.samples = append(b.samples, &refined{version: version, w: w, std: std})
 	b.produced++
 	b.signal()
 	return true

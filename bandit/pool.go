@@ -105,9 +105,9 @@ func (p *refinePool) work(rng *rand.Rand) {
 		w, err := p.refine(a, m, refiners, rng)
 		kept := false
 		if err == nil {
-			kept = a.bank.put(m.version, w)
+			kept = a.bank.put(m.version, w, m.std)
 		} else {
-			a.bank.put(m.version, nil)
+			a.bank.put(m.version, nil, m.std)
 			if !errors.Is(err, context.Canceled) {
 				p.log.Warn("refinement failed", "bandit", a.name, "version", m.version, "err", err)
 				time.Sleep(100 * time.Millisecond) // do not spin on a persistent failure

@@ -88,8 +88,8 @@ func TestBank(t *testing.T) {
 		if !b.reserve() || !b.reserve() || b.reserve() {
 			t.Fatal("want exactly 2 reservations in a bank of 2")
 		}
-		b.put(0, w)
-		b.put(0, nil) // a failed refinement frees its room
+		b.put(0, w, nn.Standardization{})
+		b.put(0, nil, nn.Standardization{}) // a failed refinement frees its room
 		if !b.reserve() {
 			t.Error("a failed refinement did not free its reservation")
 		}
@@ -98,7 +98,7 @@ func TestBank(t *testing.T) {
 		b := newBank(4, 2, 0)
 		for range 3 {
 			b.reserve()
-			b.put(0, w)
+			b.put(0, w, nn.Standardization{})
 		}
 		uses := 0
 		for {
@@ -116,9 +116,9 @@ func TestBank(t *testing.T) {
 		b := newBank(4, 1, 0)
 		b.reserve()
 		b.reserve()
-		b.put(1, w)
+		b.put(1, w, nn.Standardization{})
 		b.setVersion(2)
-		if kept := b.put(1, w); kept {
+		if kept := b.put(1, w, nn.Standardization{}); kept {
 			t.Error("a sample of version 1 was kept after version 2 was published")
 		}
 		if st := b.status(); st.Depth != 0 || st.Discarded != 2 {
@@ -128,7 +128,7 @@ func TestBank(t *testing.T) {
 	t.Run("max_staleness keeps samples that many versions", func(t *testing.T) {
 		b := newBank(4, 1, 1)
 		b.reserve()
-		b.put(1, w)
+		b.put(1, w, nn.Standardization{})
 		b.setVersion(2)
 		if _, _, ok := b.take(ctx, 1, 0, 0); !ok {
 			t.Error("a sample one version old was not usable with max_staleness 1")
@@ -139,7 +139,7 @@ func TestBank(t *testing.T) {
 		b.reserve()
 		go func() {
 			time.Sleep(20 * time.Millisecond)
-			b.put(0, w)
+			b.put(0, w, nn.Standardization{})
 		}()
 		if _, _, ok := b.take(ctx, 1, 0, 5*time.Second); !ok {
 			t.Error("take did not get a sample banked while it waited")
@@ -156,7 +156,7 @@ func TestBank(t *testing.T) {
 		b := newBank(8, 1, 0)
 		for range 5 {
 			b.reserve()
-			b.put(0, w)
+			b.put(0, w, nn.Standardization{})
 		}
 		got, others, ok := b.take(ctx, 2, 8, 0)
 		if !ok || len(got) != 2 || len(others) != 3 {
