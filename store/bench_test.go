@@ -27,7 +27,7 @@ const benchEncoded = 117
 // fresh schema; one op is one decision and its reward, so rows/s is
 // 2·ops/s. The *-unordered cases drop the per-bandit reward lock; the
 // other group-commit-* cases vary one setting of the defaults
-// (MaxInFlight 1, MaxDelay 2ms). Run it with `make bench-store`.
+// (MaxInFlight 2, MaxDelay 2ms). Run it with `make bench-store`.
 func BenchmarkWrites(b *testing.B) {
 	storetest.DatabaseURL(b)
 	modes := []struct {
@@ -42,7 +42,7 @@ func BenchmarkWrites(b *testing.B) {
 		{"row-at-a-time-unordered", Config{MaxBatch: 1}, true},
 		{"group-commit-unordered", Config{}, true},
 		// Tuning: the defaults beside other values.
-		{"group-commit-inflight-2", Config{MaxInFlight: 2}, false},
+		{"group-commit-inflight-1", Config{MaxInFlight: 1}, false},
 		{"group-commit-inflight-4", Config{MaxInFlight: 4}, false},
 		{"group-commit-delay-200us", Config{MaxDelay: 200 * time.Microsecond}, false},
 		{"group-commit-delay-10ms", Config{MaxDelay: 10 * time.Millisecond}, false},

@@ -20,11 +20,10 @@ type Config struct {
 	// Zero means 2ms.
 	MaxDelay time.Duration
 	// MaxInFlight is how many batches may be committing at once, each on
-	// its own connection. Zero means 1: on a machine whose cores are busy
-	// (the service's refinement workers keep them so), fewer and larger
-	// commits beat overlapping ones; bench/store.md has the measurements.
-	// The pool needs at least this many connections besides those that
-	// reads use.
+	// its own connection. Zero means 2, so that one batch's fsync overlaps
+	// the next one's statements; on a loaded 2-core machine 1 and 2 were
+	// within noise of each other (bench/store.md). The pool needs at
+	// least this many connections besides those that reads use.
 	MaxInFlight int
 	// CommitTimeout bounds one batch's round trip to the database. Zero
 	// means 30s.
@@ -40,7 +39,7 @@ type Config struct {
 const (
 	DefaultMaxBatch      = 256
 	DefaultMaxDelay      = 2 * time.Millisecond
-	DefaultMaxInFlight   = 1
+	DefaultMaxInFlight   = 2
 	DefaultCommitTimeout = 30 * time.Second
 )
 
