@@ -768,11 +768,15 @@ func (a *Agent) chooseMeanField(d *Decision, m *model, x []float64, excluded []b
 	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
 	arms := len(a.cfg.Arms)
 	lrPrepare(a.arch, m.q.Mu, m.sig2, x, s)
+	if s.batch == nil {
+		s.batch = newLRBatch(a.arch, M*S)
+	}
+	out := lrSampleBatch(a.arch, m.q.Mu, m.sig2, s, s.batch, rng) // draw g*S+k is sample k of group g
 	sum := make([]float64, arms)
 	for g := range M {
 		clear(sum)
-		for range S {
-			for i, t := range lrSample(a.arch, m.q.Mu, m.sig2, s, rng) {
+		for k := range S {
+			for i, t := range out[(g*S+k)*arms : (g*S+k+1)*arms] {
 				sum[i] += t
 			}
 		}

@@ -4,6 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
 	"github.com/refinery-bandits/refinery/nn"
 )
 
@@ -14,6 +17,7 @@ type netScratch struct {
 	a, b   []float64 // activations, ping-pong, max width
 	m1, v1 []float64 // first-layer pre-activation mean and variance
 	out    []float64 // one output per arm
+	batch  *lrBatch  // made on first use by a mean-field decision
 }
 
 func newNetScratch(arch nn.Arch) *netScratch {
@@ -144,4 +148,91 @@ func lrSample(arch nn.Arch, mu, sig2 []float64, s *netScratch, rng *rand.Rand) [
 		in = dst
 	}
 	return s.out
+}
+
+// lrBatch holds the buffers of lrSampleBatch for d draws.
+type lrBatch struct {
+	d        int
+	a, sq, m []float64 // d × max width: activations, their squares, means
+	v        []float64 // d × max width: variances
+	out      []float64 // d × Out
+}
+
+func newLRBatch(arch nn.Arch, d int) *lrBatch {
+	w := 0
+	for l := range arch.NumLayers() {
+		w = max(w, arch.Layer(l).Out, arch.Layer(l).In)
+	}
+	return &lrBatch{
+		d: d,
+		a: make([]float64, d*w), sq: make([]float64, d*w), m: make([]float64, d*w), v: make([]float64, d*w),
+		out: make([]float64, d*arch.Out()),
+	}
+}
+
+// lrSampleBatch draws d independent samples of the network outputs at
+// the context prepared by lrPrepare, as lrSample does one, with the
+// products of each layer batched into two matrix products (gonum's
+// Dgemm):
+//
+//	M = A mu_W^T + mu_b,  V = (A∘A) s2_W^T + s2_b,  Z = M + sqrt(V)∘E
+//
+// for the d×In activations A of the previous layer. It returns the d×Out
+// outputs, row-major, in standardized units; the slice is b's.
+func lrSampleBatch(arch nn.Arch, mu, sig2 []float64, s *netScratch, b *lrBatch, rng *rand.Rand) []float64 {
+	last := arch.NumLayers() - 1
+	d := b.d
+	// Layer 0: the pre-activations' mean and variance are the same for
+	// every draw.
+	h := len(s.m1)
+	first := b.a[:d*h]
+	if last == 0 {
+		first = b.out
+	}
+	for r := range d {
+		row := first[r*h : (r+1)*h]
+		for o := range h {
+			v := s.m1[o] + math.Sqrt(s.v1[o])*rng.NormFloat64()
+			if last != 0 && v < 0 {
+				v = 0
+			}
+			row[o] = v
+		}
+	}
+	for l := 1; l <= last; l++ {
+		ly := arch.Layer(l)
+		in, out := ly.In, ly.Out
+		A := b.a[:d*in]
+		sq := b.sq[:d*in]
+		for i, x := range A {
+			sq[i] = x * x
+		}
+		M, V := b.m[:d*out], b.v[:d*out]
+		gemmNT(M, A, ly.Weights(mu), d, in, out)
+		gemmNT(V, sq, ly.Weights(sig2), d, in, out)
+		dst := b.a[:d*out]
+		if l == last {
+			dst = b.out
+		}
+		bm, bs := ly.Bias(mu), ly.Bias(sig2)
+		for r := range d {
+			for o := range out {
+				i := r*out + o
+				z := M[i] + bm[o] + math.Sqrt(V[i]+bs[o])*rng.NormFloat64()
+				if l != last && z < 0 {
+					z = 0
+				}
+				dst[i] = z
+			}
+		}
+	}
+	return b.out
+}
+
+// gemmNT writes C = A W^T for A d×in and W out×in, both row-major.
+func gemmNT(c, a, w []float64, d, in, out int) {
+	blas64.Gemm(blas.NoTrans, blas.Trans, 1,
+		blas64.General{Rows: d, Cols: in, Stride: in, Data: a},
+		blas64.General{Rows: out, Cols: in, Stride: in, Data: w},
+		0, blas64.General{Rows: d, Cols: out, Stride: out, Data: c})
 }

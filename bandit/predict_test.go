@@ -10,7 +10,7 @@ import (
 	"github.com/refinery-bandits/refinery/nn"
 )
 
-// The local-reparameterization sampler draws f(x; w), w ~ N(mu,
+// The local-reparameterization sampler (one draw, and batched) draws f(x; w), w ~ N(mu,
 // diag(sig2)), exactly for one context: its outputs must have the mean
 // and variance of the network at full weight samples. Both are estimated
 // from n draws; the tolerance is 5 standard errors of the difference of
@@ -38,6 +38,16 @@ func TestLRSampleMatchesWeightSamples(t *testing.T) {
 			lrSq[a] += v * v
 		}
 	}
+	b := newLRBatch(arch, draws)
+	out := lrSampleBatch(arch, mu, sig2, s, b, rng)
+	var bSum, bSq [2]float64
+	for r := range draws {
+		for a := range 2 {
+			v := out[r*2+a]
+			bSum[a] += v
+			bSq[a] += v * v
+		}
+	}
 	for range draws {
 		for j := range w {
 			w[j] = mu[j] + math.Sqrt(sig2[j])*rng.NormFloat64()
@@ -48,8 +58,14 @@ func TestLRSampleMatchesWeightSamples(t *testing.T) {
 		}
 	}
 	for a := range 2 {
-		lrMean, wMean := lrSum[a]/draws, wSum[a]/draws
-		lrVar, wVar := lrSq[a]/draws-lrMean*lrMean, wSq[a]/draws-wMean*wMean
+		lrMean, wMean, bMean := lrSum[a]/draws, wSum[a]/draws, bSum[a]/draws
+		lrVar, wVar, bVar := lrSq[a]/draws-lrMean*lrMean, wSq[a]/draws-wMean*wMean, bSq[a]/draws-bMean*bMean
+		if tol := 5 * math.Sqrt(2*wVar/draws); math.Abs(bMean-wMean) > tol {
+			t.Errorf("output %d: mean %g by batched local reparameterization, %g by weight samples; want within %g", a, bMean, wMean, tol)
+		}
+		if tol := 2 * 5 * wVar * math.Sqrt(4.0/draws); math.Abs(bVar-wVar) > tol {
+			t.Errorf("output %d: variance %g by batched local reparameterization, %g by weight samples; want within %g", a, bVar, wVar, tol)
+		}
 		if tol := 5 * math.Sqrt(2*wVar/draws); math.Abs(lrMean-wMean) > tol {
 			t.Errorf("output %d: mean %g by local reparameterization, %g by weight samples; want within %g", a, lrMean, wMean, tol)
 		}
@@ -164,6 +180,44 @@ func TestBank(t *testing.T) {
 		}
 		if st := b.status(); st.Depth != 3 {
 			t.Errorf("depth %d after taking 2 of 5, want 3 (the others are not consumed)", st.Depth)
+		}
+	})
+}
+
+// BenchmarkMeanFieldPropensity times the draws behind one mean-field
+// decision with the default propensity estimate (32 groups of 3) on the
+// paper's mushroom network (117 one-hot inputs with 22 ones, [100, 100],
+// 2 arms): one draw at a time, and batched.
+func BenchmarkMeanFieldPropensity(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	arch := nn.NewArch(117, []int{100, 100}, 2)
+	n := arch.NumParams()
+	mu, sig2 := make([]float64, n), make([]float64, n)
+	arch.InitHe(mu, rng)
+	for i := range sig2 {
+		sig2[i] = 0.01
+	}
+	x := make([]float64, 117)
+	for i := 0; i < 117; i += 5 {
+		x[i] = 1
+	}
+	s := newNetScratch(arch)
+	const draws = DefaultPropensitySamples * DefaultSamples
+	b.Run("one at a time", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lrPrepare(arch, mu, sig2, x, s)
+			for range draws {
+				lrSample(arch, mu, sig2, s, rng)
+			}
+		}
+	})
+	b.Run("batched", func(b *testing.B) {
+		b.ReportAllocs()
+		batch := newLRBatch(arch, draws)
+		for b.Loop() {
+			lrPrepare(arch, mu, sig2, x, s)
+			lrSampleBatch(arch, mu, sig2, s, batch, rng)
 		}
 	})
 }
