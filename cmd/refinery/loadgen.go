@@ -41,7 +41,7 @@ flags:
 `
 
 type loadgenConfig struct {
-	url, bandit, policy, extra, data, profile string
+	url, bandit, policy, extra, data, profile, label string
 	levels                                    []int
 	duration, warmTimeout                     time.Duration
 	warm, rewards                             bool
@@ -56,6 +56,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "base URL of the service (loopback only)")
 	fs.StringVar(&c.bandit, "bandit", "", "use this existing bandit instead of creating one")
 	fs.StringVar(&c.policy, "policy", "refined-ts", "policy kind of the bandit created")
+	fs.StringVar(&c.label, "label", "", "first column of the table (default: the policy kind)")
 	fs.StringVar(&c.extra, "config", "", `JSON object merged into the created bandit's configuration, e.g. '{"model": {"hidden": [16]}}'`)
 	fs.StringVar(&c.data, "data", "", "mushroom data file or directory (default: ./data, then ../shared/data/mushroom, or $REFINERY_DATA)")
 	levels := fs.String("concurrency", "1,16,64", "comma-separated numbers of concurrent clients")
@@ -248,8 +249,12 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 		if st.Status.Bank != nil {
 			prod = fmt.Sprintf("%.2f", r.productionPerSecond)
 		}
+		label := c.label
+		if label == "" {
+			label = st.Policy.Kind
+		}
 		fmt.Fprintf(stdout, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %d | %s |\n",
-			st.Policy.Kind, n, r.decisions, r.decisionsPerSecond, ms(r.p50), ms(r.p99), ms(r.max), refined, r.errors, prod)
+			label, n, r.decisions, r.decisionsPerSecond, ms(r.p50), ms(r.p99), ms(r.max), refined, r.errors, prod)
 	}
 	return nil
 }
