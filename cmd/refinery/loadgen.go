@@ -42,11 +42,11 @@ flags:
 
 type loadgenConfig struct {
 	url, bandit, policy, extra, data, profile, label string
-	levels                                    []int
-	duration, warmTimeout                     time.Duration
-	warm, rewards                             bool
-	profileLevel, train                       int
-	seed                                      uint64
+	levels                                           []int
+	duration, warmTimeout                            time.Duration
+	warm, rewards                                    bool
+	profileLevel, train                              int
+	seed                                             uint64
 }
 
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
