@@ -120,7 +120,8 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.arch.InitHe(a.q.Mu, a.trng)
 		a.std = nn.Standardization{Scale: 1}
 		a.sigma = make([]float64, n)
-		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR})
+		point := cfg.Policy.Kind == EpsGreedy || cfg.Policy.Kind == Greedy
+		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point})
 		if err != nil {
 			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
 		}

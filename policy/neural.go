@@ -184,7 +184,10 @@ func newModel(dim, arms int, cfg NeuralConfig, rng *rand.Rand) (*model, error) {
 		out:   make([]float64, arms),
 		sum:   make([]float64, arms),
 	}
-	tr, err := posterior.NewTrainer(m.likelihood(), posterior.TrainConfig{BatchSize: cfg.BatchSize, LR: cfg.LR})
+	tr, err := posterior.NewTrainer(m.likelihood(), posterior.TrainConfig{
+		BatchSize: cfg.BatchSize, LR: cfg.LR,
+		Point: cfg.Estimator == nn.Deterministic,
+	})
 	if err != nil {
 		return nil, err
 	}

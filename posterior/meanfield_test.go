@@ -264,3 +264,30 @@ func TestTrainConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestPointTrainerFindsTheMAP: with Point set the trainer finds the
+// posterior mode of Bayesian linear regression, which is its posterior
+// mean, and leaves rho untouched.
+func TestPointTrainerFindsTheMAP(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	lik := correlatedRegression(rng, 40, 3, 0.8, 0.25)
+	priorVar := []float64{1, 1, 2}
+	wantMean, _ := lik.exactPosterior(priorVar)
+	q := NewMeanField(3, 0, priorVar, 0.5)
+	rho := append([]float64(nil), q.Rho...)
+	tr, err := NewTrainer(lik, TrainConfig{LR: 0.05, FinalLR: 1e-5, Point: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background(), q, 20000, rng); err != nil {
+		t.Fatal(err)
+	}
+	for j := range 3 {
+		if rel := math.Abs(q.Mu[j]-wantMean[j]) / math.Abs(wantMean[j]); rel > 1e-6 {
+			t.Errorf("mode[%d] = %.9g, want %.9g", j, q.Mu[j], wantMean[j])
+		}
+		if q.Rho[j] != rho[j] {
+			t.Errorf("rho[%d] moved from %g to %g", j, rho[j], q.Rho[j])
+		}
+	}
+}

@@ -31,6 +31,12 @@ type TrainConfig struct {
 	// FreezeHyper keeps the likelihood hyperparameters fixed (the
 	// refiner optimizes only the variational parameters, Eq. 4).
 	FreezeHyper bool
+	// Point trains the means alone as a point estimate: the MAP of the
+	// likelihood under the prior, log p(y | x, mu) + log p(mu) (Khan
+	// 2018, Section 1), for greedy baselines. The evaluator is given
+	// sigma = 0, rho is left as it is and no per-parameter softplus is
+	// computed. Use it with a deterministic estimator.
+	Point bool
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
@@ -171,6 +177,9 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	dMu, dRho, dHyper := t.grad[:n], t.grad[n:2*n], t.grad[2*n:]
 	sig, sgm := t.sigma, t.sgm
 	for j, r := range q.Rho {
+		if t.cfg.Point {
+			break // sigma stays 0
+		}
 		e := math.Exp(-math.Abs(r))
 		if r > 0 {
 			sig[j] = r + log1pSmall(e)
@@ -189,8 +198,23 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 		clear(t.grad)
 	}
 	pm, pv := q.PriorMean, q.PriorVar
+	if t.cfg.Point {
+		// -(log p(y|x,mu) + log p(mu)): the KL's mean gradient is the
+		// negated log prior's.
+		for j, mu := range q.Mu {
+			d := mu
+			if pm != nil {
+				d -= pm[j]
+			}
+			dMu[j] = d/pv[j] - scale*dMu[j]
+		}
+		clear(dRho)
+	}
 	// Adam descends: store the negated ELBO gradient.
 	for j, mu := range q.Mu {
+		if t.cfg.Point {
+			break
+		}
 		s, inv := sig[j], 1/pv[j]
 		d := mu
 		if pm != nil {
