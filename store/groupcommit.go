@@ -396,19 +396,20 @@ func split(batch []*write) (ds, rs, again []*write) {
 		bb, be := key(b)
 		return cmp.Or(cmp.Compare(ab, bb), cmp.Compare(ae, be))
 	}
-	dedup := func(ws []*write) []*write {
+	dedup := func(ws []*write) (unique, dups []*write) {
 		slices.SortStableFunc(ws, order)
-		out := ws[:0]
 		for _, w := range ws {
-			if len(out) > 0 && order(out[len(out)-1], w) == 0 {
-				again = append(again, w)
+			if len(unique) > 0 && order(unique[len(unique)-1], w) == 0 {
+				dups = append(dups, w)
 				continue
 			}
-			out = append(out, w)
+			unique = append(unique, w)
 		}
-		return out
+		return unique, dups
 	}
-	return dedup(ds), dedup(rs), again
+	ds, again = dedup(ds)
+	rs, dups := dedup(rs)
+	return ds, rs, append(again, dups...)
 }
 
 // commit writes a batch in one transaction and answers its writes, except
