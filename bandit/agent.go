@@ -918,3 +918,40 @@ func (a *Agent) Status() Status {
 	}
 	return st
 }
+
+// LayerSpread is the spread of the published mean-field posterior over
+// one affine layer of the network.
+type LayerSpread struct {
+	// Layer numbers the affine layers from 1 (the first hidden layer) to
+	// the output layer.
+	Layer int `json:"layer"`
+	In    int `json:"in"`
+	Out   int `json:"out"`
+	// MeanSigma is the mean posterior standard deviation, softplus(rho),
+	// over the layer's weights and biases; MaxSigma their largest.
+	MeanSigma float64 `json:"mean_sigma"`
+	MaxSigma  float64 `json:"max_sigma"`
+}
+
+// Spread returns the posterior spread per layer of the published
+// posterior, or nil for the policies without a network (uniform,
+// linear-ts). For the point-estimate policies (greedy, eps-greedy) the
+// trainer does not move sigma, so it stays at its initial value.
+func (a *Agent) Spread() []LayerSpread {
+	m := a.model.Load()
+	if m.sig2 == nil || a.arch.NumLayers() == 0 {
+		return nil
+	}
+	out := make([]LayerSpread, a.arch.NumLayers())
+	for l := range out {
+		ly := a.arch.Layer(l)
+		var sum, mx float64
+		for _, v := range m.sig2[ly.W:ly.End()] {
+			s := math.Sqrt(v)
+			sum += s
+			mx = max(mx, s)
+		}
+		out[l] = LayerSpread{Layer: l + 1, In: ly.In, Out: ly.Out, MeanSigma: sum / float64(ly.Size()), MaxSigma: mx}
+	}
+	return out
+}

@@ -33,3 +33,41 @@ func (NopObserver) Refined(string, time.Duration)       {}
 func (NopObserver) Bank(string, int)                    {}
 
 var _ Observer = NopObserver{}
+
+// Observers returns an Observer that tells each of obs in turn, for
+// example the Prometheus metrics and the dashboard.
+func Observers(obs ...Observer) Observer { return multiObserver(obs) }
+
+type multiObserver []Observer
+
+func (m multiObserver) Decided(b, arm string, s SampleKind) {
+	for _, o := range m {
+		o.Decided(b, arm, s)
+	}
+}
+
+func (m multiObserver) Rewarded(b string) {
+	for _, o := range m {
+		o.Rewarded(b)
+	}
+}
+
+func (m multiObserver) Trained(b string, iterations int, version int64, elbo float64) {
+	for _, o := range m {
+		o.Trained(b, iterations, version, elbo)
+	}
+}
+
+func (m multiObserver) Refined(b string, d time.Duration) {
+	for _, o := range m {
+		o.Refined(b, d)
+	}
+}
+
+func (m multiObserver) Bank(b string, depth int) {
+	for _, o := range m {
+		o.Bank(b, depth)
+	}
+}
+
+var _ Observer = multiObserver(nil)
