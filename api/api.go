@@ -17,7 +17,12 @@
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema and
 //	                                                  every bandit is loaded; 503 otherwise (and while draining)
-//	GET  /                                            a text page (the dashboard comes later)
+//	GET  /                                            the dashboard (HTML; polls GET /v1/dashboard every 2s)
+//	GET  /v1/dashboard                                the dashboard's data: per bandit the counts, rates,
+//	                                                  rolling reward, arm mix, regret (simulated traffic),
+//	                                                  ELBO, trainer lag, posterior spread per layer, sample
+//	                                                  bank, newest decisions, and server-drawn SVG charts
+//	GET  /static/*                                    the dashboard's script, style and icon (embedded)
 //
 // A bandit is its configuration (bandit.Config: name, arms, features,
 // policy, model, training, refinement, reward) with every default filled
@@ -100,6 +105,10 @@ type Config struct {
 	Logger *slog.Logger
 	// ReadyTimeout bounds the store check of /readyz; zero means 2s.
 	ReadyTimeout time.Duration
+	// Dashboard serves / and GET /v1/dashboard; nil means a new one
+	// without a regret source. It sees the arms chosen and the ELBOs
+	// only if it is also the service's observer (bandit.Observers).
+	Dashboard *Dashboard
 }
 
 // Server is the HTTP handler.
@@ -110,6 +119,7 @@ type Server struct {
 	router   chi.Router
 	timeout  time.Duration
 	draining atomic.Bool
+	dash     *Dashboard
 }
 
 // New returns the server's handler.
@@ -126,7 +136,11 @@ func New(cfg Config) *Server {
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 2 * time.Second
 	}
-	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout}
+	if cfg.Dashboard == nil {
+		cfg.Dashboard = NewDashboard(DashboardConfig{Logger: cfg.Logger})
+	}
+	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard}
+	go s.dash.run(s.svc)
 	if s.metrics != nil {
 		s.metrics.Watch(s.svc)
 	}
@@ -142,6 +156,8 @@ func New(cfg Config) *Server {
 		s.writeProblem(w, r, withDetail(errMethod, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/", s.index)
+	r.Get("/v1/dashboard", s.dashboardJSON)
+	r.Handle("/static/*", staticHandler())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
@@ -161,6 +177,9 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Close stops the dashboard's sampling.
+func (s *Server) Close() { s.dash.Close() }
 
 // Drain makes /readyz answer 503 from now on, so that load balancers
 // stop sending traffic while the server shuts down.
@@ -253,16 +272,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-func (s *Server) index(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "Refinery: contextual bandits on refined posterior samples.")
-	if s.svc.Store().Ephemeral() {
-		fmt.Fprintln(w, "\nWARNING: in-memory store: nothing survives a restart (start with --database-url or $DATABASE_URL).")
-	}
-	fmt.Fprintln(w, "\nRoutes: POST|GET /v1/bandits, GET /v1/bandits/{name}, POST /v1/bandits/{name}/decisions,")
-	fmt.Fprintln(w, "POST /v1/bandits/{name}/events/{event_id}/reward, GET /metrics, /healthz, /readyz")
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

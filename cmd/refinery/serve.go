@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,12 +29,22 @@ func init() {
 }
 
 const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--workers N] [--log-level info] [--pprof]
+                     [--simulate mushroom|wheel] [--rate 20/s] [--data PATH]
 
 Runs the HTTP decision service. With a database URL (flag or $DATABASE_URL)
 bandits, decisions, rewards and posterior snapshots are kept in PostgreSQL,
 migrated on start unless --no-migrate; without one everything lives in memory
 and is lost on exit. SIGTERM or SIGINT drains in-flight requests, persists
-the posteriors, flushes the store and exits 0.
+the posteriors, flushes the store and exits 0. The dashboard is at /.
+
+--simulate starts a built-in client that drives the service over its own
+HTTP API with an environment's contexts and rewards: it creates two bandits
+on the same stream, ENV-refined-ts and ENV-eps-greedy (two hidden layers of
+32, 100 training and 40 refinement iterations, so that two cores keep up),
+sends each --rate decisions per second, and shows their cumulative regret
+against the environment's oracle on the dashboard. mushroom reads the UCI
+data (--data PATH, $REFINERY_DATA or ./data; 'refinery data' fetches it);
+wheel needs nothing.
 
 flags:
 `
@@ -64,12 +75,22 @@ type Main struct {
 	Seed uint64
 	// Pprof serves net/http/pprof under /debug/pprof/.
 	Pprof bool
+	// Simulate, when "mushroom" or "wheel", drives the service with that
+	// environment over its own HTTP API (see simDriver) at Rate
+	// decisions per second per bandit (zero means DefaultSimRate); Data
+	// locates the mushroom data ("" searches the usual places).
+	Simulate string
+	Rate     float64
+	Data     string
+	// DashboardEvery is the dashboard's sampling period; zero means 1s.
+	DashboardEvery time.Duration
 
 	// Set by Run.
 	Store   bandit.Store
 	Service *bandit.Service
 	API     *api.Server
 
+	sim      *simDriver
 	ln       net.Listener
 	server   *http.Server
 	serveErr chan error
@@ -93,6 +114,9 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
 	fs.BoolVar(&m.Pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ (for benchmarks; do not expose)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&m.Simulate, "simulate", "", "drive the service with a built-in client: mushroom or wheel")
+	rate := fs.String("rate", strconv.Itoa(DefaultSimRate), "with --simulate: decisions per second per bandit (20 or 20/s)")
+	fs.StringVar(&m.Data, "data", "", "with --simulate mushroom: the mushroom data file or its directory (default $REFINERY_DATA, then ./data and ../shared/data/mushroom)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, serveUsage)
@@ -110,6 +134,14 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	if m.Workers < 0 {
 		return usageError{fmt.Errorf("--workers %d: want 0 (one per core) or more", m.Workers)}
 	}
+	if m.Simulate != "" && m.Simulate != "mushroom" && m.Simulate != "wheel" {
+		return usageError{fmt.Errorf("--simulate %q: want mushroom or wheel", m.Simulate)}
+	}
+	r, err := parseRate(*rate)
+	if err != nil {
+		return usageError{err}
+	}
+	m.Rate = r
 	return nil
 }
 
@@ -128,7 +160,23 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.ShutdownTimeout = 10 * time.Second
 	}
 	log := m.Logger
+	if m.Simulate != "" {
+		env, err := newSimEnv(m.Simulate, m.Data)
+		if err != nil {
+			return err
+		}
+		rate := m.Rate
+		if rate == 0 {
+			rate = DefaultSimRate
+		}
+		m.sim = newSimDriver(env, rate, m.Seed, log)
+	}
 	metrics := api.NewMetrics(m.Registry)
+	dcfg := api.DashboardConfig{Every: m.DashboardEvery, Logger: log}
+	if m.sim != nil {
+		dcfg.Regret = m.sim
+	}
+	dash := api.NewDashboard(dcfg)
 	if m.DatabaseURL == "" {
 		m.Store = store.NewMemory()
 		log.Warn("no database URL: using the in-memory store, nothing survives a restart (pass --database-url or set DATABASE_URL)")
@@ -150,10 +198,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Store.Close()
 		}
 	}()
-	m.Service = bandit.NewService(m.Store, bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: metrics})
-	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log})
+	m.Service = bandit.NewService(m.Store, bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: bandit.Observers(metrics, dash)})
+	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash})
 	m.ln, err = net.Listen("tcp", m.Addr)
 	if err != nil {
+		m.API.Close()
 		m.Service.Close(ctx)
 		return err
 	}
@@ -177,7 +226,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.serveErr = make(chan error, 1)
 	go func() { m.serveErr <- m.server.Serve(m.ln) }()
-	log.Info("listening", "addr", m.ln.Addr().String(), "ephemeral_store", m.Store.Ephemeral())
+	log.Info("listening", "addr", m.ln.Addr().String(), "dashboard", m.URL()+"/", "ephemeral_store", m.Store.Ephemeral())
+	if m.sim != nil {
+		m.sim.start(m.URL())
+	}
 
 	loadCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -210,7 +262,11 @@ func (m *Main) Close() error {
 	}
 	m.closed = true
 	log := m.Logger
+	if m.sim != nil {
+		m.sim.stop()
+	}
 	m.API.Drain()
+	m.API.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
 	defer cancel()
 	var errs []error
@@ -253,6 +309,7 @@ func runServe(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := m.Run(ctx); err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "dashboard: %s/\n", m.URL())
 	select {
 	case <-ctx.Done():
 	case err := <-m.serveErr:

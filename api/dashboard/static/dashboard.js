@@ -1,0 +1,99 @@
+// Refinery dashboard: polls GET /v1/dashboard every 2 s and renders the
+// bandits. Charts arrive as SVG drawn by the server; this script only
+// places them and fills in the numbers.
+"use strict";
+
+(function () {
+  const every = 2000;
+  const main = document.getElementById("bandits");
+  const status = document.getElementById("status");
+  const regret = document.getElementById("regret");
+
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  }
+  function num(v, digits) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "–";
+    if (digits === undefined) digits = 1;
+    return Number(v).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+  }
+  function kpi(name, label, value) {
+    return '<div class="kpi"><div class="v" data-field="' + name + '">' + value + '</div><div class="l">' + esc(label) + "</div></div>";
+  }
+  function shares(b) {
+    return b.arms.map((a) => esc(a) + " " + num(100 * (b.arm_share[a] || 0), 0) + "%").join(" · ");
+  }
+
+  function card(b) {
+    let h = '<h2>' + esc(b.name) + '<span class="policy">' + esc(b.policy) + " · arms " + esc(b.arms.join(", ")) + "</span></h2>";
+    h += '<div class="kpis">';
+    h += kpi("decisions", "decisions", num(b.decisions, 0));
+    h += kpi("decisions_per_second", "decisions/s", num(b.decisions_per_second));
+    h += kpi("avg_reward", "avg reward (last " + b.reward_window + ")", num(b.avg_reward, 2));
+    h += kpi("regret", "cum. regret", b.regret ? num(b.regret.cumulative, 0) : "n/a");
+    h += kpi("model_version", "model version", num(b.model_version, 0));
+    h += kpi("trainer_lag", "trainer lag (rewards, s)", num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s");
+    h += "</div>";
+    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · ELBO " + num(b.elbo, 1) + " · arm mix (10s) " + shares(b) + "</div>";
+    if (b.bank) {
+      const k = b.bank;
+      h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + "</div>";
+    }
+    h += '<div class="charts">';
+    for (const c of ["throughput", "reward", "arms", "elbo", "spread", "bank"]) {
+      if (b.charts[c]) h += '<div class="chart" data-chart="' + c + '">' + b.charts[c] + "</div>";
+    }
+    h += "</div>";
+    h += "<table><thead><tr><th>time</th><th>arm</th><th>propensity</th><th>reward</th><th>sample</th><th>v</th><th>context</th></tr></thead><tbody>";
+    for (const d of b.recent) {
+      const t = new Date(d.created_at).toLocaleTimeString("en-GB");
+      h += "<tr><td>" + esc(t) + "</td><td>" + esc(d.arm) + "</td><td>" + num(d.propensity, 3) + "</td><td>" + (d.reward === null ? "pending" : num(d.reward, 2)) +
+        "</td><td>" + esc(d.sample) + "</td><td>" + d.model_version + '</td><td class="ctx" title="' + esc(JSON.stringify(d.context)) + '">' + esc(JSON.stringify(d.context)) + "</td></tr>";
+    }
+    h += "</tbody></table>";
+    return h;
+  }
+
+  function render(v) {
+    if (v.regret_chart) {
+      regret.innerHTML = v.regret_chart;
+      regret.hidden = false;
+    }
+    if (v.bandits.length === 0) return;
+    const seen = new Set();
+    for (const b of v.bandits) {
+      seen.add(b.name);
+      let el = main.querySelector('.card[data-bandit="' + CSS.escape(b.name) + '"]');
+      if (!el) {
+        const empty = main.querySelector(".empty");
+        if (empty) empty.remove();
+        el = document.createElement("section");
+        el.className = "card";
+        el.dataset.bandit = b.name;
+        main.appendChild(el);
+      }
+      el.innerHTML = card(b);
+    }
+    for (const el of main.querySelectorAll(".card")) {
+      if (!seen.has(el.dataset.bandit)) el.remove();
+    }
+  }
+
+  async function poll() {
+    try {
+      const resp = await fetch("/v1/dashboard", { headers: { Accept: "application/json" }, cache: "no-store" });
+      if (!resp.ok) throw new Error("HTTP " + resp.status);
+      const v = await resp.json();
+      render(v);
+      status.textContent = "updated " + new Date(v.generated_at).toLocaleTimeString("en-GB");
+      status.classList.remove("err");
+      document.body.dataset.updated = v.generated_at;
+    } catch (e) {
+      // Not console.error: a server restart is not a page bug.
+      status.textContent = "no data: " + e.message;
+      status.classList.add("err");
+    }
+    setTimeout(poll, every);
+  }
+  poll();
+})();

@@ -1,0 +1,288 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
+)
+
+// dashboardView is the body of GET /v1/dashboard.
+type dashboardView struct {
+	EphemeralStore bool      `json:"ephemeral_store"`
+	GeneratedAt    time.Time `json:"generated_at"`
+	// SampleSeconds is the sampling period of the history.
+	SampleSeconds float64 `json:"sample_seconds"`
+	// RegretChart compares the cumulative expected regret of every
+	// simulated bandit (SVG); empty without a simulator.
+	RegretChart string       `json:"regret_chart,omitempty"`
+	Bandits     []dashBandit `json:"bandits"`
+}
+
+// dashBandit is one bandit on the dashboard.
+type dashBandit struct {
+	Name   string   `json:"name"`
+	Policy string   `json:"policy"`
+	Arms   []string `json:"arms"`
+	// Decisions and Rewards are the stored counts when the view was
+	// made; the rates are over the last few samples.
+	Decisions          int64   `json:"decisions"`
+	Rewards            int64   `json:"rewards"`
+	DecisionsPerSecond float64 `json:"decisions_per_second"`
+	RewardsPerSecond   float64 `json:"rewards_per_second"`
+	// AvgReward is the mean reward of the newest RewardWindow decisions
+	// that have one; null without rewards.
+	AvgReward    *float64 `json:"avg_reward"`
+	RewardWindow int      `json:"reward_window"`
+	// ArmShare is each arm's share of the decisions of the last
+	// dashboardArmWindow samples.
+	ArmShare map[string]float64 `json:"arm_share"`
+	// Regret is the simulator's cumulative expected regret; absent when
+	// the traffic does not come from a simulator.
+	Regret *dashRegret `json:"regret,omitempty"`
+	// ModelVersion and ELBO are the published posterior's; TrainerLag
+	// counts the rewards it has not seen and TrainerLagSeconds how long
+	// it was trained before the newest reward (0 when up to date).
+	ModelVersion      int64                `json:"model_version"`
+	ELBO              *float64             `json:"elbo"`
+	TrainerLag        int64                `json:"trainer_lag"`
+	TrainerLagSeconds float64              `json:"trainer_lag_seconds"`
+	Layers            []bandit.LayerSpread `json:"layers,omitempty"`
+	Bank              *dashBank            `json:"bank,omitempty"`
+	Recent            []dashDecision       `json:"recent"`
+	// Charts are SVG drawings: throughput, reward, arms, elbo, spread
+	// and (refined-ts) bank.
+	Charts map[string]string `json:"charts"`
+}
+
+type dashRegret struct {
+	Cumulative float64 `json:"cumulative"`
+	Steps      int64   `json:"steps"`
+}
+
+type dashBank struct {
+	bandit.BankStatus
+	// Fallbacks counts decisions that fell back to a mean-field sample
+	// since the server started.
+	Fallbacks         int64   `json:"fallbacks"`
+	ProducedPerSecond float64 `json:"produced_per_second"`
+	UsedPerSecond     float64 `json:"used_per_second"`
+}
+
+type dashDecision struct {
+	EventID      string            `json:"event_id"`
+	CreatedAt    time.Time         `json:"created_at"`
+	Arm          string            `json:"arm"`
+	Propensity   float64           `json:"propensity"`
+	Sample       bandit.SampleKind `json:"sample"`
+	ModelVersion int64             `json:"model_version"`
+	Reward       *float64          `json:"reward"`
+	Context      json.RawMessage   `json:"context"`
+}
+
+// rateWindow is the number of sample intervals the rates are taken over.
+const rateWindow = 5
+
+func (s *Server) dashboardJSON(w http.ResponseWriter, r *http.Request) {
+	v, err := s.dashboardView(r.Context())
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) dashboardView(ctx context.Context) (*dashboardView, error) {
+	d := s.dash
+	now := time.Now()
+	v := &dashboardView{EphemeralStore: s.svc.Store().Ephemeral(), GeneratedAt: now.UTC(), SampleSeconds: d.every.Seconds(), Bandits: []dashBandit{}}
+	var regret []series
+	for i, a := range s.svc.Agents() {
+		d.mu.Lock()
+		h := d.history(a.Name())
+		samples := h.samples.all()
+		elbos := h.elbos.all()
+		fallbacks := h.fallbacks
+		d.mu.Unlock()
+		b, err := s.dashBandit(ctx, a, now, samples, elbos, fallbacks)
+		if err != nil {
+			return nil, err
+		}
+		v.Bandits = append(v.Bandits, *b)
+		if b.Regret != nil {
+			x, y := make([]float64, len(samples)), make([]float64, len(samples))
+			for j, sm := range samples {
+				x[j], y[j] = sm.t.Sub(now).Seconds(), sm.regret
+			}
+			regret = append(regret, series{name: a.Name(), colour: colour(i), x: x, y: y})
+		}
+	}
+	if len(regret) > 0 {
+		v.RegretChart = chart{title: "cumulative expected regret (simulator's oracle)", w: 1200, h: 170, xFormat: secondsAgo, yMin0: true}.lines(regret)
+	}
+	return v, nil
+}
+
+func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time, samples []dashSample, elbos []elboPoint, fallbacks int64) (*dashBandit, error) {
+	cfg := a.Config()
+	st := a.Status()
+	b := &dashBandit{Name: a.Name(), Policy: string(cfg.Policy.Kind), Arms: cfg.Arms, ModelVersion: st.ModelVersion, ELBO: st.ELBO,
+		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Layers: a.Spread(), Recent: []dashDecision{}, Charts: map[string]string{}}
+	var err error
+	b.Decisions, b.Rewards, err = s.svc.Store().Counts(ctx, a.Name())
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Policy.Kind != bandit.Uniform {
+		b.TrainerLag = max(b.Rewards-int64(st.TrainedRows), 0)
+	}
+	recs, err := s.svc.Store().ListDecisions(ctx, a.Name(), time.Time{}, dashboardRecent)
+	if err != nil {
+		return nil, err
+	}
+	var newestReward time.Time
+	for _, rec := range recs {
+		dd := dashDecision{EventID: rec.EventID, CreatedAt: rec.CreatedAt.UTC(), Sample: rec.Sample, ModelVersion: rec.ModelVersion, Context: rec.Context}
+		if rec.Arm >= 0 && rec.Arm < len(cfg.Arms) {
+			dd.Arm = cfg.Arms[rec.Arm]
+			if rec.Arm < len(rec.Propensities) {
+				dd.Propensity = rec.Propensities[rec.Arm]
+			}
+		}
+		if rec.Reward != nil {
+			r := rec.Reward.Value
+			dd.Reward = &r
+			if rec.Reward.ReceivedAt.After(newestReward) {
+				newestReward = rec.Reward.ReceivedAt
+			}
+		}
+		b.Recent = append(b.Recent, dd)
+	}
+	if b.TrainerLag > 0 && st.TrainedAt != nil && newestReward.After(*st.TrainedAt) {
+		b.TrainerLagSeconds = newestReward.Sub(*st.TrainedAt).Seconds()
+	} else if b.TrainerLag > 0 && st.TrainedAt == nil && len(samples) > 0 {
+		b.TrainerLagSeconds = now.Sub(samples[0].t).Seconds() // never trained: at least since the history starts
+	}
+
+	n := len(samples)
+	x := make([]float64, n)
+	for i, sm := range samples {
+		x[i] = sm.t.Sub(now).Seconds()
+	}
+	rate := func(i, k int, get func(dashSample) float64) float64 {
+		j := max(i-k, 0)
+		dt := samples[i].t.Sub(samples[j].t).Seconds()
+		if dt <= 0 {
+			return math.NaN()
+		}
+		return (get(samples[i]) - get(samples[j])) / dt
+	}
+	dec := func(s dashSample) float64 { return float64(s.decisions) }
+	rew := func(s dashSample) float64 { return float64(s.rewards) }
+	if n > 1 {
+		b.DecisionsPerSecond = rate(n-1, rateWindow, dec)
+		b.RewardsPerSecond = rate(n-1, rateWindow, rew)
+	}
+	if n > 0 {
+		last := samples[n-1]
+		if !math.IsNaN(last.avgReward) {
+			ar := last.avgReward
+			b.AvgReward = &ar
+		}
+		if !math.IsNaN(last.regret) {
+			b.Regret = &dashRegret{Cumulative: last.regret}
+			if s.dash.regret != nil {
+				b.Regret.Cumulative, b.Regret.Steps, _ = s.dash.regret.Regret(a.Name())
+			}
+		}
+		first := samples[max(n-1-dashboardArmWindow, 0)]
+		var total int64
+		for _, arm := range cfg.Arms {
+			total += last.arms[arm] - first.arms[arm]
+		}
+		for _, arm := range cfg.Arms {
+			if total > 0 {
+				b.ArmShare[arm] = float64(last.arms[arm]-first.arms[arm]) / float64(total)
+			}
+		}
+	}
+
+	// Time series.
+	dps, rps, avg, prod, used, depth := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	shares := make([][]float64, len(cfg.Arms))
+	for k := range shares {
+		shares[k] = make([]float64, n)
+	}
+	for i, sm := range samples {
+		dps[i], rps[i], avg[i] = math.NaN(), math.NaN(), sm.avgReward
+		prod[i], used[i], depth[i] = math.NaN(), math.NaN(), float64(sm.depth)
+		if i > 0 {
+			dps[i], rps[i] = rate(i, 1, dec), rate(i, 1, rew)
+			prod[i] = rate(i, rateWindow, func(s dashSample) float64 { return float64(s.produced) })
+			used[i] = rate(i, rateWindow, func(s dashSample) float64 { return float64(s.used) })
+		}
+		first := samples[max(i-dashboardArmWindow, 0)]
+		var total int64
+		for _, arm := range cfg.Arms {
+			total += sm.arms[arm] - first.arms[arm]
+		}
+		for k, arm := range cfg.Arms {
+			shares[k][i] = math.NaN()
+			if total > 0 {
+				shares[k][i] = float64(sm.arms[arm]-first.arms[arm]) / float64(total)
+			}
+		}
+	}
+	const cw, ch = 290, 150
+	b.Charts["throughput"] = chart{title: "per second", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
+		{name: "decisions", colour: colour(0), x: x, y: dps}, {name: "rewards", colour: colour(1), x: x, y: rps}})
+	b.Charts["reward"] = chart{title: "avg reward, last 200", w: cw, h: ch, xFormat: secondsAgo}.lines([]series{
+		{name: "reward", colour: colour(2), x: x, y: avg}})
+	arms := make([]series, len(cfg.Arms))
+	for k, arm := range cfg.Arms {
+		arms[k] = series{name: arm, colour: colour(k), x: x, y: shares[k]}
+	}
+	if n > 1 {
+		b.Charts["arms"] = chart{title: "arm mix, last 10s", w: cw, h: ch, xFormat: secondsAgo}.stacked(arms)
+	} else {
+		b.Charts["arms"] = chart{title: "arm mix, last 10s", w: cw, h: ch}.empty()
+	}
+	ev, ey := make([]float64, len(elbos)), make([]float64, len(elbos))
+	for i, e := range elbos {
+		ev[i], ey[i] = float64(e.Version), e.ELBO
+	}
+	b.Charts["elbo"] = chart{title: "ELBO by model version", w: cw, h: ch, xTitle: "version"}.lines([]series{{name: "ELBO", colour: colour(3), x: ev, y: ey}})
+	labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))
+	for i, l := range b.Layers {
+		labels[i] = "layer " + itoa(l.Layer) + " (" + itoa(l.In) + "×" + itoa(l.Out) + ")"
+		if l.Layer == len(b.Layers) {
+			labels[i] = "out (" + itoa(l.In) + "×" + itoa(l.Out) + ")"
+		}
+		values[i] = l.MeanSigma
+	}
+	b.Charts["spread"] = chart{title: "mean posterior σ per layer", w: cw, h: ch}.bars(labels, values)
+	if st.Bank != nil {
+		b.Bank = &dashBank{BankStatus: *st.Bank, Fallbacks: fallbacks}
+		if n > 1 {
+			b.Bank.ProducedPerSecond = nanZero(prod[n-1])
+			b.Bank.UsedPerSecond = nanZero(used[n-1])
+		}
+		b.Charts["bank"] = chart{title: "sample bank", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
+			{name: "depth", colour: colour(5), x: x, y: depth}, {name: "made/s", colour: colour(2), x: x, y: prod}, {name: "used/s", colour: colour(3), x: x, y: used}})
+	}
+	return b, nil
+}
+
+func nanZero(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

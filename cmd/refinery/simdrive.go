@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/simulators"
+)
+
+// DefaultSimRate is the default rate of serve --simulate: decisions per
+// second per bandit.
+const DefaultSimRate = 20
+
+// simPolicies are the bandits serve --simulate creates on the same
+// stream, so that the dashboard shows their regret side by side.
+var simPolicies = []string{"refined-ts", "eps-greedy"}
+
+// simModel is the model of the simulated bandits: cheaper than the
+// defaults (hidden [100, 100], 500 training and 500 refinement
+// iterations) so that a 2-core laptop keeps up with 20 decisions/s per
+// bandit: two hidden layers of 32, 100 ELBO iterations per retraining
+// at most once a second, refined samples of 40 iterations per
+// conditional optimization, each serving up to 4 decisions.
+var simModel = map[string]any{
+	"model":      map[string]any{"hidden": []int{32, 32}},
+	"training":   map[string]any{"iterations": 100, "min_interval": "1s"},
+	"refinement": map[string]any{"iterations": 40},
+}
+
+// simEnv is an environment the simulator drives the service with: raw
+// contexts as the API takes them, and the oracle's expected rewards.
+type simEnv interface {
+	name() string
+	arms() []string
+	features() []map[string]any
+	// next draws a context, every arm's expected reward and every arm's
+	// realized reward.
+	next(rng *rand.Rand) (ctx map[string]any, expected, realized []float64)
+}
+
+// mushroomSim is the UCI mushroom bandit on raw categorical rows.
+type mushroomSim struct {
+	data *simulators.MushroomData
+	rw   simulators.MushroomRewards
+}
+
+func (m *mushroomSim) name() string   { return "mushroom" }
+func (m *mushroomSim) arms() []string { return []string{"eat", "pass"} }
+
+func (m *mushroomSim) features() []map[string]any {
+	f := make([]map[string]any, len(simulators.MushroomAttributes))
+	for j, attr := range simulators.MushroomAttributes {
+		f[j] = map[string]any{"name": attr, "type": "categorical", "values": m.data.Values[j]}
+	}
+	return f
+}
+
+func (m *mushroomSim) next(rng *rand.Rand) (map[string]any, []float64, []float64) {
+	i := rng.IntN(len(m.data.Rows))
+	loss := rng.Float64() < m.rw.LossProb
+	ctx := make(map[string]any, len(simulators.MushroomAttributes))
+	for j, attr := range simulators.MushroomAttributes {
+		ctx[attr] = m.data.Rows[i][j]
+	}
+	ex := []float64{m.rw.EatEdible, m.rw.Pass}
+	re := []float64{m.rw.EatEdible, m.rw.Pass}
+	if !m.data.Edible[i] {
+		ex[0] = m.rw.EatPoisonous()
+		re[0] = m.rw.EatPoisonousWin
+		if loss {
+			re[0] = m.rw.EatPoisonousLoss
+		}
+	}
+	return ctx, ex, re
+}
+
+// wheelSim is the wheel bandit: arms a1..a5, features x1 and x2.
+type wheelSim struct{ env simulators.Env }
+
+func (w *wheelSim) name() string   { return "wheel" }
+func (w *wheelSim) arms() []string { return w.env.ArmNames() }
+
+func (w *wheelSim) features() []map[string]any {
+	return []map[string]any{{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"}}
+}
+
+func (w *wheelSim) next(rng *rand.Rand) (map[string]any, []float64, []float64) {
+	s := w.env.Next(rng)
+	return map[string]any{"x1": s.X[0], "x2": s.X[1]}, s.Expected, s.Realized
+}
+
+// newSimEnv returns the environment serve --simulate names.
+func newSimEnv(name, data string) (simEnv, error) {
+	switch name {
+	case "mushroom":
+		p, err := simulators.ResolveMushroom(data)
+		if err != nil {
+			return nil, err
+		}
+		d, err := simulators.LoadMushroom(p)
+		if err != nil {
+			return nil, err
+		}
+		return &mushroomSim{data: d, rw: simulators.DefaultMushroomRewards()}, nil
+	case "wheel":
+		env, err := simulators.ParseEnv("wheel", "")
+		if err != nil {
+			return nil, err
+		}
+		if env.NumFeatures() != 2 {
+			return nil, fmt.Errorf("wheel: %d features, want 2", env.NumFeatures())
+		}
+		return &wheelSim{env: env}, nil
+	}
+	return nil, fmt.Errorf("--simulate %q: want mushroom or wheel", name)
+}
+
+// parseRate reads --rate: decisions per second per bandit, "20" or
+// "20/s".
+func parseRate(s string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "/s"), 64)
+	if err != nil || !(v > 0) || v > 10000 {
+		return 0, fmt.Errorf("--rate %q: want decisions per second per bandit in (0, 10000], e.g. 20 or 20/s", s)
+	}
+	return v, nil
+}
+
+// simDriver drives the service over its own HTTP API, as a client
+// would: it creates one bandit per simPolicies entry and sends each the
+// same stream of contexts (the same seed: common random numbers) at
+// rate decisions per second, rewarding every decision at once with the
+// realized reward of the chosen arm. As it knows the oracle, it keeps
+// each bandit's cumulative expected regret: it is the dashboard's
+// api.RegretSource.
+type simDriver struct {
+	env  simEnv
+	rate float64
+	seed uint64
+	log  *slog.Logger
+	http *http.Client
+
+	mu     sync.Mutex
+	regret map[string]*simTally
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type simTally struct {
+	cumulative float64
+	steps      int64
+}
+
+var _ api.RegretSource = (*simDriver)(nil)
+
+func newSimDriver(env simEnv, rate float64, seed uint64, log *slog.Logger) *simDriver {
+	return &simDriver{env: env, rate: rate, seed: seed, log: log, regret: map[string]*simTally{},
+		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
+}
+
+// Regret implements api.RegretSource.
+func (s *simDriver) Regret(bandit string) (float64, int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.regret[bandit]
+	if !ok {
+		return 0, 0, false
+	}
+	return t.cumulative, t.steps, true
+}
+
+// bandits returns the names of the bandits the driver creates.
+func (s *simDriver) bandits() []string {
+	out := make([]string, len(simPolicies))
+	for i, p := range simPolicies {
+		out[i] = s.env.name() + "-" + p
+	}
+	return out
+}
+
+// start creates the bandits on the service at base and drives them
+// until stop.
+func (s *simDriver) start(base string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	seed := s.seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	for i, name := range s.bandits() {
+		s.mu.Lock()
+		s.regret[name] = &simTally{}
+		s.mu.Unlock()
+		s.wg.Go(func() {
+			if err := s.create(ctx, base, name, simPolicies[i]); err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("simulator: cannot create the bandit", "bandit", name, "err", err)
+				}
+				return
+			}
+			s.drive(ctx, base, name, rand.New(rand.NewPCG(seed, 1)))
+		})
+	}
+	s.log.Info("simulator started", "env", s.env.name(), "bandits", strings.Join(s.bandits(), ","), "rate_per_bandit", s.rate)
+}
+
+// stop stops the traffic and waits for the requests in flight.
+func (s *simDriver) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		s.wg.Wait()
+	}
+}
+
+// create makes the bandit, retrying while the service loads; a bandit
+// of that name left by an earlier run (PostgreSQL) is driven as it is.
+func (s *simDriver) create(ctx context.Context, base, name, policy string) error {
+	cfg := map[string]any{"name": name, "arms": s.env.arms(), "features": s.env.features(), "policy": map[string]any{"kind": policy}}
+	for k, v := range simModel {
+		cfg[k] = v
+	}
+	if policy == "refined-ts" {
+		cfg["policy"] = map[string]any{"kind": policy, "max_reuse": 4}
+	}
+	for {
+		code, body, err := s.post(ctx, base+"/v1/bandits", cfg)
+		switch {
+		case err == nil && code == http.StatusCreated:
+			return nil
+		case err == nil && code == http.StatusConflict:
+			s.log.Info("simulator: the bandit exists already; driving it as it is", "bandit", name)
+			return nil
+		case err == nil && code != http.StatusServiceUnavailable:
+			return fmt.Errorf("POST /v1/bandits: %d %s", code, body)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// drive sends decisions and rewards at s.rate until ctx is done.
+func (s *simDriver) drive(ctx context.Context, base, name string, rng *rand.Rand) {
+	t := time.NewTicker(time.Duration(float64(time.Second) / s.rate))
+	defer t.Stop()
+	arms := s.env.arms()
+	var failures int
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, expected, realized := s.env.next(rng)
+		err := s.step(ctx, base, name, arms, c, expected, realized)
+		if err != nil && ctx.Err() == nil {
+			if failures++; failures == 1 || failures%100 == 0 {
+				s.log.Warn("simulator: step failed", "bandit", name, "failures", failures, "err", err)
+			}
+		}
+	}
+}
+
+func (s *simDriver) step(ctx context.Context, base, name string, arms []string, c map[string]any, expected, realized []float64) error {
+	code, body, err := s.post(ctx, base+"/v1/bandits/"+name+"/decisions", map[string]any{"context": c})
+	if err != nil {
+		return err
+	}
+	if code != http.StatusCreated {
+		return fmt.Errorf("decision: %d %s", code, body)
+	}
+	var d struct {
+		EventID string `json:"event_id"`
+		Arm     string `json:"arm"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return fmt.Errorf("decision: %w", err)
+	}
+	arm := -1
+	for i, a := range arms {
+		if a == d.Arm {
+			arm = i
+		}
+	}
+	if arm < 0 {
+		return fmt.Errorf("decision: unknown arm %q", d.Arm)
+	}
+	best := expected[0]
+	for _, e := range expected {
+		best = max(best, e)
+	}
+	s.mu.Lock()
+	t := s.regret[name]
+	t.cumulative += best - expected[arm]
+	t.steps++
+	s.mu.Unlock()
+	code, body, err = s.post(ctx, base+"/v1/bandits/"+name+"/events/"+d.EventID+"/reward", map[string]any{"value": realized[arm]})
+	if err != nil {
+		return err
+	}
+	if code != http.StatusNoContent {
+		return fmt.Errorf("reward: %d %s", code, body)
+	}
+	return nil
+}
+
+func (s *simDriver) post(ctx context.Context, url string, body any) (int, []byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, nil, err
+	}
+	return resp.StatusCode, out, nil
+}
