@@ -28,8 +28,13 @@ test: lint ## lint, then every test (PostgreSQL tests use $$DATABASE_URL; under 
 	$(GO) test -count=1 -timeout 9m ./...
 
 .PHONY: run
-run: data build ## fetch the data, build, and run the main job: a mushroom regret simulation (refined TS against mean-field TS, epsilon-greedy and linear TS)
-	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies refined-ts,mf-ts,eps-greedy,linear-ts --steps 2000 --seeds 2 --preset fast --out out/run
+run: data build ## fetch the data if needed, build, and serve the live dashboard on ADDR (127.0.0.1:8080) with the mushroom simulator driving refined TS and epsilon-greedy (in-memory store, or $DATABASE_URL when set)
+	@echo "dashboard: http://$(ADDR)/ (Ctrl-C stops)"
+	$(BIN) serve --addr $(ADDR) --simulate mushroom --data $(DATA_DIR)
+
+.PHONY: screenshot
+screenshot: ## regenerate api/testdata/dashboard.png, the README's picture: the browser test after 60s of simulated traffic (needs chromium)
+	DASHBOARD_SCREENSHOT=$(CURDIR)/api/testdata/dashboard.png DASHBOARD_WARMUP=60s $(GO) test -count=1 -run '^TestDashboardInBrowser$$' -v ./cmd/refinery/
 
 .PHONY: bench
 bench: bench-nn bench-refine ## run the quick benchmarks (see bench/*.md for the committed results)

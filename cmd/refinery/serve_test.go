@@ -332,6 +332,8 @@ func TestServeCommandLine(t *testing.T) {
 		{"negative workers are refused", []string{"serve", "--workers", "-1"}, "refinery serve: --workers -1: want 0 (one per core) or more\n"},
 		{"an unknown log level is refused", []string{"serve", "--log-level", "loud"}, "refinery serve: --log-level \"loud\": want debug, info, warn or error\n"},
 		{"arguments are refused", []string{"serve", "now"}, "refinery serve: unexpected argument \"now\"\n"},
+		{"an unknown simulation is refused", []string{"serve", "--simulate", "casino"}, "refinery serve: --simulate \"casino\": want mushroom or wheel\n"},
+		{"a rate of zero is refused", []string{"serve", "--simulate", "wheel", "--rate", "0/s"}, "refinery serve: --rate \"0/s\": want decisions per second per bandit in (0, 10000], e.g. 20 or 20/s\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

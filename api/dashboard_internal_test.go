@@ -1,0 +1,33 @@
+package api
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRingKeepsTheNewest(t *testing.T) {
+	r := newRing[int](3)
+	if got := r.all(); len(got) != 0 {
+		t.Errorf("empty ring: all() = %v, want []", got)
+	}
+	for i := range 7 {
+		r.push(i)
+	}
+	if got, want := r.all(), []int{4, 5, 6}; !slices.Equal(got, want) {
+		t.Errorf("all() = %v, want %v", got, want)
+	}
+}
+
+func TestChartsAreSVGAndEscaped(t *testing.T) {
+	c := chart{title: `<b>&"`, w: 200, h: 100}
+	got := c.lines([]series{{name: "<x>", colour: "#000", x: []float64{0, 1, 2}, y: []float64{1, nan(), 3}}})
+	if !strings.HasPrefix(got, "<svg") || strings.Contains(got, "<b>") || strings.Contains(got, "<x>") {
+		t.Errorf("lines() = %s, want SVG with the text escaped", got)
+	}
+	if got := c.lines(nil); !strings.Contains(got, "waiting for data") {
+		t.Errorf("lines(nil) = %s, want the empty chart", got)
+	}
+}
+
+func nan() float64 { var z float64; return z / z }

@@ -1,0 +1,161 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+// fakeRegret is a RegretSource for one bandit.
+type fakeRegret struct{ name string }
+
+func (f fakeRegret) Regret(b string) (float64, int64, bool) {
+	if b != f.name {
+		return 0, 0, false
+	}
+	return 12.5, 30, true
+}
+
+// dashFixture is a server whose dashboard samples every 30ms and sees
+// the service's events.
+func dashFixture(t *testing.T) *httptest.Server {
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st := store.NewMemory()
+	dash := api.NewDashboard(api.DashboardConfig{Every: 30 * time.Millisecond, Regret: fakeRegret{"sim"}, Logger: log})
+	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1, Logger: log, Observer: dash})
+	if err := svc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(api.Config{Service: svc, Logger: log, Dashboard: dash})
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() {
+		srv.Close()
+		s.Close()
+		svc.Close(context.Background())
+		st.Close()
+	})
+	return srv
+}
+
+func TestDashboardJSON(t *testing.T) {
+	srv := dashFixture(t)
+	f := &fixture{srv: srv}
+	const steps = 30
+	for _, name := range []string{"sim", "plain"} {
+		f.must(t, 201, "POST", "/v1/bandits", `{"name": "`+name+`", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}],
+			"policy": {"kind": "eps-greedy"}, "model": {"hidden": [4]}, "training": {"iterations": 5, "min_interval": "0s"}}`)
+	}
+	// The arm mix is over the last 10 samples (300ms): decide after the
+	// first samples and look soon after.
+	time.Sleep(70 * time.Millisecond)
+	for _, name := range []string{"sim", "plain"} {
+		for i := range steps {
+			var d struct {
+				EventID string `json:"event_id"`
+			}
+			if err := json.Unmarshal(f.must(t, 201, "POST", "/v1/bandits/"+name+"/decisions", fmt.Sprintf(`{"context": {"x": %d}}`, i)), &d); err != nil {
+				t.Fatal(err)
+			}
+			f.must(t, 204, "POST", "/v1/bandits/"+name+"/events/"+d.EventID+"/reward", `{"value": 1}`)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a few more samples
+
+	var v struct {
+		Ephemeral   bool   `json:"ephemeral_store"`
+		RegretChart string `json:"regret_chart"`
+		Bandits     []struct {
+			Name      string             `json:"name"`
+			Decisions int64              `json:"decisions"`
+			Rewards   int64              `json:"rewards"`
+			AvgReward *float64           `json:"avg_reward"`
+			ArmShare  map[string]float64 `json:"arm_share"`
+			Regret    *struct {
+				Cumulative float64 `json:"cumulative"`
+				Steps      int64   `json:"steps"`
+			} `json:"regret"`
+			Layers []bandit.LayerSpread `json:"layers"`
+			Recent []struct {
+				Arm        string   `json:"arm"`
+				Propensity float64  `json:"propensity"`
+				Reward     *float64 `json:"reward"`
+			} `json:"recent"`
+			Charts map[string]string `json:"charts"`
+		} `json:"bandits"`
+	}
+	if err := json.Unmarshal(f.must(t, 200, "GET", "/v1/dashboard", ""), &v); err != nil {
+		t.Fatal(err)
+	}
+	if !v.Ephemeral {
+		t.Error("ephemeral_store = false on the in-memory store")
+	}
+	if !strings.Contains(v.RegretChart, "<polyline") {
+		t.Errorf("regret_chart has no line: %.200s", v.RegretChart)
+	}
+	if len(v.Bandits) != 2 {
+		t.Fatalf("%d bandits, want 2", len(v.Bandits))
+	}
+	for _, b := range v.Bandits {
+		if b.Decisions != steps || b.Rewards != steps {
+			t.Errorf("%s: %d decisions, %d rewards; want %d of each", b.Name, b.Decisions, b.Rewards, steps)
+		}
+		if b.AvgReward == nil || *b.AvgReward != 1 {
+			t.Errorf("%s: avg_reward = %v, want 1", b.Name, b.AvgReward)
+		}
+		if (b.Regret != nil) != (b.Name == "sim") || (b.Regret != nil && (b.Regret.Cumulative != 12.5 || b.Regret.Steps != 30)) {
+			t.Errorf("%s: regret = %+v, want {12.5 30} for sim only", b.Name, b.Regret)
+		}
+		if len(b.Layers) != 2 || b.Layers[0].In != 1 || b.Layers[0].Out != 4 || !(b.Layers[0].MeanSigma > 0) {
+			t.Errorf("%s: layers = %+v, want 1x4 and 4x2 with sigma > 0", b.Name, b.Layers)
+		}
+		if len(b.Recent) != 12 || b.Recent[0].Reward == nil || !(b.Recent[0].Propensity > 0) {
+			t.Errorf("%s: recent = %+v, want the 12 newest with rewards and propensities", b.Name, b.Recent)
+		}
+		var share float64
+		for _, s := range b.ArmShare {
+			share += s
+		}
+		if math.Abs(share-1) > 1e-9 {
+			t.Errorf("%s: arm shares %v sum to %g, want 1", b.Name, b.ArmShare, share)
+		}
+		for _, c := range []string{"throughput", "reward", "arms", "elbo", "spread"} {
+			if !strings.HasPrefix(b.Charts[c], "<svg") {
+				t.Errorf("%s: chart %s is not SVG: %.80q", b.Name, c, b.Charts[c])
+			}
+		}
+	}
+}
+
+// The page, its script, style and icon come from the binary: nothing
+// from another origin.
+func TestDashboardPageIsSelfContained(t *testing.T) {
+	srv := dashFixture(t)
+	f := &fixture{srv: srv}
+	for _, tt := range []struct{ path, ctype, want string }{
+		{"/", "text/html", "in-memory store"},
+		{"/static/dashboard.js", "javascript", "/v1/dashboard"},
+		{"/static/dashboard.css", "text/css", ".card"},
+		{"/static/favicon.svg", "image/svg+xml", "<svg"},
+	} {
+		resp, body := f.call(t, "GET", tt.path, "", "")
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), tt.ctype) || !strings.Contains(string(body), tt.want) {
+			t.Errorf("GET %s = %d %s, want 200 %s containing %q", tt.path, resp.StatusCode, resp.Header.Get("Content-Type"), tt.ctype, tt.want)
+		}
+		for _, ext := range []string{"src=\"http", "href=\"http", "url(http", "import("} {
+			if strings.Contains(string(body), ext) {
+				t.Errorf("GET %s refers to another origin: %q", tt.path, ext)
+			}
+		}
+	}
+}
