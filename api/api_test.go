@@ -72,9 +72,11 @@ func newFixture(t *testing.T, st bandit.Store) *fixture {
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log}))
+	s := api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log})
+	srv := httptest.NewServer(s)
 	t.Cleanup(func() {
 		srv.Close()
+		s.Close()
 		svc.Close(context.Background())
 	})
 	return &fixture{srv: srv, store: st, reg: reg, metrics: m}

@@ -222,7 +222,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 		dps[i], rps[i], avg[i] = math.NaN(), math.NaN(), sm.avgReward
 		prod[i], used[i], depth[i] = math.NaN(), math.NaN(), float64(sm.depth)
 		if i > 0 {
-			dps[i], rps[i] = rate(i, 1, dec), rate(i, 1, rew)
+			dps[i], rps[i] = rate(i, 2, dec), rate(i, 2, rew)
 			prod[i] = rate(i, rateWindow, func(s dashSample) float64 { return float64(s.produced) })
 			used[i] = rate(i, rateWindow, func(s dashSample) float64 { return float64(s.used) })
 		}

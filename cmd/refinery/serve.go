@@ -77,8 +77,9 @@ type Main struct {
 	Pprof bool
 	// Simulate, when "mushroom" or "wheel", drives the service with that
 	// environment over its own HTTP API (see simDriver) at Rate
-	// decisions per second per bandit (zero means DefaultSimRate); Data
-	// locates the mushroom data ("" searches the usual places).
+	// decisions per second per bandit (zero or less means
+	// DefaultSimRate); Data locates the mushroom data ("" searches the
+	// usual places).
 	Simulate string
 	Rate     float64
 	Data     string
@@ -166,7 +167,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		rate := m.Rate
-		if rate == 0 {
+		if rate <= 0 {
 			rate = DefaultSimRate
 		}
 		m.sim = newSimDriver(env, rate, m.Seed, log)
