@@ -129,7 +129,7 @@ func TestDashboardJSON(t *testing.T) {
 		if math.Abs(share-1) > 1e-9 {
 			t.Errorf("%s: arm shares %v sum to %g, want 1", b.Name, b.ArmShare, share)
 		}
-		for _, c := range []string{"throughput", "reward", "arms", "elbo", "spread"} {
+		for _, c := range []string{"throughput", "reward", "arms", "elbo", "lag", "spread"} {
 			if !strings.HasPrefix(b.Charts[c], "<svg") {
 				t.Errorf("%s: chart %s is not SVG: %.80q", b.Name, c, b.Charts[c])
 			}

@@ -54,8 +54,8 @@ type dashBandit struct {
 	Layers            []bandit.LayerSpread `json:"layers,omitempty"`
 	Bank              *dashBank            `json:"bank,omitempty"`
 	Recent            []dashDecision       `json:"recent"`
-	// Charts are SVG drawings: throughput, reward, arms, elbo, spread
-	// and (refined-ts) bank.
+	// Charts are SVG drawings: throughput, reward, arms, elbo, lag,
+	// spread and (refined-ts) bank.
 	Charts map[string]string `json:"charts"`
 }
 
@@ -213,14 +213,14 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	}
 
 	// Time series.
-	dps, rps, avg, prod, used, depth := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	dps, rps, avg, prod, used, depth, lag := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	shares := make([][]float64, len(cfg.Arms))
 	for k := range shares {
 		shares[k] = make([]float64, n)
 	}
 	for i, sm := range samples {
 		dps[i], rps[i], avg[i] = math.NaN(), math.NaN(), sm.avgReward
-		prod[i], used[i], depth[i] = math.NaN(), math.NaN(), float64(sm.depth)
+		prod[i], used[i], depth[i], lag[i] = math.NaN(), math.NaN(), float64(sm.depth), float64(sm.lag)
 		if i > 0 {
 			dps[i], rps[i] = rate(i, 2, dec), rate(i, 2, rew)
 			prod[i] = rate(i, rateWindow, func(s dashSample) float64 { return float64(s.produced) })
@@ -257,6 +257,8 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 		ev[i], ey[i] = float64(e.Version), e.ELBO
 	}
 	b.Charts["elbo"] = chart{title: "ELBO by model version", w: cw, h: ch, xTitle: "version"}.lines([]series{{name: "ELBO", colour: colour(3), x: ev, y: ey}})
+	b.Charts["lag"] = chart{title: "trainer lag (rewards not trained on)", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
+		{name: "lag", colour: colour(4), x: x, y: lag}})
 	labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))
 	for i, l := range b.Layers {
 		labels[i] = "layer " + itoa(l.Layer) + " (" + itoa(l.In) + "×" + itoa(l.Out) + ")"

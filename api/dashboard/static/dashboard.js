@@ -40,7 +40,7 @@
       h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + "</div>";
     }
     h += '<div class="charts">';
-    for (const c of ["throughput", "reward", "arms", "elbo", "spread", "bank"]) {
+    for (const c of ["throughput", "reward", "arms", "elbo", "lag", "spread", "bank"]) {
       if (b.charts[c]) h += '<div class="chart" data-chart="' + c + '">' + b.charts[c] + "</div>";
     }
     h += "</div>";

@@ -1,0 +1,30 @@
+package bandit
+
+import (
+	"testing"
+	"time"
+)
+
+type countingObserver struct{ decided, rewarded, trained, refined, bank int }
+
+func (c *countingObserver) Decided(string, string, SampleKind)  { c.decided++ }
+func (c *countingObserver) Rewarded(string)                     { c.rewarded++ }
+func (c *countingObserver) Trained(string, int, int64, float64) { c.trained++ }
+func (c *countingObserver) Refined(string, time.Duration)       { c.refined++ }
+func (c *countingObserver) Bank(string, int)                    { c.bank++ }
+
+func TestObserversTellsEveryObserver(t *testing.T) {
+	a, b := &countingObserver{}, &countingObserver{}
+	o := Observers(a, NopObserver{}, b)
+	o.Decided("x", "arm", SampleRefined)
+	o.Rewarded("x")
+	o.Trained("x", 1, 2, -3)
+	o.Refined("x", time.Millisecond)
+	o.Bank("x", 4)
+	want := countingObserver{1, 1, 1, 1, 1}
+	for i, c := range []*countingObserver{a, b} {
+		if *c != want {
+			t.Errorf("observer %d was told %+v, want %+v", i, *c, want)
+		}
+	}
+}
