@@ -21,11 +21,13 @@ import (
 // Summary describes a simulation: its configuration and, per policy, the
 // final cumulative regret over the completed runs.
 type Summary struct {
-	Env      string          `json:"env"`
-	Steps    int             `json:"steps"`
-	Seeds    int             `json:"seeds"`
-	Preset   Preset          `json:"preset"`
-	Policies []PolicySummary `json:"policies"`
+	Env   string `json:"env"`
+	Steps int    `json:"steps"`
+	Seeds int    `json:"seeds"`
+	// FirstSeed is the first of the seeds.
+	FirstSeed int             `json:"first_seed"`
+	Preset    Preset          `json:"preset"`
+	Policies  []PolicySummary `json:"policies"`
 	// WallSeconds is the wall time of the whole simulation.
 	WallSeconds float64 `json:"wall_seconds"`
 	// Command is the command line that produced the results.
@@ -57,7 +59,7 @@ type PolicySummary struct {
 
 // Summarize aggregates results; only complete runs count.
 func Summarize(cfg RunConfig, results []*RunResult) Summary {
-	s := Summary{Env: cfg.Env.Name(), Steps: cfg.Steps, Seeds: cfg.Seeds, Preset: cfg.Preset}
+	s := Summary{Env: cfg.Env.Name(), Steps: cfg.Steps, Seeds: cfg.Seeds, FirstSeed: max(cfg.FirstSeed, 1), Preset: cfg.Preset}
 	for _, p := range cfg.Policies {
 		ps := PolicySummary{Policy: p.Name}
 		var exp, real []float64
@@ -173,6 +175,10 @@ func writeFileAtomic(path string, f func(io.Writer) error) error {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
@@ -211,7 +217,7 @@ func writeRegretCSV(w io.Writer, cfg RunConfig, results []*RunResult) error {
 // policy (lowest mean final expected regret) first.
 func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds, preset %s\n\n", s.Env, s.Steps, s.Seeds, s.Preset.Name)
+	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d), preset %s\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1, s.Preset.Name)
 	if s.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", s.Command)
 	}

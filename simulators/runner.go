@@ -22,8 +22,12 @@ type RunConfig struct {
 	Env Env
 	// Policies to compare.
 	Policies []PolicySpec
-	// Steps per run and Seeds per policy (seeds 1..Seeds).
+	// Steps per run and Seeds per policy: seeds FirstSeed ..
+	// FirstSeed+Seeds-1.
 	Steps, Seeds int
+	// FirstSeed is the first seed; zero means 1. Seeds are independent,
+	// so a run of seeds 6..10 extends one of seeds 1..5.
+	FirstSeed int
 	// Preset configures the neural and linear policies.
 	Preset Preset
 	// Workers is the number of runs in flight; zero means GOMAXPROCS.
@@ -46,6 +50,8 @@ func (c *RunConfig) validate() error {
 		return fmt.Errorf("steps %d, want >= 1", c.Steps)
 	case c.Seeds < 1:
 		return fmt.Errorf("seeds %d, want >= 1", c.Seeds)
+	case c.FirstSeed < 0:
+		return fmt.Errorf("first seed %d, want >= 0", c.FirstSeed)
 	case c.Workers < 0:
 		return fmt.Errorf("workers %d, want >= 0", c.Workers)
 	}
@@ -134,7 +140,8 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 	}
 	var results []*RunResult
 	for _, p := range cfg.Policies {
-		for s := 1; s <= cfg.Seeds; s++ {
+		first := max(cfg.FirstSeed, 1)
+		for s := first; s < first+cfg.Seeds; s++ {
 			results = append(results, &RunResult{Policy: p.Name, Seed: s})
 		}
 	}

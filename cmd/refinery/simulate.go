@@ -37,7 +37,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	envSpec := fs.String("env", "mushroom", "environment: mushroom[:opts], wheel[:opts] or csv:PATH (see README)")
 	policies := fs.String("policies", "refined-ts,mf-ts,eps-greedy", "comma-separated policies: "+strings.Join(simulators.PolicyNames, ", ")+"; eps-greedy expands to the preset's epsilons, eps-greedy:E takes one")
 	steps := fs.Int("steps", 1000, "steps per run")
-	seeds := fs.Int("seeds", 1, "seeds per policy (seeds 1..S)")
+	seeds := fs.Int("seeds", 1, "seeds per policy (seeds F..F+S-1)")
+	firstSeed := fs.Int("first-seed", 1, "first seed F (to extend an earlier run with new seeds)")
 	presetName := fs.String("preset", "fast", "schedule of the neural policies: "+presetNames())
 	out := fs.String("out", "", "directory for regret.csv, summary.json, summary.md, regret.png, regret.svg (default: print the table only)")
 	data := fs.String("data", "", "path of agaricus-lepiota.data or its directory (default: $REFINERY_DATA, ./data, ../shared/data/mushroom)")
@@ -69,6 +70,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{fmt.Errorf("--steps %d: want at least 1", *steps)}
 	case *seeds < 1:
 		return usageError{fmt.Errorf("--seeds %d: want at least 1", *seeds)}
+	case *firstSeed < 1:
+		return usageError{fmt.Errorf("--first-seed %d: want at least 1", *firstSeed)}
 	case *workers < 0:
 		return usageError{fmt.Errorf("--workers %d: want at least 0", *workers)}
 	case *every < 0:
@@ -79,7 +82,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	cfg := simulators.RunConfig{
-		Env: env, Policies: specs, Steps: *steps, Seeds: *seeds,
+		Env: env, Policies: specs, Steps: *steps, Seeds: *seeds, FirstSeed: *firstSeed,
 		Preset: preset, Workers: *workers, Every: *every,
 	}
 	if !*quiet {
