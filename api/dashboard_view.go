@@ -257,7 +257,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 		ev[i], ey[i] = float64(e.Version), e.ELBO
 	}
 	b.Charts["elbo"] = chart{title: "ELBO by model version", w: cw, h: ch, xTitle: "version"}.lines([]series{{name: "ELBO", colour: colour(3), x: ev, y: ey}})
-	b.Charts["lag"] = chart{title: "trainer lag (rewards not trained on)", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
+	b.Charts["lag"] = chart{title: "trainer lag, rewards", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
 		{name: "lag", colour: colour(4), x: x, y: lag}})
 	labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))
 	for i, l := range b.Layers {
