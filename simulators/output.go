@@ -2,7 +2,9 @@ package simulators
 
 import (
 	"bufio"
+	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -15,7 +17,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 )
 
 // Summary describes a simulation: its configuration and, per policy, the
@@ -264,16 +265,27 @@ var palette = []color.RGBA{
 }
 
 // regretPlot draws the mean cumulative expected regret of each policy
-// over steps with a band of ± one standard deviation across seeds.
+// over steps with a band of ± one standard deviation across seeds. When a
+// policy's final mean is more than twice every other's (uniform play,
+// typically), the y axis is fitted to the others and its legend entry
+// gives its final value instead.
 func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: cumulative expected regret (%d seeds, preset %s)", sum.Env, sum.Seeds, sum.Preset.Name)
+	p.Title.Text = fmt.Sprintf("%s: cumulative expected regret (mean ± 1 std over %d seeds, preset %s)", sum.Env, sum.Seeds, sum.Preset.Name)
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = "cumulative expected regret"
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
-	for i, spec := range cfg.Policies {
+
+	type series struct {
+		name       string
+		mean, band plotter.XYs
+		top        float64 // largest mean + std
+		final      float64
+	}
+	var all []series
+	for _, spec := range cfg.Policies {
 		var runs [][]RegretPoint
 		for _, r := range results {
 			if r.Policy == spec.Name && r.Complete(cfg.Steps) {
@@ -284,45 +296,135 @@ func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, e
 			continue
 		}
 		n := len(runs[0])
-		mean := make(plotter.XYs, n)
-		band := make(plotter.XYs, 0, 2*n)
+		sr := series{name: spec.Name, mean: make(plotter.XYs, n)}
 		lo := make(plotter.XYs, n)
 		for k := range n {
 			vals := make([]float64, len(runs))
 			for j, r := range runs {
 				vals[j] = r[k].Expected
 			}
-			m, s := meanStd(vals)
+			m, sd := meanStd(vals)
 			x := float64(runs[0][k].Step)
-			mean[k] = plotter.XY{X: x, Y: m}
-			band = append(band, plotter.XY{X: x, Y: m + s})
-			lo[k] = plotter.XY{X: x, Y: m - s}
+			sr.mean[k] = plotter.XY{X: x, Y: m}
+			sr.band = append(sr.band, plotter.XY{X: x, Y: m + sd})
+			lo[k] = plotter.XY{X: x, Y: m - sd}
+			sr.top = math.Max(sr.top, m+sd)
+			sr.final = m
 		}
 		for k := n - 1; k >= 0; k-- {
-			band = append(band, lo[k])
+			sr.band = append(sr.band, lo[k])
 		}
+		all = append(all, sr)
+	}
+	// Fit the y axis to the policies that are not far off the scale.
+	offScale := map[int]bool{}
+	for i, a := range all {
+		far := len(all) > 1
+		for j, b := range all {
+			if i != j && a.final <= 2*b.final {
+				far = false
+			}
+		}
+		offScale[i] = far
+	}
+	var top float64
+	for i, a := range all {
+		if !offScale[i] {
+			top = math.Max(top, a.top)
+		}
+	}
+	for i, sr := range all {
 		c := palette[i%len(palette)]
-		poly, err := plotter.NewPolygon(band)
+		poly, err := plotter.NewPolygon(sr.band)
 		if err != nil {
 			return nil, err
 		}
-		poly.Color = color.RGBA{c.R, c.G, c.B, 50}
+		poly.Color = color.NRGBA{c.R, c.G, c.B, 40} // not premultiplied
 		poly.LineStyle.Width = 0
-		line, err := plotter.NewLine(mean)
+		line, err := plotter.NewLine(sr.mean)
 		if err != nil {
 			return nil, err
 		}
 		line.Color = c
 		line.Width = vg.Points(1.5)
-		line.Dashes = []vg.Length{}
 		if i >= len(palette) {
 			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 		}
-		p.Add(poly, line)
-		p.Legend.Add(spec.Name, line)
+		label := sr.name
+		if offScale[i] {
+			label = fmt.Sprintf("%s (off scale: %.0f at the end)", sr.name, sr.final)
+		} else {
+			p.Add(poly)
+		}
+		p.Add(line)
+		p.Legend.Add(label, line)
+	}
+	if top > 0 {
+		p.Y.Min, p.Y.Max = 0, 1.05*top
 	}
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	_ = draw.PosLeft
 	return p, nil
+}
+
+// Replot redraws regret.png and regret.svg in dir from the regret.csv and
+// summary.json a simulation wrote there, without running it again.
+func Replot(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		return err
+	}
+	var sum Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "summary.json"), err)
+	}
+	f, err := os.Open(filepath.Join(dir, "regret.csv"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "regret.csv"), err)
+	}
+	cfg := RunConfig{Steps: sum.Steps, Seeds: sum.Seeds}
+	byRun := map[string]*RunResult{}
+	var order []*RunResult
+	for i, row := range rows {
+		if i == 0 {
+			continue
+		}
+		if len(row) != 5 {
+			return fmt.Errorf("regret.csv line %d: %d fields, want 5", i+1, len(row))
+		}
+		step, err1 := strconv.Atoi(row[0])
+		seed, err2 := strconv.Atoi(row[2])
+		exp, err3 := strconv.ParseFloat(row[3], 64)
+		real, err4 := strconv.ParseFloat(row[4], 64)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return fmt.Errorf("regret.csv line %d: %w", i+1, err)
+		}
+		key := row[1] + "\x00" + row[2]
+		r := byRun[key]
+		if r == nil {
+			r = &RunResult{Policy: row[1], Seed: seed}
+			byRun[key] = r
+			order = append(order, r)
+		}
+		r.Points = append(r.Points, RegretPoint{Step: step, Expected: exp, Realized: real})
+		r.Steps, r.Expected, r.Realized = step, exp, real
+	}
+	for _, p := range sum.Policies {
+		cfg.Policies = append(cfg.Policies, PolicySpec{Name: p.Policy})
+	}
+	p, err := regretPlot(cfg, order, sum)
+	if err != nil {
+		return err
+	}
+	for _, ext := range []string{"png", "svg"} {
+		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "regret."+ext)); err != nil {
+			return fmt.Errorf("save plot: %w", err)
+		}
+	}
+	return nil
 }

@@ -45,6 +45,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	workers := fs.Int("workers", 0, "runs in parallel (default: all cores)")
 	every := fs.Int("every", 0, "keep a regret point every N steps (default: steps/500)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--out DIR] [--data PATH]")
@@ -56,6 +57,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *replot != "" {
+		if err := simulators.Replot(*replot); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "wrote %s/{regret.png,regret.svg}\n", *replot)
+		return err
 	}
 	preset, ok := simulators.Presets()[*presetName]
 	if !ok {
