@@ -36,6 +36,24 @@
 // trainer_lag counts stored rewards the published posterior has not seen;
 // bank is present for refined-ts only.
 //
+// GET /v1/dashboard (what the page at / polls) is, per bandit, the live
+// numbers and charts drawn by the server as SVG strings; the history
+// behind the charts is sampled every second and bounded (Dashboard):
+//
+//	{"ephemeral_store": true, "generated_at": "...", "sample_seconds": 1,
+//	 "regret_chart": "<svg ...>",  (with serve --simulate only)
+//	 "bandits": [{"name": "mushroom-refined-ts", "policy": "refined-ts", "arms": ["eat", "pass"],
+//	   "decisions": 1766, "rewards": 1766, "decisions_per_second": 33.3, "rewards_per_second": 33.7,
+//	   "avg_reward": 1.8, "reward_window": 200, "arm_share": {"eat": 0.56, "pass": 0.44},
+//	   "regret": {"cumulative": 1560, "steps": 1766},  (simulated traffic only)
+//	   "model_version": 63, "elbo": -6894.1, "trainer_lag": 7, "trainer_lag_seconds": 0.2,
+//	   "layers": [{"layer": 1, "in": 117, "out": 32, "mean_sigma": 0.587, "max_sigma": 0.61}, ...],
+//	   "bank": {the status's bank fields, "fallbacks": 26, "produced_per_second": 35.3, "used_per_second": 98.7},
+//	   "recent": [{"event_id": "...", "created_at": "...", "arm": "eat", "propensity": 0.97,
+//	               "sample": "refined", "model_version": 63, "reward": 5, "context": {...}}, ...],
+//	   "charts": {"throughput": "<svg ...>", "reward": ..., "arms": ..., "elbo": ..., "lag": ...,
+//	              "spread": ..., "bank": ...}}]}
+//
 // A decision request is {"event_id": "optional", "context": {...},
 // "excluded_arms": ["optional"]}; without an event_id the server makes a
 // random one. The response:
