@@ -710,7 +710,7 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 		for i, t := range out {
 			d.Scores[i] = m.std.Reward(t)
 		}
-		greedy := argmax(d.Scores, excluded, rng)
+		greedy := policy.Argmax(d.Scores, excluded, rng)
 		eps := *a.cfg.Policy.Epsilon
 		allowed := countAllowed(excluded)
 		for i := range arms {
@@ -781,7 +781,7 @@ func (a *Agent) chooseMeanField(d *Decision, m *model, x []float64, excluded []b
 				sum[i] += t
 			}
 		}
-		best := argmax(sum, excluded, rng)
+		best := policy.Argmax(sum, excluded, rng)
 		d.Propensities[best] += 1 / float64(M)
 		if g == 0 {
 			d.Arm = best
@@ -822,7 +822,7 @@ func (a *Agent) chooseRefined(d *Decision, x []float64, excluded []bool, got, ot
 				sum[j] += pool[i*arms+j]
 			}
 		}
-		best := argmax(sum, excluded, rng)
+		best := policy.Argmax(sum, excluded, rng)
 		d.Propensities[best] += 1 / float64(M)
 		if g == 0 {
 			d.Arm = best
@@ -846,27 +846,6 @@ func countAllowed(excluded []bool) int {
 		}
 	}
 	return n
-}
-
-// argmax returns the allowed index with the largest value, ties broken
-// uniformly at random.
-func argmax(v []float64, excluded []bool, rng *mrand.Rand) int {
-	best, ties := -1, 0
-	for i, x := range v {
-		if excluded[i] {
-			continue
-		}
-		switch {
-		case best < 0 || x > v[best]:
-			best, ties = i, 1
-		case x == v[best]:
-			ties++
-			if rng.IntN(ties) == 0 {
-				best = i
-			}
-		}
-	}
-	return best
 }
 
 // Status is an agent's live state.

@@ -299,9 +299,10 @@ func checkExcluded(excluded []bool, arms int) error {
 	return ErrAllExcluded
 }
 
-// argmax returns the allowed arm with the highest score, breaking ties
-// uniformly at random with rng.
-func argmax(scores []float64, excluded []bool, rng *rand.Rand) int {
+// Argmax returns the allowed arm with the highest score, breaking ties
+// uniformly at random with rng (which it calls only on ties). excluded
+// may be nil; -1 means every arm is excluded.
+func Argmax(scores []float64, excluded []bool, rng *rand.Rand) int {
 	best, ties := -1, 0
 	for a, s := range scores {
 		if excluded != nil && excluded[a] {
@@ -354,14 +355,14 @@ func (p *MeanFieldTS) Decide(_ context.Context, x []float64, excluded []bool) (D
 	}
 	scores := m.meanFieldScores(x)
 	d := Decision{
-		Arm:    argmax(scores, excluded, m.rng),
+		Arm:    Argmax(scores, excluded, m.rng),
 		Scores: append([]float64(nil), scores...),
 		Sample: SampleMeanField,
 	}
 	if mm := m.cfg.Propensity; mm > 0 {
 		d.Probabilities = make([]float64, len(scores))
 		for range mm {
-			d.Probabilities[argmax(m.meanFieldScores(x), excluded, m.rng)] += 1 / float64(mm)
+			d.Probabilities[Argmax(m.meanFieldScores(x), excluded, m.rng)] += 1 / float64(mm)
 		}
 	}
 	return d, nil
@@ -415,7 +416,7 @@ func (p *RefinedTS) Decide(ctx context.Context, x []float64, excluded []bool) (D
 	}
 	if m.data.Len() == 0 {
 		scores := m.meanFieldScores(x)
-		return Decision{Arm: argmax(scores, excluded, m.rng), Scores: append([]float64(nil), scores...), Sample: SampleMeanField}, nil
+		return Decision{Arm: Argmax(scores, excluded, m.rng), Scores: append([]float64(nil), scores...), Sample: SampleMeanField}, nil
 	}
 	arms := m.arch.Out()
 	probs := make([]float64, arms)
@@ -428,13 +429,13 @@ func (p *RefinedTS) Decide(ctx context.Context, x []float64, excluded []bool) (D
 		for a, v := range out {
 			m.sum[a] += v
 		}
-		probs[argmax(out, excluded, m.rng)] += 1 / float64(m.cfg.Samples)
+		probs[Argmax(out, excluded, m.rng)] += 1 / float64(m.cfg.Samples)
 	}
 	for a := range m.sum {
 		m.sum[a] /= float64(m.cfg.Samples)
 	}
 	return Decision{
-		Arm:           argmax(m.sum, excluded, m.rng),
+		Arm:           Argmax(m.sum, excluded, m.rng),
 		Scores:        append([]float64(nil), m.sum...),
 		Probabilities: probs,
 		Sample:        SampleRefined,
@@ -492,7 +493,7 @@ func (p *EpsilonGreedy) Decide(_ context.Context, x []float64, excluded []bool) 
 		return Decision{}, err
 	}
 	scores := append([]float64(nil), m.predict(m.q.Mu, x)...)
-	greedy := argmax(scores, excluded, m.rng)
+	greedy := Argmax(scores, excluded, m.rng)
 	allowed := 0
 	for a := range scores {
 		if excluded == nil || !excluded[a] {
