@@ -256,7 +256,13 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	for i, e := range elbos {
 		ev[i], ey[i] = float64(e.Version), e.ELBO
 	}
-	b.Charts["elbo"] = chart{title: "ELBO by model version", w: cw, h: ch, xTitle: "version"}.lines([]series{{name: "ELBO", colour: colour(3), x: ev, y: ey}})
+	// Greedy policies train a point estimate: their trainer reports the
+	// MAP objective, log-likelihood + log-prior, not an ELBO.
+	objective := "ELBO"
+	if b.Policy == "eps-greedy" || b.Policy == "greedy" {
+		objective = "MAP objective"
+	}
+	b.Charts["elbo"] = chart{title: objective + " by model version", w: cw, h: ch, xTitle: "version"}.lines([]series{{name: objective, colour: colour(3), x: ev, y: ey}})
 	b.Charts["lag"] = chart{title: "trainer lag, rewards", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
 		{name: "lag", colour: colour(4), x: x, y: lag}})
 	labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))

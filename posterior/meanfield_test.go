@@ -279,8 +279,17 @@ func TestPointTrainerFindsTheMAP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Run(context.Background(), q, 20000, rng); err != nil {
+	st, err := tr.Run(context.Background(), q, 20000, rng)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The reported objective is the MAP objective at the mode.
+	want := lik.LogLikAt(q.Mu)
+	for j, mu := range q.Mu {
+		want += logNormal(mu, 0, priorVar[j])
+	}
+	if math.Abs(st.LastELBO-want) > 1e-9*math.Abs(want) {
+		t.Errorf("reported objective %.12g, want log p(y|mu) + log p(mu) = %.12g", st.LastELBO, want)
 	}
 	for j := range 3 {
 		if rel := math.Abs(q.Mu[j]-wantMean[j]) / math.Abs(wantMean[j]); rel > 1e-6 {

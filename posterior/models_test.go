@@ -165,3 +165,9 @@ func ones(n int, v float64) []float64 {
 	}
 	return s
 }
+
+// LogLikAt returns the full-data log-likelihood at w.
+func (l *linearGaussian) LogLikAt(w []float64) float64 {
+	e := l.NewEvaluator(len(l.y)).(*linearEval)
+	return e.LogLik(nil, nil, w, nil, nil)
+}

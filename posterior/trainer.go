@@ -234,7 +234,9 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	return ll, scale
 }
 
-// RunStats summarizes a Run.
+// RunStats summarizes a Run. Under TrainConfig.Point the "ELBO" fields
+// hold the MAP objective instead, the minibatch estimate of
+// log p(y | x, mu) + log p(mu).
 type RunStats struct {
 	Iterations int
 	// FirstELBO and LastELBO are the minibatch ELBO estimates of the
@@ -279,7 +281,7 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 		t.adam.LR = lr
 		var kl float64
 		if i == 0 {
-			kl = q.KL()
+			kl = t.penalty(q)
 		}
 		ll, scale := t.step(q, rng)
 		e := scale * ll
@@ -297,7 +299,7 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 		lr *= decay
 	}
 	if st.Iterations > 0 {
-		kl := q.KL()
+		kl := t.penalty(q)
 		if math.IsNaN(kl) || math.IsInf(kl, 0) {
 			return st, &NonFiniteError{Iteration: st.Iterations - 1, ELBO: last - kl}
 		}
@@ -305,6 +307,19 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 		st.MeanELBO = tailSum/float64(min(tail, st.Iterations)) - kl
 	}
 	return st, nil
+}
+
+// penalty is what the objective subtracts from the data term: KL[q || p]
+// for the ELBO, -log p(mu) for the MAP objective of a point estimate.
+func (t *Trainer) penalty(q *MeanField) float64 {
+	if !t.cfg.Point {
+		return q.KL()
+	}
+	var nlp float64
+	for j, mu := range q.Mu {
+		nlp -= logNormal(mu, q.priorMean(j), q.PriorVar[j])
+	}
+	return nlp
 }
 
 // ELBO returns a Monte Carlo estimate of the full-data ELBO of q,
