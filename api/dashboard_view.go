@@ -258,11 +258,11 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	}
 	// Greedy policies train a point estimate: their trainer reports the
 	// MAP objective, log-likelihood + log-prior, not an ELBO.
-	objective := "ELBO"
+	title, legend := "ELBO by model version", "ELBO"
 	if b.Policy == "eps-greedy" || b.Policy == "greedy" {
-		objective = "MAP objective"
+		title, legend = "MAP objective by version", "MAP"
 	}
-	b.Charts["elbo"] = chart{title: objective + " by model version", w: cw, h: ch, xTitle: "version"}.lines([]series{{name: objective, colour: colour(3), x: ev, y: ey}})
+	b.Charts["elbo"] = chart{title: title, w: cw, h: ch, xTitle: "version"}.lines([]series{{name: legend, colour: colour(3), x: ev, y: ey}})
 	b.Charts["lag"] = chart{title: "trainer lag, rewards", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
 		{name: "lag", colour: colour(4), x: x, y: lag}})
 	labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))

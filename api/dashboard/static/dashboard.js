@@ -34,7 +34,7 @@
     h += kpi("model_version", "model version", num(b.model_version, 0));
     h += kpi("trainer_lag", "trainer lag (rewards, s)", num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s");
     h += "</div>";
-    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · ELBO " + num(b.elbo, 1) + " · arm mix (10s) " + shares(b) + "</div>";
+    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + (b.policy === "eps-greedy" || b.policy === "greedy" ? "MAP objective " : "ELBO ") + num(b.elbo, 1) + " · arm mix (10s) " + shares(b) + "</div>";
     if (b.bank) {
       const k = b.bank;
       h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + "</div>";
