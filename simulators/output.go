@@ -152,12 +152,7 @@ func WriteOutputs(dir string, cfg RunConfig, results []*RunResult, sum Summary) 
 	if err != nil {
 		return err
 	}
-	for _, ext := range []string{"png", "svg"} {
-		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "regret."+ext)); err != nil {
-			return fmt.Errorf("save plot: %w", err)
-		}
-	}
-	return nil
+	return savePlot(p, dir)
 }
 
 // writeFile writes through a temporary file and renames it into place.
@@ -421,6 +416,11 @@ func Replot(dir string) error {
 	if err != nil {
 		return err
 	}
+	return savePlot(p, dir)
+}
+
+// savePlot writes the regret plot as dir/regret.png and dir/regret.svg.
+func savePlot(p *plot.Plot, dir string) error {
 	for _, ext := range []string{"png", "svg"} {
 		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "regret."+ext)); err != nil {
 			return fmt.Errorf("save plot: %w", err)
