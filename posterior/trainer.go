@@ -176,17 +176,16 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	}
 	dMu, dRho, dHyper := t.grad[:n], t.grad[n:2*n], t.grad[2*n:]
 	sig, sgm := t.sigma, t.sgm
-	for j, r := range q.Rho {
-		if t.cfg.Point {
-			break // sigma stays 0
-		}
-		e := math.Exp(-math.Abs(r))
-		if r > 0 {
-			sig[j] = r + log1pSmall(e)
-			sgm[j] = 1 / (1 + e)
-		} else {
-			sig[j] = log1pSmall(e)
-			sgm[j] = e / (1 + e)
+	if !t.cfg.Point { // a point estimate keeps sigma = 0
+		for j, r := range q.Rho {
+			e := math.Exp(-math.Abs(r))
+			if r > 0 {
+				sig[j] = r + log1pSmall(e)
+				sgm[j] = 1 / (1 + e)
+			} else {
+				sig[j] = log1pSmall(e)
+				sgm[j] = e / (1 + e)
+			}
 		}
 	}
 	if t.lik.NumRows() > 0 {
@@ -209,19 +208,17 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 			dMu[j] = d/pv[j] - scale*dMu[j]
 		}
 		clear(dRho)
-	}
-	// Adam descends: store the negated ELBO gradient.
-	for j, mu := range q.Mu {
-		if t.cfg.Point {
-			break
+	} else {
+		// Adam descends: store the negated ELBO gradient.
+		for j, mu := range q.Mu {
+			s, inv := sig[j], 1/pv[j]
+			d := mu
+			if pm != nil {
+				d -= pm[j]
+			}
+			dMu[j] = d*inv - scale*dMu[j]
+			dRho[j] = (s*inv - 1/s - scale*dRho[j]) * sgm[j]
 		}
-		s, inv := sig[j], 1/pv[j]
-		d := mu
-		if pm != nil {
-			d -= pm[j]
-		}
-		dMu[j] = d*inv - scale*dMu[j]
-		dRho[j] = (s*inv - 1/s - scale*dRho[j]) * sgm[j]
 	}
 	for j := range dHyper {
 		if t.cfg.FreezeHyper {
