@@ -24,8 +24,9 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint ## lint, then every test (PostgreSQL tests use $$DATABASE_URL; under CI=true they fail without it)
+test: lint ## lint, then every test, then nn and posterior again on the portable kernels (PostgreSQL tests use $$DATABASE_URL; under CI=true they fail without it)
 	$(GO) test -count=1 -timeout 9m ./...
+	REFINERY_KERN=portable $(GO) test -count=1 -timeout 5m ./nn/... ./posterior/
 
 .PHONY: run
 run: data build ## fetch the data if needed, build, and serve the live dashboard on ADDR (127.0.0.1:8080) with the mushroom simulator driving refined TS and epsilon-greedy (in-memory store, or $DATABASE_URL when set)

@@ -147,7 +147,7 @@ func transposeWeights(a Arch, wT, w []float64) {
 }
 
 // transposeBlock sets dst (c×r) to the transpose of src (r×c).
-func transposeBlock(dst, src []float64, r, c int) {
+func transposeBlock[T float32 | float64](dst, src []T, r, c int) {
 	src, dst = src[:r*c], dst[:r*c]
 	for o := range r {
 		row := src[o*c : (o+1)*c]

@@ -32,6 +32,10 @@ func ones(n int, v float64) []float64 {
 // 10%. The features are correlated (pairwise 0.8), which makes the
 // diagonal of Lambda differ from the inverse diagonal of its inverse.
 func TestNoHiddenLayerIsBayesianLinearRegression(t *testing.T) {
+	posterior.ForEngines(t, testNoHiddenLayerIsBayesianLinearRegression)
+}
+
+func testNoHiddenLayerIsBayesianLinearRegression(t *testing.T, reference bool) {
 	const d, n, noise = 3, 50, 0.25
 	rng := rand.New(rand.NewPCG(1, 1))
 	arch := nn.NewArch(d, nil, 1)
@@ -72,7 +76,7 @@ func TestNoHiddenLayerIsBayesianLinearRegression(t *testing.T) {
 
 	lik := nn.NewLikelihood(arch, data.View(), nn.Options{Estimator: nn.LocalReparam, NoiseVar: noise})
 	q := posterior.NewMeanField(arch.NumParams(), 0, ones(arch.NumParams(), 1), 0.1)
-	tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{LR: 0.02, FinalLR: 1e-5})
+	tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{LR: 0.02, FinalLR: 1e-5, Reference: reference})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +114,14 @@ func sineData(n int, rng *rand.Rand) (*nn.Data, [][]float64, []float64) {
 
 // trainSine fits a mean-field BNN with two hidden layers of 32 units and a
 // learned noise variance to 300 sine points.
-func trainSine(t *testing.T, seed uint64) (*nn.Likelihood, *posterior.MeanField, *posterior.Trainer, posterior.RunStats, float64) {
+func trainSine(t *testing.T, seed uint64, reference bool) (*nn.Likelihood, *posterior.MeanField, *posterior.Trainer, posterior.RunStats, float64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	data, _, _ := sineData(300, rng)
 	arch := nn.NewArch(1, []int{32, 32}, 1)
 	lik := nn.NewLikelihood(arch, data.View(), nn.Options{LearnNoise: true, Standardization: nn.FitStandardization(data.View())})
 	q := posterior.NewMeanField(arch.NumParams(), 1, ones(arch.NumParams(), 1), 0.01)
 	arch.InitHe(q.Mu, rng)
-	tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{LR: 0.01, FinalLR: 5e-4})
+	tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{LR: 0.01, FinalLR: 5e-4, Reference: reference})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +139,11 @@ func trainSine(t *testing.T, seed uint64) (*nn.Likelihood, *posterior.MeanField,
 // f(x; w) + e, w ~ q, e ~ N(0, s2)) must hold between 85% and 95% of 1,000
 // held-out targets.
 func TestELBORisesAndPredictionsAreCalibrated(t *testing.T) {
-	lik, q, tr, st, before := trainSine(t, 1)
+	posterior.ForEngines(t, testELBORisesAndPredictionsAreCalibrated)
+}
+
+func testELBORisesAndPredictionsAreCalibrated(t *testing.T, reference bool) {
+	lik, q, tr, st, before := trainSine(t, 1, reference)
 	rng := rand.New(rand.NewPCG(99, 99))
 	after := tr.ELBO(q, 20, rng)
 	t.Logf("ELBO %.1f before training, %.1f after (minibatch estimates %.1f -> %.1f)", before, after, st.FirstELBO, st.MeanELBO)
@@ -175,10 +183,14 @@ func TestELBORisesAndPredictionsAreCalibrated(t *testing.T) {
 // of the mean-field posterior refinement starts from (estimated with 200
 // draws). Both are reported with standard errors.
 func TestRefinementImprovesTheELBO(t *testing.T) {
+	posterior.ForEngines(t, testRefinementImprovesTheELBO)
+}
+
+func testRefinementImprovesTheELBO(t *testing.T, reference bool) {
 	if testing.Short() {
 		t.Skip("20 refined samples of a BNN")
 	}
-	lik, q, tr, _, _ := trainSine(t, 2)
+	lik, q, tr, _, _ := trainSine(t, 2, reference)
 	rng := rand.New(rand.NewPCG(5, 5))
 	// ELBO_init and its standard error from independent estimates.
 	var e, e2 float64
@@ -191,7 +203,7 @@ func TestRefinementImprovesTheELBO(t *testing.T) {
 	init := e / m
 	initSE := math.Sqrt((e2/m - init*init) / m)
 
-	ref, err := posterior.NewRefiner(lik, posterior.RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 1000, LR: 1e-3, Diagnostics: true})
+	ref, err := posterior.NewRefiner(lik, posterior.RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 1000, LR: 1e-3, Diagnostics: true, Reference: reference})
 	if err != nil {
 		t.Fatal(err)
 	}

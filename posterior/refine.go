@@ -53,6 +53,9 @@ type RefineConfig struct {
 	// DiagnosticSamples is the number of Monte Carlo draws for each
 	// conditional ELBO estimate; zero means 1.
 	DiagnosticSamples int `json:"diagnostic_samples,omitempty"`
+	// Reference runs the conditional optimizations on the float64
+	// reference path instead of the fast engine (TrainConfig.Reference).
+	Reference bool `json:"reference,omitempty"`
 }
 
 // Schedule returns the auxiliary variance fractions the configuration
@@ -169,7 +172,7 @@ func NewRefiner(lik Likelihood, cfg RefineConfig) (*Refiner, error) {
 	if cfg.Iterations < 0 {
 		return nil, fmt.Errorf("posterior: refinement iterations %d, want >= 0", cfg.Iterations)
 	}
-	tr, err := NewTrainer(lik, TrainConfig{BatchSize: cfg.BatchSize, LR: cfg.LR, FreezeHyper: true})
+	tr, err := NewTrainer(lik, TrainConfig{BatchSize: cfg.BatchSize, LR: cfg.LR, FreezeHyper: true, Reference: cfg.Reference})
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +189,23 @@ func NewRefiner(lik Likelihood, cfg RefineConfig) (*Refiner, error) {
 		sigma: make([]float64, n),
 		w:     make([]float64, n),
 	}, nil
+}
+
+// optimize runs the conditional optimization's iterations on r.q.
+func (r *Refiner) optimize(ctx context.Context, rng *rand.Rand) error {
+	r.tr.begin(r.q)
+	defer r.tr.end(r.q)
+	for i := range r.cfg.Iterations {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if ll, _ := r.tr.iterate(r.q, rng); math.IsNaN(ll) || math.IsInf(ll, 0) {
+			return &NonFiniteError{Iteration: i, ELBO: ll}
+		}
+	}
+	return nil
 }
 
 // SetLikelihood points the refiner at a new likelihood over the same
@@ -267,15 +287,8 @@ func (r *Refiner) Refine(ctx context.Context, dst []float64, q0 *MeanField, rng 
 		// Maximize the conditional ELBO (Eq. 4) with Adam restarted.
 		r.tr.Reset()
 		r.tr.SetLR(r.cfg.LR * math.Pow(refineLRDecay, float64(k)/2))
-		for i := range r.cfg.Iterations {
-			if i%64 == 0 {
-				if err := ctx.Err(); err != nil {
-					return nil, st, err
-				}
-			}
-			if ll, _ := r.tr.step(r.q, rng); math.IsNaN(ll) || math.IsInf(ll, 0) {
-				return nil, st, &NonFiniteError{Iteration: i, ELBO: ll}
-			}
+		if err := r.optimize(ctx, rng); err != nil {
+			return nil, st, err
 		}
 		if r.cfg.Diagnostics {
 			st.CondELBO = append(st.CondELBO, r.tr.ELBO(r.q, r.cfg.DiagnosticSamples, rng))

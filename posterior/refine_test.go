@@ -248,11 +248,13 @@ func resolvedModes(ws []float64) (n int, peak, trough [4]float64) {
 // conditional posterior on one mode of width 0.15) must resolve at least
 // three modes, and the mean ELBO_aux over the samples must exceed
 // ELBO_init by more than two standard errors.
-func TestRefinementFindsModes(t *testing.T) {
+func TestRefinementFindsModes(t *testing.T) { forEngines(t, testRefinementFindsModes) }
+
+func testRefinementFindsModes(t *testing.T, reference bool) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	lik := fourModes{}
 	q0 := NewMeanField(1, 0, []float64{1}, 0.8)
-	tr, err := NewTrainer(lik, TrainConfig{LR: 0.01, FinalLR: 1e-4})
+	tr, err := NewTrainer(lik, TrainConfig{LR: 0.01, FinalLR: 1e-4, Reference: reference})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestRefinementFindsModes(t *testing.T) {
 	for i := range gauss {
 		gauss[i] = q0.Sample(nil, rng)[0]
 	}
-	ref, err := NewRefiner(lik, RefineConfig{Fractions: []float64{0.9, 0.1}, Iterations: 500, LR: 0.05, Diagnostics: true})
+	ref, err := NewRefiner(lik, RefineConfig{Fractions: []float64{0.9, 0.1}, Iterations: 500, LR: 0.05, Diagnostics: true, Reference: reference})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +309,10 @@ func TestRefinementFindsModes(t *testing.T) {
 // grows (Havasi et al. 2021, Section 2.4 makes the same point on eight
 // schools). The geometric schedule with r = 0.7 is used for every K.
 func TestRefinementCapturesCorrelation(t *testing.T) {
+	forEngines(t, testRefinementCapturesCorrelation)
+}
+
+func testRefinementCapturesCorrelation(t *testing.T, reference bool) {
 	if testing.Short() {
 		t.Skip("statistical test with 8,000 refined samples")
 	}
@@ -318,14 +324,14 @@ func TestRefinementCapturesCorrelation(t *testing.T) {
 	exact := -prec.At(0, 1) / math.Sqrt(prec.At(0, 0)*prec.At(1, 1))
 
 	q0 := NewMeanField(2, 0, prior, 0.5)
-	tr, _ := NewTrainer(lik, TrainConfig{LR: 0.05, FinalLR: 1e-5})
+	tr, _ := NewTrainer(lik, TrainConfig{LR: 0.05, FinalLR: 1e-5, Reference: reference})
 	if _, err := tr.Run(context.Background(), q0, 10000, rng); err != nil {
 		t.Fatal(err)
 	}
 	const samples = 2000
 	corr := map[int]float64{}
 	for _, k := range []int{1, 2, 4, 8} {
-		ref, err := NewRefiner(lik, RefineConfig{K: k, Ratio: 0.7, Iterations: 300, LR: 0.05})
+		ref, err := NewRefiner(lik, RefineConfig{K: k, Ratio: 0.7, Iterations: 300, LR: 0.05, Reference: reference})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,6 +37,13 @@ type TrainConfig struct {
 	// sigma = 0, rho is left as it is and no per-parameter softplus is
 	// computed. Use it with a deterministic estimator.
 	Point bool
+	// Reference runs the trainer on the float64 reference path (the
+	// likelihood's Evaluator, nn.Adam over [mu | rho | hyper]) instead
+	// of the float32 fast engine (nn.Evaluator32 and the fused
+	// per-parameter pass of nn/kern), which is the default. Likelihoods
+	// without a fast evaluator run on the fast trainer through an
+	// adapter of their float64 one.
+	Reference bool
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
@@ -72,11 +79,18 @@ func (c TrainConfig) validate() error {
 // state and must not be used by two goroutines at once; any number of
 // Trainers may share one Likelihood. After construction its iterations
 // allocate nothing.
+//
+// By default the iterations run on the float32 fast engine: a Run loads
+// q into float32 at its start and stores it back at its end (a Step does
+// both around its one iteration), so q reads as float32-rounded values
+// afterwards. TrainConfig.Reference keeps the float64 path.
 type Trainer struct {
 	cfg  TrainConfig
 	lik  Likelihood
 	eval Evaluator
-	adam *nn.Adam
+	lr   float64    // Adam's current learning rate
+	adam *nn.Adam   // reference path only
+	fast *fastState // fast engine only
 
 	grad  []float64 // gradient of -ELBO w.r.t. [mu | rho | hyper]
 	sigma []float64 // softplus(rho)
@@ -95,11 +109,16 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		cfg:   cfg,
 		lik:   lik,
 		eval:  lik.NewEvaluator(cfg.BatchSize),
-		adam:  nn.NewAdam(2*n+nh, cfg.LR),
+		lr:    cfg.LR,
 		grad:  make([]float64, 2*n+nh),
 		sigma: make([]float64, n),
 		sgm:   make([]float64, n),
 		rows:  make([]int, cfg.BatchSize),
+	}
+	if cfg.Reference {
+		t.adam = nn.NewAdam(2*n+nh, cfg.LR)
+	} else {
+		t.fast = newFastState(lik, cfg.BatchSize)
 	}
 	return t, nil
 }
@@ -116,6 +135,9 @@ func (t *Trainer) SetLikelihood(lik Likelihood) {
 	}
 	t.lik = lik
 	t.eval = lik.NewEvaluator(t.cfg.BatchSize)
+	if t.fast != nil {
+		t.fast.eval = newEvaluator32(lik, t.cfg.BatchSize)
+	}
 }
 
 // Likelihood returns the likelihood the trainer currently uses.
@@ -124,10 +146,16 @@ func (t *Trainer) Likelihood() Likelihood { return t.lik }
 // Reset clears the optimizer's moments and step count, as the refiner
 // does before each conditional optimization (Havasi et al. 2021,
 // Section 3: "the momentum is reset after sampling").
-func (t *Trainer) Reset() { t.adam.Reset() }
+func (t *Trainer) Reset() {
+	if t.fast != nil {
+		t.fast.reset()
+		return
+	}
+	t.adam.Reset()
+}
 
 // SetLR sets Adam's learning rate for the following Steps.
-func (t *Trainer) SetLR(lr float64) { t.adam.LR = lr }
+func (t *Trainer) SetLR(lr float64) { t.lr = lr }
 
 // batch fills t.rows with a minibatch and returns it with the factor N/B
 // that makes its data term an unbiased estimate of the full-data one.
@@ -153,8 +181,36 @@ func (t *Trainer) batch(rng *rand.Rand) ([]int, float64) {
 // before the update. The ELBO estimate is that minus q.KL(), which costs
 // two logarithms per parameter and is left to callers that want it.
 func (t *Trainer) Step(q *MeanField, rng *rand.Rand) float64 {
-	ll, scale := t.step(q, rng)
+	t.begin(q)
+	ll, scale := t.iterate(q, rng)
+	t.end(q)
 	return scale * ll
+}
+
+// begin prepares iterations on q: on the fast engine it checks q's size
+// and loads q into the engine. iterate runs one iteration and end stores
+// the engine's parameters back into q; between begin and end, q's Mu and
+// Rho are stale on the fast engine.
+func (t *Trainer) begin(q *MeanField) {
+	if len(q.Mu) != t.lik.NumParams() || len(q.Hyper) != t.lik.NumHyper() {
+		panic("posterior: posterior size does not match the likelihood")
+	}
+	if t.fast != nil {
+		t.fast.load(q, t.cfg.Point)
+	}
+}
+
+func (t *Trainer) iterate(q *MeanField, rng *rand.Rand) (ll, scale float64) {
+	if t.fast != nil {
+		return t.stepFast(q, rng)
+	}
+	return t.step(q, rng)
+}
+
+func (t *Trainer) end(q *MeanField) {
+	if t.fast != nil {
+		t.fast.store(q, t.cfg.Point)
+	}
 }
 
 // step is Step without the KL value, which costs two logarithms per
@@ -227,6 +283,7 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 			dHyper[j] *= -scale
 		}
 	}
+	t.adam.LR = t.lr
 	t.adam.Step(q.params, t.grad)
 	return ll, scale
 }
@@ -261,7 +318,7 @@ func (e *NonFiniteError) Error() string {
 func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Rand) (RunStats, error) {
 	st := RunStats{}
 	lr0 := t.cfg.LR
-	defer func() { t.adam.LR = lr0 }()
+	defer func() { t.lr = lr0 }()
 	decay := 1.0
 	if t.cfg.FinalLR > 0 && iters > 1 {
 		decay = math.Pow(t.cfg.FinalLR/lr0, 1/float64(iters-1))
@@ -269,20 +326,23 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 	lr := lr0
 	tail := max(iters/10, 1)
 	var tailSum, last float64
+	t.begin(q)
 	for i := range iters {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
+				t.end(q)
 				return st, err
 			}
 		}
-		t.adam.LR = lr
+		t.lr = lr
 		var kl float64
 		if i == 0 {
 			kl = t.penalty(q)
 		}
-		ll, scale := t.step(q, rng)
+		ll, scale := t.iterate(q, rng)
 		e := scale * ll
 		if math.IsNaN(e) || math.IsInf(e, 0) {
+			t.end(q)
 			return st, &NonFiniteError{Iteration: i, ELBO: e}
 		}
 		if i == 0 {
@@ -295,6 +355,7 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 		st.Iterations++
 		lr *= decay
 	}
+	t.end(q)
 	if st.Iterations > 0 {
 		kl := t.penalty(q)
 		if math.IsNaN(kl) || math.IsInf(kl, 0) {

@@ -1,0 +1,198 @@
+package nn
+
+import (
+	"math"
+	"testing"
+)
+
+// fastTol is the tolerance of the fast engine against the float64
+// reference on the same noise draws, relative to the largest gradient
+// entry (and to |value| for the log-likelihood). float32 rounds each
+// operation to 6e-8 relative; the products sum at most ~120 terms and the
+// backward pass chains three layers, so errors of a few 1e-7 of the
+// largest entry are expected (the worst seen in these tests is logged).
+// A flipped ReLU decision or a wrong index costs orders of magnitude more.
+const fastTol = 1e-5
+
+// round32 returns x rounded to float32, so that the reference evaluates
+// the engine's inputs exactly.
+func round32(x []float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(float32(v))
+	}
+	return y
+}
+
+func maxAbs(x []float64) float64 {
+	m := 0.0
+	for _, v := range x {
+		m = math.Max(m, math.Abs(v))
+	}
+	return m
+}
+
+// compareGrad reports the worst |got - want| relative to max |want| and
+// fails beyond fastTol.
+func compareGrad(t *testing.T, name string, got, want []float64) {
+	t.Helper()
+	scale := math.Max(maxAbs(want), 1e-30)
+	worst, at := 0.0, 0
+	for j := range want {
+		if e := math.Abs(got[j]-want[j]) / scale; e > worst {
+			worst, at = e, j
+		}
+	}
+	if worst > fastTol {
+		t.Errorf("%s[%d]: fast %.8g, reference %.8g: error %.3g of the largest entry %.3g > %g", name, at, got[at], want[at], worst, scale, fastTol)
+	}
+	t.Logf("%s: worst error %.3g of the largest entry", name, worst)
+}
+
+func TestEngineLayoutRoundTrip(t *testing.T) {
+	a := NewArch(5, []int{4, 3}, 2)
+	src := make([]float64, a.NumParams())
+	for j := range src {
+		src[j] = float64(j)
+	}
+	e := make([]float32, a.NumParams())
+	a.ToEngine(e, src)
+	ly := a.Layer(1) // W is 3×4 at ly.W; engine element (i, o) is W[o][i]
+	if got, want := e[ly.W+2*ly.Out+1], float32(src[ly.W+1*ly.In+2]); got != want {
+		t.Errorf("engine W_T[2][1] = %v, want W[1][2] = %v", got, want)
+	}
+	back := make([]float64, a.NumParams())
+	a.FromEngine(back, e)
+	for j := range src {
+		if back[j] != src[j] {
+			t.Fatalf("FromEngine(ToEngine(x))[%d] = %v, want %v", j, back[j], src[j])
+		}
+	}
+}
+
+// TestFastEngineMatchesReference evaluates every estimator on both
+// engines with the same seed, hence the same noise draws, on dense and
+// one-hot contexts (the first layer's dense and gathered paths), on all
+// rows (several chunks) and on a minibatch with repeated rows.
+func TestFastEngineMatchesReference(t *testing.T) {
+	problems := []struct {
+		name string
+		p    problem
+	}{
+		{"dense contexts", newProblem(7, []int{9, 8}, 3, 50, 11)},
+		{"one-hot contexts", newProblem(30, []int{20, 10}, 2, 50, 12).oneHot(4)},
+		{"linear model", newProblem(6, nil, 2, 30, 13)},
+		{"the bandit network", newProblem(117, []int{100, 100}, 2, 64, 6).oneHot(2)},
+	}
+	for _, pc := range problems {
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+			t.Run(pc.name+"/"+est.String(), func(t *testing.T) {
+				p := pc.p
+				a := p.arch
+				n := a.NumParams()
+				lik := NewLikelihood(a, p.data, Options{Estimator: est, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}})
+				mu, sigma := round32(p.mu), round32(p.sigma)
+				mu32, sig32 := make([]float32, n), make([]float32, n)
+				a.ToEngine(mu32, mu)
+				a.ToEngine(sig32, sigma)
+				ref := lik.NewEvaluator(16)
+				fast := lik.NewEvaluator32(16)
+				for _, rows := range [][]int{nil, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4}} {
+					dMu, dSigma, dHyper := make([]float64, n), make([]float64, n), make([]float64, 1)
+					want := ref.ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, p.hyper, rows, seeded(7))
+					fMu, fSigma, fHyper := make([]float32, n), make([]float32, n), make([]float64, 1)
+					got := fast.ExpectedLogLik(fMu, fSigma, fHyper, mu32, sig32, p.hyper, rows, seeded(7))
+					if e := relErr(got, want, 1); e > fastTol {
+						t.Errorf("rows %v: value fast %.10g, reference %.10g, relative error %.3g", rows, got, want, e)
+					}
+					if e := relErr(fHyper[0], dHyper[0], 1); e > fastTol {
+						t.Errorf("rows %v: dHyper fast %.10g, reference %.10g", rows, fHyper[0], dHyper[0])
+					}
+					gMu, gSigma := make([]float64, n), make([]float64, n)
+					a.FromEngine(gMu, fMu)
+					a.FromEngine(gSigma, fSigma)
+					compareGrad(t, "dMu", gMu, dMu)
+					if est != Deterministic {
+						compareGrad(t, "dSigma", gSigma, dSigma)
+					} else if maxAbs(gSigma) != 0 {
+						t.Errorf("Deterministic: dSigma not zero")
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestFastEngineAllocatesNothing(t *testing.T) {
+	for _, p := range []problem{newProblem(7, []int{9, 8}, 3, 50, 11), newProblem(30, []int{20}, 2, 50, 12).oneHot(4)} {
+		n := p.arch.NumParams()
+		mu, sig := make([]float32, n), make([]float32, n)
+		p.arch.ToEngine(mu, p.mu)
+		p.arch.ToEngine(sig, p.sigma)
+		dMu, dSigma, dHyper := make([]float32, n), make([]float32, n), make([]float64, 1)
+		rows := []int{4, 8, 15, 16, 23, 42, 4, 1, 2, 3}
+		rng := seeded(1)
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+			ev := NewLikelihood(p.arch, p.data, Options{Estimator: est, LearnNoise: true}).NewEvaluator32(8)
+			if got := testing.AllocsPerRun(20, func() { ev.ExpectedLogLik(dMu, dSigma, dHyper, mu, sig, p.hyper, rows, rng) }); got != 0 {
+				t.Errorf("%v: %v allocations per call, want 0", est, got)
+			}
+		}
+	}
+}
+
+func TestFastEngineEmptyRowsGiveZero(t *testing.T) {
+	p := newProblem(3, []int{4}, 2, 5, 1)
+	n := p.arch.NumParams()
+	mu, sig := make([]float32, n), make([]float32, n)
+	p.arch.ToEngine(mu, p.mu)
+	p.arch.ToEngine(sig, p.sigma)
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+		ev := NewLikelihood(p.arch, p.data, Options{Estimator: est, LearnNoise: true}).NewEvaluator32(4)
+		dMu, dSigma, dHyper := make([]float32, n), make([]float32, n), []float64{7}
+		for j := range dMu {
+			dMu[j], dSigma[j] = 1, 1
+		}
+		if v := ev.ExpectedLogLik(dMu, dSigma, dHyper, mu, sig, p.hyper, []int{}, seeded(1)); v != 0 || dHyper[0] != 0 {
+			t.Errorf("%v: value %v, dHyper %v on no rows, want 0, 0", est, v, dHyper[0])
+		}
+		for j := range dMu {
+			if dMu[j] != 0 || dSigma[j] != 0 {
+				t.Fatalf("%v: gradient %d is (%v, %v) on no rows, want zero", est, j, dMu[j], dSigma[j])
+			}
+		}
+	}
+}
+
+func TestViewNonzeros(t *testing.T) {
+	d := NewData(4, 2)
+	d.Append([]float64{0, 1.5, 0, -2}, 0, 1)
+	v0 := d.View()
+	d.Append([]float64{0, 0, 0, 0}, 1, 2)
+	d.Append([]float64{3, 0, 0, 0}, 1, 2)
+	v := d.View()
+	for _, c := range []struct {
+		v    View
+		row  int
+		cols []int32
+		vals []float32
+	}{
+		{v0, 0, []int32{1, 3}, []float32{1.5, -2}},
+		{v, 0, []int32{1, 3}, []float32{1.5, -2}},
+		{v, 1, nil, nil},
+		{v, 2, []int32{0}, []float32{3}},
+		{v.Prefix(3), 2, []int32{0}, []float32{3}},
+		{NewView(4, 2, []float64{0, 0, 7, 0}, []int{1}, []float64{0}), 0, []int32{2}, []float32{7}},
+	} {
+		cols, vals := c.v.Nonzeros(c.row)
+		if len(cols) != len(c.cols) || len(vals) != len(c.vals) {
+			t.Errorf("row %d: Nonzeros = %v, %v, want %v, %v", c.row, cols, vals, c.cols, c.vals)
+			continue
+		}
+		for k := range cols {
+			if cols[k] != c.cols[k] || vals[k] != c.vals[k] {
+				t.Errorf("row %d: Nonzeros = %v, %v, want %v, %v", c.row, cols, vals, c.cols, c.vals)
+			}
+		}
+	}
+}

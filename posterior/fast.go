@@ -1,0 +1,185 @@
+package posterior
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/nn/kern"
+)
+
+// likelihood32 is a Likelihood with a float32 fast engine
+// (nn.Likelihood.NewEvaluator32).
+type likelihood32 interface {
+	NewEvaluator32(maxBatch int) nn.Evaluator32
+}
+
+// newEvaluator32 returns lik's fast evaluator, or for a likelihood that
+// only has a float64 one (the closed-form test models) an adapter that
+// converts around it, so that the fast trainer runs on every Likelihood.
+func newEvaluator32(lik Likelihood, maxBatch int) nn.Evaluator32 {
+	if l, ok := lik.(likelihood32); ok {
+		return l.NewEvaluator32(maxBatch)
+	}
+	n := lik.NumParams()
+	return &evaluator64{
+		ev: lik.NewEvaluator(maxBatch),
+		mu: make([]float64, n), sigma: make([]float64, n),
+		dMu: make([]float64, n), dSigma: make([]float64, n),
+	}
+}
+
+// evaluator64 runs a float64 Evaluator behind the nn.Evaluator32 interface;
+// its engine layout is the canonical one.
+type evaluator64 struct {
+	ev                     Evaluator
+	mu, sigma, dMu, dSigma []float64
+}
+
+func (e *evaluator64) ExpectedLogLik(dMu, dSigma []float32, dHyper []float64, mu, sigma []float32, hyper []float64, rows []int, rng *rand.Rand) float64 {
+	e.FromEngine(e.mu, mu)
+	e.FromEngine(e.sigma, sigma)
+	ll := e.ev.ExpectedLogLik(e.dMu, e.dSigma, dHyper, e.mu, e.sigma, hyper, rows, rng)
+	e.ToEngine(dMu, e.dMu)
+	e.ToEngine(dSigma, e.dSigma)
+	return ll
+}
+
+func (e *evaluator64) ToEngine(dst []float32, src []float64) {
+	for j, v := range src[:len(dst)] {
+		dst[j] = float32(v)
+	}
+}
+
+func (e *evaluator64) FromEngine(dst []float64, src []float32) {
+	for j, v := range src[:len(dst)] {
+		dst[j] = float64(v)
+	}
+}
+
+// fastState is the Trainer's state on the fast engine: the variational
+// parameters in float32 and the engine layout while a Run (or a Step, or
+// a refiner's conditional optimization) lasts, loaded from the MeanField
+// at its start and stored back at its end, and Adam's moments, which
+// persist across runs until Reset. The likelihood hyperparameters stay in
+// float64 with their own Adam, stepped with the same count.
+type fastState struct {
+	eval                  nn.Evaluator32
+	mu, rho, sigma, sgm   []float32
+	dMu, dSigma, pm, prec []float32
+	mMu, vMu, mRho, vRho  []float32
+	dHyper, tmp           []float64
+	hyper                 *nn.Adam
+	t                     int
+	mf                    kern.MeanFieldStep
+	pt                    kern.PointStep
+}
+
+func newFastState(lik Likelihood, maxBatch int) *fastState {
+	n, nh := lik.NumParams(), lik.NumHyper()
+	v := func() []float32 { return make([]float32, n) }
+	f := &fastState{
+		eval: newEvaluator32(lik, maxBatch),
+		mu:   v(), rho: v(), sigma: v(), sgm: v(),
+		dMu: v(), dSigma: v(), pm: v(), prec: v(),
+		mMu: v(), vMu: v(), mRho: v(), vRho: v(),
+		dHyper: make([]float64, nh),
+		tmp:    make([]float64, n),
+		hyper:  nn.NewAdam(nh, DefaultLR),
+	}
+	f.mf = kern.MeanFieldStep{
+		Mu: f.mu, Rho: f.rho, Sigma: f.sigma, Sigmoid: f.sgm,
+		DMu: f.dMu, DSigma: f.dSigma, PriorPrec: f.prec,
+		MMu: f.mMu, VMu: f.vMu, MRho: f.mRho, VRho: f.vRho,
+	}
+	f.pt = kern.PointStep{Mu: f.mu, DMu: f.dMu, PriorPrec: f.prec, MMu: f.mMu, VMu: f.vMu}
+	return f
+}
+
+// reset zeroes Adam's moments and step count.
+func (f *fastState) reset() {
+	for _, m := range [][]float32{f.mMu, f.vMu, f.mRho, f.vRho} {
+		clear(m)
+	}
+	f.hyper.Reset()
+	f.t = 0
+}
+
+// load copies q into the engine: means, rho and softplus(rho) (sigma = 0
+// for a point estimate), the prior precisions and the prior mean.
+func (f *fastState) load(q *MeanField, point bool) {
+	f.eval.ToEngine(f.mu, q.Mu)
+	f.eval.ToEngine(f.rho, q.Rho)
+	for j, v := range q.PriorVar {
+		f.tmp[j] = 1 / v
+	}
+	f.eval.ToEngine(f.prec, f.tmp)
+	f.mf.PriorMean, f.pt.PriorMean = nil, nil
+	if q.PriorMean != nil {
+		f.eval.ToEngine(f.pm, q.PriorMean)
+		f.mf.PriorMean, f.pt.PriorMean = f.pm, f.pm
+	}
+	if point {
+		clear(f.sigma)
+	} else {
+		kern.Softplus(f.sigma, f.sgm, f.rho)
+	}
+}
+
+// store copies the engine's means (and rho unless point) back into q.
+func (f *fastState) store(q *MeanField, point bool) {
+	f.eval.FromEngine(q.Mu, f.mu)
+	if !point {
+		f.eval.FromEngine(q.Rho, f.rho)
+	}
+}
+
+// step is Trainer.step on the fast engine, between load and store: the
+// data term's gradients from the fast evaluator, then one fused pass of
+// kern.MeanFieldAdam (kern.PointAdam for a point estimate) that forms the
+// gradient of the negated ELBO (the KL gradient of Trainer.step), takes
+// the Adam step (Kingma & Ba 2015, Algorithm 1) and recomputes
+// softplus(rho) for the next iteration.
+func (t *Trainer) stepFast(q *MeanField, rng *rand.Rand) (ll, scale float64) {
+	f := t.fast
+	if t.lik.NumRows() > 0 {
+		var rows []int
+		rows, scale = t.batch(rng)
+		ll = f.eval.ExpectedLogLik(f.dMu, f.dSigma, f.dHyper, f.mu, f.sigma, q.Hyper, rows, rng)
+	} else {
+		clear(f.dMu)
+		clear(f.dSigma)
+		clear(f.dHyper)
+	}
+	f.t++
+	// The bias corrections use the float32 decay rates the kernel
+	// uses, so that (1 - Beta2) C2 = 1 at the first step as in float64;
+	// float32(0.999) is 1.3e-8 off, 1.3e-5 of 1 - Beta2.
+	b1, b2 := float32(f.hyper.Beta1), float32(f.hyper.Beta2)
+	coef := kern.AdamCoef{
+		LR:    float32(t.lr),
+		Beta1: b1,
+		Beta2: b2,
+		C1:    float32(1 / (1 - math.Pow(float64(b1), float64(f.t)))),
+		C2:    float32(1 / (1 - math.Pow(float64(b2), float64(f.t)))),
+		Eps:   float32(f.hyper.Eps),
+	}
+	n := len(f.mu)
+	if t.cfg.Point {
+		f.pt.Scale, f.pt.Adam = float32(scale), coef
+		kern.PointAdam(&f.pt, n)
+	} else {
+		f.mf.Scale, f.mf.Adam = float32(scale), coef
+		kern.MeanFieldAdam(&f.mf, n)
+	}
+	for j := range f.dHyper {
+		if t.cfg.FreezeHyper {
+			f.dHyper[j] = 0
+		} else {
+			f.dHyper[j] *= -scale
+		}
+	}
+	f.hyper.LR = t.lr
+	f.hyper.Step(q.Hyper, f.dHyper)
+	return ll, scale
+}
