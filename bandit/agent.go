@@ -66,10 +66,10 @@ type Agent struct {
 	stopped atomic.Bool
 	wg      sync.WaitGroup
 
-	scratch sync.Pool // *netScratch
-	rngs    sync.Pool // *rand.Rand
-	seed    uint64
-	seeds   atomic.Uint64
+	predictors sync.Pool // *nn.Predictor
+	rngs       sync.Pool // *rand.Rand
+	seed       uint64
+	seeds      atomic.Uint64
 
 	// Owned by the trainer goroutine (and by load before it starts).
 	data      *nn.Data
@@ -84,12 +84,23 @@ type Agent struct {
 
 	linMu sync.Mutex
 	lin   *policy.Linear // linear-ts only
+
+	clock Clock
+	// Step mode (see StepConfig); nil step: a live agent.
+	step    *StepConfig
+	stepMu  sync.Mutex // serializes Decide and Reward
+	stepRNG *mrand.Rand
+	refRNG  *mrand.Rand
+	refiner *posterior.Refiner
+	refLik  *nn.Likelihood
+	pending int // rewards since the last training
 }
 
 // newAgent builds the agent of a validated configuration. It does not
 // read the store or start anything: see load and start.
-func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, log *slog.Logger, obs Observer) (*Agent, error) {
+func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, log *slog.Logger, obs Observer, step *StepConfig) (*Agent, error) {
 	a := &Agent{
+		clock:     systemClock{},
 		name:      cfg.Name,
 		cfg:       *cfg,
 		createdAt: b.CreatedAt,
@@ -103,6 +114,12 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		seed:      seed,
 		trng:      mrand.New(mrand.NewPCG(seed, 0)),
 	}
+	if step != nil {
+		sc := step.withDefaults()
+		a.step, a.clock = &sc, sc.Clock
+		a.stepRNG = mrand.New(mrand.NewPCG(seed, 1<<61))
+		a.refRNG = mrand.New(mrand.NewPCG(seed, 1<<60))
+	}
 	dim, arms := a.enc.Dim(), len(cfg.Arms)
 	a.rngs.New = func() any { return mrand.New(mrand.NewPCG(a.seed, a.seeds.Add(1))) }
 	a.data = nn.NewData(dim, arms)
@@ -110,7 +127,8 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	switch {
 	case cfg.Policy.Kind.neural():
 		a.arch = nn.NewArch(dim, cfg.Model.Hidden, arms)
-		a.scratch.New = func() any { return newNetScratch(a.arch) }
+		batch := min(cfg.Policy.Samples*cfg.Policy.PropensitySamples, 256)
+		a.predictors.New = func() any { return nn.NewPredictor(a.arch, batch) }
 		n := a.arch.NumParams()
 		prior := make([]float64, n)
 		for i := range prior {
@@ -231,7 +249,7 @@ func (a *Agent) load(ctx context.Context) error {
 	a.persisted = snapVersion
 	m := &model{version: snapVersion, rows: a.data.Len(), cursor: a.cursor, std: a.std, elbo: elbo, superseded: make(chan struct{})}
 	if snapVersion > 0 {
-		m.trainedAt = time.Now()
+		m.trainedAt = a.clock.Now()
 	}
 	if a.q != nil {
 		if a.tr != nil {
@@ -305,6 +323,9 @@ func (a *Agent) readRows(ctx context.Context) (int, error) {
 // default reward, the reaper of unrewarded decisions; a refined-ts agent
 // joins the refinement pool.
 func (a *Agent) start() {
+	if a.step != nil {
+		return // step mode: the callers' Decide and Reward do the work
+	}
 	if a.cfg.Policy.Kind != Uniform {
 		a.wg.Go(a.trainLoop)
 	}
@@ -394,7 +415,7 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 		return rerr
 	}
 	prev := a.model.Load()
-	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: time.Now()}
+	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
 	iters := 0
 	if a.q != nil {
 		st, err := a.fitNetwork(ctx)
@@ -531,10 +552,17 @@ func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error
 	if math.IsNaN(value) || math.IsInf(value, 0) {
 		return invalid("value", "want a finite number")
 	}
+	if a.step != nil {
+		a.stepMu.Lock()
+		defer a.stepMu.Unlock()
+	}
 	if err := a.store.InsertReward(ctx, &Reward{Bandit: a.name, EventID: eventID, Value: value}); err != nil {
 		return err
 	}
 	a.obs.Rewarded(a.name)
+	if a.step != nil {
+		return a.stepReward(ctx)
+	}
 	a.notify()
 	return nil
 }
@@ -633,9 +661,16 @@ func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error)
 	if eventID == "" {
 		eventID = NewEventID()
 	}
+	var rng *mrand.Rand
+	if a.step != nil {
+		a.stepMu.Lock()
+		defer a.stepMu.Unlock()
+		rng = a.stepRNG
+	} else {
+		rng = a.rngs.Get().(*mrand.Rand)
+		defer a.rngs.Put(rng)
+	}
 	m := a.model.Load()
-	rng := a.rngs.Get().(*mrand.Rand)
-	defer a.rngs.Put(rng)
 	d := &Decision{
 		Bandit:       a.name,
 		EventID:      eventID,
@@ -682,171 +717,87 @@ func (a *Agent) excluded(names []string, v *validator) []bool {
 	return ex
 }
 
-// choose fills d's arm, scores, probabilities and sample kind.
+// choose fills d's arm, scores, probabilities and sample kind: the
+// forward passes and samplers are nn.Predictor's, the rules policy's
+// (policy.UniformRule, policy.EpsGreedyRule, policy.ThompsonVote,
+// policy.Linear).
 func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
 	arms := len(a.cfg.Arms)
-	d.Scores = make([]float64, arms)
-	d.Propensities = make([]float64, arms)
+	var pd policy.Decision
+	prop := &Propensity{Estimator: "exact"}
 	switch a.cfg.Policy.Kind {
 	case Uniform:
-		allowed := countAllowed(excluded)
-		k := rng.IntN(allowed)
-		for i := range arms {
-			if excluded[i] {
-				continue
-			}
-			d.Propensities[i] = 1 / float64(allowed)
-			if k == 0 {
-				d.Arm = i
-			}
-			k--
-		}
-		d.Sample = SampleNone
-		return &Propensity{Estimator: "exact"}, nil
+		policy.UniformRule(&pd, arms, excluded, rng)
 	case Greedy, EpsGreedy:
-		s := a.scratch.Get().(*netScratch)
-		defer a.scratch.Put(s)
-		out := forward(a.arch, m.q.Mu, x, s)
-		for i, t := range out {
-			d.Scores[i] = m.std.Reward(t)
-		}
-		greedy := policy.Argmax(d.Scores, excluded, rng)
-		eps := *a.cfg.Policy.Epsilon
-		allowed := countAllowed(excluded)
-		for i := range arms {
-			if !excluded[i] {
-				d.Propensities[i] = eps / float64(allowed)
-			}
-		}
-		d.Propensities[greedy] += 1 - eps
-		d.Arm = greedy
-		if eps > 0 && rng.Float64() < eps {
-			k := rng.IntN(allowed)
-			for i := range arms {
-				if excluded[i] {
-					continue
-				}
-				if k == 0 {
-					d.Arm = i
-					break
-				}
-				k--
-			}
-		}
-		d.Sample = SamplePoint
-		return &Propensity{Estimator: "exact"}, nil
+		p := a.predictor()
+		pd.Scores = p.Predict(make([]float64, arms), m.q.Mu, x, m.std)
+		a.predictors.Put(p)
+		policy.EpsGreedyRule(&pd, *a.cfg.Policy.Epsilon, excluded, rng)
 	case LinearTS:
 		a.linMu.Lock()
-		pd, err := a.lin.Decide(ctx, x, excluded)
+		var err error
+		pd, err = a.lin.Decide(ctx, x, excluded)
 		a.linMu.Unlock()
 		if err != nil {
 			return nil, err
 		}
-		d.Arm, d.Sample = pd.Arm, SampleExact
-		copy(d.Scores, pd.Scores)
-		copy(d.Propensities, pd.Probabilities)
-		return &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}, nil
-	case RefinedTS:
-		if m.lik != nil {
-			got, others, ok := a.bank.take(ctx, a.cfg.Policy.Samples, a.cfg.Refinement.BankSize, time.Duration(*a.cfg.Policy.MaxWait))
-			if ok {
-				a.obs.Bank(a.name, a.bank.status().Depth)
-				return a.chooseRefined(d, x, excluded, got, others, rng), nil
-			}
-			if err := ctx.Err(); err != nil {
+		prop = &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}
+	case RefinedTS, MeanFieldTS:
+		var err error
+		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
+			return nil, err
+		}
+	}
+	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
+	return prop, nil
+}
+
+// thompson is Thompson sampling (policy.ThompsonVote) on refined samples
+// from the bank when the bandit is refined-ts and the bank has them, and
+// on mean-field draws otherwise, with the propensity estimates of Decide.
+func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	arms := len(a.cfg.Arms)
+	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
+	p := a.predictor()
+	defer a.predictors.Put(p)
+	if a.cfg.Policy.Kind == RefinedTS && m.lik != nil {
+		wait := time.Duration(*a.cfg.Policy.MaxWait)
+		if a.step != nil {
+			if err := a.refineNow(ctx, m, S); err != nil {
 				return nil, err
 			}
+			wait = 0
+		}
+		got, others, ok := a.bank.take(ctx, S, a.cfg.Refinement.BankSize, wait)
+		if ok {
+			a.obs.Bank(a.name, a.bank.status().Depth)
+			pool := make([]float64, (len(got)+len(others))*arms) // predictions in reward units
+			version := got[0].version
+			for i, r := range slices.Concat(got, others) {
+				p.Predict(pool[i*arms:(i+1)*arms], r.w, x, r.std)
+				version = min(version, r.version)
+			}
+			policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
+			pd.Sample = SampleRefined
+			// The oldest posterior version the samples were refined from
+			// (older than the current one only with
+			// refinement.max_staleness > 0).
+			d.ModelVersion = version
+			return &Propensity{Estimator: "refined-pool", Samples: len(got) + len(others), Groups: M}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return a.chooseMeanField(d, m, x, excluded, rng), nil
+	pool := p.SampleLocal(nil, m.q.Mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g
+	policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M}, excluded, rng)
+	pd.Sample = SampleMeanField
+	return &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}, nil
 }
 
-// chooseMeanField is Thompson sampling on mean-field draws, with the
-// propensity estimate of Decide.
-func (a *Agent) chooseMeanField(d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) *Propensity {
-	s := a.scratch.Get().(*netScratch)
-	defer a.scratch.Put(s)
-	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
-	arms := len(a.cfg.Arms)
-	lrPrepare(a.arch, m.q.Mu, m.sig2, x, s)
-	if s.batch == nil {
-		s.batch = newLRBatch(a.arch, M*S)
-	}
-	out := lrSampleBatch(a.arch, m.q.Mu, m.sig2, s, s.batch, rng) // draw g*S+k is sample k of group g
-	sum := make([]float64, arms)
-	for g := range M {
-		clear(sum)
-		for k := range S {
-			for i, t := range out[(g*S+k)*arms : (g*S+k+1)*arms] {
-				sum[i] += t
-			}
-		}
-		best := policy.Argmax(sum, excluded, rng)
-		d.Propensities[best] += 1 / float64(M)
-		if g == 0 {
-			d.Arm = best
-			for i, t := range sum {
-				d.Scores[i] = m.std.Reward(t / float64(S))
-			}
-		}
-	}
-	d.Sample = SampleMeanField
-	return &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}
-}
-
-// chooseRefined is Thompson sampling on the refined samples taken from
-// the bank, with the pooled propensity estimate of Decide.
-func (a *Agent) chooseRefined(d *Decision, x []float64, excluded []bool, got, others []*refined, rng *mrand.Rand) *Propensity {
-	s := a.scratch.Get().(*netScratch)
-	defer a.scratch.Put(s)
-	S, M := len(got), a.cfg.Policy.PropensitySamples
-	arms := len(a.cfg.Arms)
-	pool := make([]float64, 0, (S+len(others))*arms) // predictions in reward units
-	version := got[0].version
-	for _, r := range slices.Concat(got, others) {
-		for _, t := range forward(a.arch, r.w, x, s) {
-			pool = append(pool, r.std.Reward(t))
-		}
-		version = min(version, r.version)
-	}
-	n := len(pool) / arms
-	sum := make([]float64, arms)
-	for g := range M {
-		clear(sum)
-		for k := range S {
-			i := k // the decision's own group: the samples taken
-			if g > 0 {
-				i = rng.IntN(n)
-			}
-			for j := range arms {
-				sum[j] += pool[i*arms+j]
-			}
-		}
-		best := policy.Argmax(sum, excluded, rng)
-		d.Propensities[best] += 1 / float64(M)
-		if g == 0 {
-			d.Arm = best
-			for j, y := range sum {
-				d.Scores[j] = y / float64(S)
-			}
-		}
-	}
-	// The oldest posterior version the samples were refined from (older
-	// than the current one only with refinement.max_staleness > 0).
-	d.ModelVersion = version
-	d.Sample = SampleRefined
-	return &Propensity{Estimator: "refined-pool", Samples: n, Groups: M}
-}
-
-func countAllowed(excluded []bool) int {
-	n := 0
-	for _, e := range excluded {
-		if !e {
-			n++
-		}
-	}
-	return n
-}
+// predictor returns a Predictor of the agent's network; put it back in
+// a.predictors when done.
+func (a *Agent) predictor() *nn.Predictor { return a.predictors.Get().(*nn.Predictor) }
 
 // Status is an agent's live state.
 type Status struct {

@@ -197,3 +197,11 @@ func (b *bank) status() bankStatus {
 	defer b.mu.Unlock()
 	return bankStatus{Depth: len(b.samples), InFlight: b.inflight, Produced: b.produced, Discarded: b.discarded, Used: b.used, Reused: b.reused}
 }
+
+// usable returns the number of samples a decision could take now.
+func (b *bank) usable() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dropStale()
+	return len(b.samples)
+}

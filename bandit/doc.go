@@ -3,4 +3,14 @@
 // per-bandit agent that keeps a trained posterior and a bank of refined
 // samples. It defines the storage interface it needs (Store); the store
 // package implements it.
+//
+// Where a decision is made: Agent.Decide, for every decision of the
+// service (api's POST /v1/bandits/{name}/decisions) and of `refinery
+// simulate`, which runs the same agents in step mode (ServiceConfig.Step,
+// StepConfig: a clock the caller controls, training inside Reward,
+// refinement inside Decide, deterministic given the seed). Decide
+// encodes the context, computes predictions with nn.Predictor (the
+// network at the posterior mean or at refined samples from the agent's
+// bank; SampleLocal for mean-field draws) and applies the rules of
+// package policy (UniformRule, EpsGreedyRule, ThompsonVote, Linear).
 package bandit

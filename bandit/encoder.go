@@ -168,3 +168,58 @@ func kindOf(val json.RawMessage) string {
 	}
 	return "a number"
 }
+
+// Decode is the inverse of Encode: it returns a context object whose
+// encoding is x, for callers that hold encoded vectors (a simulation's
+// environment) and drive the agent through its JSON contexts. A
+// categorical feature's inputs must be one-hot (or all zero for an
+// optional feature); a numeric input x_j becomes center + scale x_j, which
+// Encode maps back to x_j up to rounding (exactly for center 0 and scale
+// 1). The object's keys are in declared order, numbers in the shortest
+// form that parses back to the same float64.
+func (e *Encoder) Decode(x []float64) (json.RawMessage, error) {
+	if len(x) != e.dim {
+		return nil, fmt.Errorf("bandit: a vector of %d inputs for a schema of %d", len(x), e.dim)
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	for _, f := range e.features {
+		val := []byte(nil)
+		switch f.Type {
+		case Categorical:
+			hot := -1
+			for j := range f.Values {
+				switch v := x[f.offset+j]; {
+				case v == 1 && hot < 0:
+					hot = j
+				case v != 0:
+					return nil, fmt.Errorf("bandit: inputs %d..%d of categorical feature %q are not one-hot", f.offset, f.offset+len(f.Values)-1, f.Name)
+				}
+			}
+			if hot < 0 {
+				if !f.Optional {
+					return nil, fmt.Errorf("bandit: inputs %d..%d of required categorical feature %q are all zero", f.offset, f.offset+len(f.Values)-1, f.Name)
+				}
+				continue
+			}
+			val, _ = json.Marshal(f.Values[hot])
+		default:
+			v := f.center + f.scale*x[f.offset]
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("bandit: input %d of numeric feature %q is %g", f.offset, f.Name, x[f.offset])
+			}
+			val = strconv.AppendFloat(nil, v, 'g', -1, 64)
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		name, _ := json.Marshal(f.Name)
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}

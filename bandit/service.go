@@ -27,6 +27,10 @@ type ServiceConfig struct {
 	// Observer is told about decisions, rewards, training and
 	// refinement; nil means NopObserver.
 	Observer Observer
+	// Step, when not nil, runs every agent in step mode (StepConfig):
+	// no goroutines, training inside Reward and refinement inside
+	// Decide, deterministic given Seed. Workers is then ignored.
+	Step *StepConfig
 }
 
 // Service runs the agents of every bandit in a store: it loads them on
@@ -36,6 +40,7 @@ type Service struct {
 	log    *slog.Logger
 	obs    Observer
 	pool   *refinePool
+	step   *StepConfig
 	seed   uint64
 	seeds  atomic.Uint64
 	loaded atomic.Bool
@@ -48,7 +53,7 @@ type Service struct {
 // NewService returns a service on st. Call Load to load the stored
 // bandits, and Close when done.
 func NewService(st Store, cfg ServiceConfig) *Service {
-	if cfg.Workers <= 0 {
+	if cfg.Workers <= 0 && cfg.Step == nil {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	if cfg.Seed == 0 {
@@ -60,11 +65,15 @@ func NewService(st Store, cfg ServiceConfig) *Service {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
+	if cfg.Step != nil {
+		cfg.Workers = 0
+	}
 	return &Service{
 		store:  st,
 		log:    cfg.Logger,
 		obs:    cfg.Observer,
 		seed:   cfg.Seed,
+		step:   cfg.Step,
 		pool:   newRefinePool(cfg.Workers, cfg.Seed, cfg.Logger, cfg.Observer),
 		agents: map[string]*Agent{},
 	}
@@ -110,7 +119,7 @@ func (s *Service) Loaded() bool { return s.loaded.Load() }
 
 // startAgent builds, loads and starts the agent of b and registers it.
 func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
-	a, err := newAgent(b, cfg, s.store, s.pool, s.seed+s.seeds.Add(1)*0x9e3779b97f4a7c15, s.log, s.obs)
+	a, err := newAgent(b, cfg, s.store, s.pool, s.seed+s.seeds.Add(1)*0x9e3779b97f4a7c15, s.log, s.obs, s.step)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package bandit
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/refinery-bandits/refinery/policy"
 )
 
 // Bandit is a stored bandit: its name and configuration.
@@ -16,15 +18,17 @@ type Bandit struct {
 	UpdatedAt time.Time
 }
 
-// SampleKind says what kind of posterior sample a decision acted on.
-type SampleKind string
+// SampleKind says what kind of posterior sample a decision acted on
+// (policy.SampleKind: the decision rules set it).
+type SampleKind = policy.SampleKind
 
+// The kinds of sample a decision can act on.
 const (
-	SampleRefined   SampleKind = "refined"    // locally refined sample (Havasi et al. 2021)
-	SampleMeanField SampleKind = "mean-field" // plain draw from the mean-field posterior
-	SamplePoint     SampleKind = "point"      // point estimate (greedy, epsilon-greedy)
-	SampleExact     SampleKind = "exact"      // draw from an exact posterior (linear TS)
-	SampleNone      SampleKind = "none"       // no model (uniform, or before any training)
+	SampleRefined   = policy.SampleRefined   // locally refined sample (Havasi et al. 2021)
+	SampleMeanField = policy.SampleMeanField // plain draw from the mean-field posterior
+	SamplePoint     = policy.SamplePoint     // point estimate (greedy, epsilon-greedy)
+	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS)
+	SampleNone      = policy.SampleNone      // no model (uniform)
 )
 
 // Decision is one arm choice, as stored.

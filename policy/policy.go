@@ -1,9 +1,17 @@
-// Package policy holds decision rules over reward models: refined and
-// mean-field Thompson sampling on Bayesian neural networks,
-// epsilon-greedy and greedy on point estimates, uniform, and linear
-// Thompson sampling with an exact conjugate posterior. Every rule
-// implements Policy, which both the offline simulator and the service's
-// agents drive.
+// Package policy holds the decision rules of Refinery, once: uniform
+// (UniformRule), greedy and epsilon-greedy on a point estimate
+// (EpsGreedyRule), Thompson sampling on the averaged predictions of
+// posterior samples with its propensity estimate (ThompsonVote, for
+// mean-field and refined samples alike), and linear Thompson sampling
+// with an exact conjugate posterior (Linear).
+//
+// Where a decision is made: bandit.Agent.Decide, for the service's HTTP
+// API and for `refinery simulate` alike (the simulator drives the same
+// agent in step mode, bandit.StepConfig). The agent computes predictions
+// with nn.Predictor (Predict at a weight vector, SampleLocal for
+// mean-field draws), takes refined samples from its bank (posterior.Refiner
+// fills it) and hands them to the rules here. The rules own no model and
+// no random source: the caller passes its *rand.Rand.
 package policy
 
 import "context"

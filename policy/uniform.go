@@ -43,29 +43,8 @@ func (u *Uniform) Decide(_ context.Context, x []float64, excluded []bool) (Decis
 	if err := checkExcluded(excluded, u.arms); err != nil {
 		return Decision{}, err
 	}
-	allowed := u.arms
-	for _, e := range excluded {
-		if e {
-			allowed--
-		}
-	}
-	k := u.rng.IntN(allowed)
-	d := Decision{
-		Arm:           -1,
-		Scores:        make([]float64, u.arms),
-		Probabilities: make([]float64, u.arms),
-		Sample:        SampleNone,
-	}
-	for a := range u.arms {
-		if excluded != nil && excluded[a] {
-			continue
-		}
-		d.Probabilities[a] = 1 / float64(allowed)
-		if k == 0 {
-			d.Arm = a
-		}
-		k--
-	}
+	var d Decision
+	UniformRule(&d, u.arms, excluded, u.rng)
 	return d, nil
 }
 
@@ -78,7 +57,7 @@ func (u *Uniform) Observe(_ context.Context, x []float64, arm int, reward float6
 }
 
 // checkArmReward returns an error unless arm is in [0, arms) and reward
-// is finite: the part of Observe's checks that checkContext (neural.go)
+// is finite: the part of Observe's checks that checkContext (rules.go)
 // does not do.
 func checkArmReward(arm, arms int, reward float64) error {
 	if arm < 0 || arm >= arms {

@@ -1,27 +1,32 @@
 package simulators
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/refinery-bandits/refinery/policy"
-	"github.com/refinery-bandits/refinery/posterior"
+	"github.com/refinery-bandits/refinery/bandit"
 )
 
-// Preset is a named schedule for the neural policies of a simulation.
-// Presets are data: they are written out with every result.
+// Preset is a named configuration of the simulated bandits: the
+// service's own bandit configuration (the JSON of POST /v1/bandits) and
+// the step-mode schedule of its agent (bandit.StepConfig). Presets are
+// data: they are written out with every result.
 type Preset struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
-	// Neural configures every neural policy (network, prior, training
-	// schedule, refinement, samples per decision).
-	Neural policy.NeuralConfig `json:"neural"`
+	// Bandit is the configuration of every simulated bandit without its
+	// name, arms and features, which come from the environment, and
+	// without policy.kind and policy.epsilon, which come from the policy
+	// list. Zero fields take the service's defaults (bandit.Config).
+	Bandit bandit.Config `json:"bandit"`
+	// TrainEvery: the agent retrains after this many rewards
+	// (bandit.StepConfig.TrainEvery); zero means 1.
+	TrainEvery int `json:"train_every"`
 	// Epsilons are the exploration rates "eps-greedy" expands to.
 	Epsilons []float64 `json:"epsilons"`
-	// Linear configures linear Thompson sampling.
-	Linear policy.LinearConfig `json:"linear"`
 }
 
 // Presets returns the built-in presets by name.
@@ -30,7 +35,8 @@ type Preset struct {
 //     of 100 ReLU units, standard normal prior, the mean-field posterior
 //     updated for 500 Adam iterations (lr 1e-3, batch 64) after every
 //     reward; refined samples with a_1 ~ N(0, 0.7), a_2 ~ N(0, 0.3) and
-//     500 refinement iterations; 3 samples per decision.
+//     500 refinement iterations, fresh for every decision (max_reuse 1,
+//     max_staleness 0); 3 samples per decision.
 //   - fast: the paper's prior, optimizer, refinement fractions and samples
 //     per decision with less work: a 2x32 ReLU network (4.9k parameters
 //     instead of 22k, about a fifth of the cost per iteration; mushroom is
@@ -45,32 +51,29 @@ type Preset struct {
 func Presets() map[string]Preset {
 	paper := Preset{
 		Name:        "paper",
-		Description: "Havasi et al. (2021) Section 4.3: 2x100 ReLU, N(0,1) prior, 500 Adam iterations (lr 1e-3, batch 64) after every reward; refinement fractions 0.7/0.3 with 500 iterations; 3 samples per decision",
-		Neural: policy.NeuralConfig{
-			Hidden:     []int{100, 100},
-			PriorVar:   1,
-			TrainEvery: 1,
-			TrainIters: 500,
-			BatchSize:  64,
-			LR:         1e-3,
-			Samples:    3,
-			Refine: posterior.RefineConfig{
+		Description: "Havasi et al. (2021) Section 4.3: 2x100 ReLU, N(0,1) prior, 500 Adam iterations (lr 1e-3, batch 64) after every reward; refinement fractions 0.7/0.3 with 500 iterations, fresh samples for every decision; 3 samples per decision",
+		Bandit: bandit.Config{
+			Policy: bandit.PolicyConfig{Samples: 3, MaxReuse: 1},
+			Model:  bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1},
+			Training: bandit.TrainingConfig{
+				Iterations: 500, BatchSize: 64, LR: 1e-3,
+			},
+			Refinement: bandit.RefinementConfig{
 				Fractions:  []float64{0.7, 0.3},
-				Iterations: 500,
-				LR:         1e-3,
-				BatchSize:  64,
+				Iterations: 500, LR: 1e-3, BatchSize: 64,
 			},
 		},
-		Epsilons: []float64{0.01, 0.05},
+		TrainEvery: 1,
+		Epsilons:   []float64{0.01, 0.05},
 	}
 	fast := paper
 	fast.Name = "fast"
 	fast.Description = "paper's prior, optimizer, refinement fractions and samples per decision on a 2x32 ReLU network; retrain every 10 rewards for 100 iterations; 40 refinement iterations per sample"
-	fast.Neural.Hidden = []int{32, 32}
-	fast.Neural.TrainEvery = 10
-	fast.Neural.TrainIters = 100
-	fast.Neural.Refine.Fractions = []float64{0.7, 0.3}
-	fast.Neural.Refine.Iterations = 40
+	fast.Bandit.Model.Hidden = []int{32, 32}
+	fast.TrainEvery = 10
+	fast.Bandit.Training.Iterations = 100
+	fast.Bandit.Refinement.Fractions = []float64{0.7, 0.3}
+	fast.Bandit.Refinement.Iterations = 40
 	fast.Epsilons = []float64{0.01, 0.05}
 	return map[string]Preset{"paper": paper, "fast": fast}
 }
@@ -86,6 +89,62 @@ type PolicySpec struct {
 	Kind string
 	// Epsilon of eps-greedy.
 	Epsilon float64
+	// Config, when not nil, is the bandit's whole configuration (a
+	// --bandit-config file): the preset and Kind do not apply.
+	Config *bandit.Config
+}
+
+// BanditConfig returns the configuration of the bandit that plays spec
+// on env: spec.Config if set, otherwise the preset's with the policy's
+// kind and epsilon, the environment's arm names and one numeric feature
+// x0, x1, ... per encoded input (center 0, scale 1: the encoding is the
+// environment's vector itself). Defaults are filled in and the result is
+// validated; a --bandit-config must have the environment's arms, in
+// order, and features that encode to its number of inputs.
+func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
+	var c bandit.Config
+	if spec.Config != nil {
+		b, err := json.Marshal(spec.Config)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, err
+		}
+	} else {
+		b, err := json.Marshal(p.Bandit)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, err
+		}
+		c.Name = "sim"
+		c.Arms = slices.Clone(env.ArmNames())
+		c.Features = make([]bandit.Feature, env.NumFeatures())
+		for i := range c.Features {
+			c.Features[i] = bandit.Feature{Name: "x" + strconv.Itoa(i), Type: bandit.Numeric}
+		}
+		c.Policy.Kind = bandit.PolicyKind(spec.Kind)
+		c.Policy.Epsilon = nil
+		if spec.Kind == "eps-greedy" {
+			e := spec.Epsilon
+			c.Policy.Epsilon = &e
+		}
+		zero := bandit.Duration(0)
+		c.Training.MinInterval = &zero // step mode: training.min_interval does not apply
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("bandit configuration: %w", err)
+	}
+	if !slices.Equal(c.Arms, env.ArmNames()) {
+		return nil, fmt.Errorf("bandit configuration has arms %q, the environment %s has %q", c.Arms, env.Name(), env.ArmNames())
+	}
+	if d := bandit.NewEncoder(c.Features).Dim(); d != env.NumFeatures() {
+		return nil, fmt.Errorf("bandit configuration's features encode to %d inputs, the environment %s has %d", d, env.Name(), env.NumFeatures())
+	}
+	return &c, nil
 }
 
 // ParsePolicies parses a comma-separated list of policies:

@@ -9,11 +9,13 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/refinery-bandits/refinery/policy"
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
 )
 
 // RunConfig configures an offline regret simulation.
@@ -28,8 +30,19 @@ type RunConfig struct {
 	// FirstSeed is the first seed; zero means 1. Seeds are independent,
 	// so a run of seeds 6..10 extends one of seeds 1..5.
 	FirstSeed int
-	// Preset configures the neural and linear policies.
+	// Preset configures the simulated bandits (see BanditConfig).
 	Preset Preset
+	// TrainEvery, when positive, overrides the preset's: the agents
+	// retrain after this many rewards.
+	TrainEvery int
+	// RewardDelay is how many decisions late rewards arrive: the reward
+	// of decision t is sent after decision t+RewardDelay (0: before the
+	// next decision, the paper's protocol). Rewards still pending at the
+	// end of a run are never sent.
+	RewardDelay int
+	// KeepDecisions keeps every decision of every run in
+	// RunResult.Decisions.
+	KeepDecisions bool
 	// Workers is the number of runs in flight; zero means GOMAXPROCS.
 	Workers int
 	// Every keeps a regret point every this many steps; zero means
@@ -54,6 +67,10 @@ func (c *RunConfig) validate() error {
 		return fmt.Errorf("first seed %d, want >= 0", c.FirstSeed)
 	case c.Workers < 0:
 		return fmt.Errorf("workers %d, want >= 0", c.Workers)
+	case c.TrainEvery < 0:
+		return fmt.Errorf("train every %d, want >= 0", c.TrainEvery)
+	case c.RewardDelay < 0:
+		return fmt.Errorf("reward delay %d, want >= 0", c.RewardDelay)
 	}
 	return nil
 }
@@ -69,9 +86,24 @@ type RunResult struct {
 	// Final cumulative regrets after Steps steps.
 	Expected, Realized float64
 	Wall               time.Duration
+	// Samples counts the decisions by what they acted on.
+	Samples SampleCounts
+	// Decisions, with RunConfig.KeepDecisions, are the run's decisions in
+	// order.
+	Decisions []*bandit.Decision
 	// Err is the run's failure, or the context's error if it was
 	// interrupted.
 	Err error
+}
+
+// SampleCounts counts decisions by the kind of sample they acted on.
+type SampleCounts map[bandit.SampleKind]int
+
+func (c *SampleCounts) add(k bandit.SampleKind) {
+	if *c == nil {
+		*c = SampleCounts{}
+	}
+	(*c)[k]++
 }
 
 // Complete reports whether the run finished all its steps.
@@ -86,35 +118,6 @@ func policyStream(name string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	return h.Sum64()
-}
-
-// NewPolicy builds the policy of spec for env with the preset's settings.
-func NewPolicy(spec PolicySpec, env Env, p Preset, rng *rand.Rand) (policy.Policy, error) {
-	d, k := env.NumFeatures(), env.NumArms()
-	switch spec.Kind {
-	case "uniform":
-		return policy.NewUniform(k, d, rng)
-	case "greedy":
-		cfg := p.Neural
-		cfg.Epsilon = 0
-		return policy.NewEpsilonGreedy(d, k, cfg, rng)
-	case "eps-greedy":
-		cfg := p.Neural
-		cfg.Epsilon = spec.Epsilon
-		return policy.NewEpsilonGreedy(d, k, cfg, rng)
-	case "mf-ts":
-		return policy.NewMeanFieldTS(d, k, p.Neural, rng)
-	case "refined-ts":
-		return policy.NewRefinedTS(d, k, p.Neural, rng)
-	case "linear-ts":
-		cfg := p.Linear
-		cfg.Arms, cfg.Features = k, d
-		if cfg.ProbabilitySamples == 0 {
-			cfg.ProbabilitySamples = -1 // not needed offline
-		}
-		return policy.NewLinear(cfg, rng)
-	}
-	return nil, fmt.Errorf("unknown policy kind %q", spec.Kind)
 }
 
 // cost orders jobs so that the most expensive start first.
@@ -184,6 +187,19 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 	return results, ctx.Err()
 }
 
+// ServiceSeed is the seed of the bandit service that plays policy name
+// on seed s (bandit.ServiceConfig.Seed): the same (seed, policy) pair
+// gives the same decisions through Run and through a service of this
+// seed in step mode, over its Go or HTTP API.
+func ServiceSeed(seed int, name string) uint64 {
+	return uint64(seed)<<32 ^ policyStream(name) | 1
+}
+
+// StepInterval is how far a simulation moves the agents' clock per
+// decision (bandit.StepConfig.Clock): a service taking 100 decisions a
+// second.
+const StepInterval = 10 * time.Millisecond
+
 func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, every int, done *atomic.Int64) {
 	start := time.Now()
 	defer func() { r.Wall = time.Since(start) }()
@@ -194,35 +210,76 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 			r.Err = fmt.Errorf("%s seed %d: panic: %v", spec.Name, r.Seed, p)
 		}
 	}()
-	envRNG := rand.New(rand.NewPCG(uint64(r.Seed), envStream))
-	polRNG := rand.New(rand.NewPCG(uint64(r.Seed), policyStream(spec.Name)))
-	pol, err := NewPolicy(spec, cfg.Env, cfg.Preset, polRNG)
+	bc, err := BanditConfig(spec, cfg.Env, cfg.Preset)
 	if err != nil {
 		r.Err = err
 		return
 	}
+	trainEvery := cfg.Preset.TrainEvery
+	if cfg.TrainEvery > 0 {
+		trainEvery = cfg.TrainEvery
+	}
+	clock := bandit.NewManualClock(time.Unix(0, 0).UTC())
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{
+		Seed: ServiceSeed(r.Seed, spec.Name),
+		Step: &bandit.StepConfig{Clock: clock, TrainEvery: trainEvery},
+	})
+	defer svc.Close(context.WithoutCancel(ctx))
+	if err := svc.Load(ctx); err != nil {
+		r.Err = err
+		return
+	}
+	agent, err := svc.Create(ctx, bc)
+	if err != nil {
+		r.Err = fmt.Errorf("%s seed %d: create the bandit: %w", spec.Name, r.Seed, err)
+		return
+	}
+	enc := bandit.NewEncoder(bc.Features)
+	envRNG := rand.New(rand.NewPCG(uint64(r.Seed), envStream))
 	reg := NewRegret(every)
 	defer func() {
 		r.Steps = reg.Steps()
 		r.Points = reg.Points()
 		r.Expected, r.Realized = reg.Cumulative()
 	}()
-	for range cfg.Steps {
+	type pending struct {
+		id     string
+		reward float64
+	}
+	var queue []pending // rewards not yet sent, oldest first
+	for i := range cfg.Steps {
 		if err := ctx.Err(); err != nil {
 			r.Err = err
 			return
 		}
 		st := cfg.Env.Next(envRNG)
-		d, err := pol.Decide(ctx, st.X, nil)
+		raw, err := enc.Decode(st.X)
 		if err != nil {
-			r.Err = fmt.Errorf("%s seed %d step %d: decide: %w", spec.Name, r.Seed, reg.Steps()+1, err)
+			r.Err = fmt.Errorf("%s seed %d step %d: %w", spec.Name, r.Seed, i+1, err)
 			return
 		}
-		reg.Record(st, d.Arm)
-		if err := pol.Observe(ctx, st.X, d.Arm, st.Realized[d.Arm]); err != nil {
-			r.Err = fmt.Errorf("%s seed %d step %d: observe: %w", spec.Name, r.Seed, reg.Steps(), err)
+		id := "e" + strconv.Itoa(i+1)
+		out, err := agent.Decide(ctx, bandit.DecideRequest{EventID: id, Context: raw})
+		if err != nil {
+			r.Err = fmt.Errorf("%s seed %d step %d: decide: %w", spec.Name, r.Seed, i+1, err)
 			return
 		}
+		arm := out.Decision.Arm
+		reg.Record(st, arm)
+		r.Samples.add(out.Decision.Sample)
+		if cfg.KeepDecisions {
+			r.Decisions = append(r.Decisions, out.Decision)
+		}
+		queue = append(queue, pending{id, st.Realized[arm]})
+		// Rewards arrive RewardDelay decisions late.
+		for len(queue) > cfg.RewardDelay {
+			if err := agent.Reward(ctx, queue[0].id, queue[0].reward); err != nil {
+				r.Err = fmt.Errorf("%s seed %d step %d: reward: %w", spec.Name, r.Seed, i+1, err)
+				return
+			}
+			queue = queue[1:]
+		}
+		clock.Advance(StepInterval)
 		done.Add(1)
 	}
 }

@@ -11,8 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refinery-bandits/refinery/policy"
-	"github.com/refinery-bandits/refinery/posterior"
+	"github.com/refinery-bandits/refinery/bandit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -23,11 +22,14 @@ func tinyPreset() Preset {
 	return Preset{
 		Name:        "tiny",
 		Description: "test preset",
-		Neural: policy.NeuralConfig{
-			Hidden: []int{8}, TrainEvery: 10, TrainIters: 20, Samples: 2,
-			Refine: posterior.RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 10},
+		Bandit: bandit.Config{
+			Policy:     bandit.PolicyConfig{Samples: 2},
+			Model:      bandit.ModelConfig{Hidden: []int{8}},
+			Training:   bandit.TrainingConfig{Iterations: 20},
+			Refinement: bandit.RefinementConfig{Fractions: []float64{0.7, 0.3}, Iterations: 10},
 		},
-		Epsilons: []float64{0.1},
+		TrainEvery: 10,
+		Epsilons:   []float64{0.1},
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -45,6 +47,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	workers := fs.Int("workers", 0, "runs in parallel (default: all cores)")
 	every := fs.Int("every", 0, "keep a regret point every N steps (default: steps/500)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	banditConfig := fs.String("bandit-config", "", "play exactly this bandit configuration (the JSON body of POST /v1/bandits) instead of --policies and --preset; its arms and features must be the environment's")
+	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
+	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -69,8 +74,19 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !ok {
 		return usageError{fmt.Errorf("unknown preset %q (want %s)", *presetName, presetNames())}
 	}
-	specs, err := simulators.ParsePolicies(*policies, preset)
-	if err != nil {
+	var specs []simulators.PolicySpec
+	var err error
+	if *banditConfig != "" {
+		b, err := os.ReadFile(*banditConfig)
+		if err != nil {
+			return fmt.Errorf("--bandit-config: %w", err)
+		}
+		bc, err := bandit.ParseConfig(b)
+		if err != nil {
+			return fmt.Errorf("--bandit-config %s: %w", *banditConfig, err)
+		}
+		specs = []simulators.PolicySpec{{Name: bc.Name, Kind: string(bc.Policy.Kind), Config: bc}}
+	} else if specs, err = simulators.ParsePolicies(*policies, preset); err != nil {
 		return usageError{fmt.Errorf("--policies: %w", err)}
 	}
 	switch {
@@ -84,14 +100,29 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{fmt.Errorf("--workers %d: want at least 0", *workers)}
 	case *every < 0:
 		return usageError{fmt.Errorf("--every %d: want at least 0", *every)}
+	case *rewardDelay < 0:
+		return usageError{fmt.Errorf("--reward-delay %d: want at least 0", *rewardDelay)}
+	case *trainEvery < 0:
+		return usageError{fmt.Errorf("--train-every %d: want at least 0", *trainEvery)}
 	}
 	env, err := simulators.ParseEnv(*envSpec, *data)
 	if err != nil {
 		return err
 	}
+	for _, sp := range specs {
+		// A configuration that does not fit the environment fails here,
+		// in one line, rather than in every run.
+		if _, err := simulators.BanditConfig(sp, env, preset); err != nil {
+			if *banditConfig != "" {
+				return fmt.Errorf("--bandit-config %s: %w", *banditConfig, err)
+			}
+			return fmt.Errorf("policy %s: %w", sp.Name, err)
+		}
+	}
 	cfg := simulators.RunConfig{
 		Env: env, Policies: specs, Steps: *steps, Seeds: *seeds, FirstSeed: *firstSeed,
 		Preset: preset, Workers: *workers, Every: *every,
+		TrainEvery: *trainEvery, RewardDelay: *rewardDelay,
 	}
 	if !*quiet {
 		cfg.Progress = stderr

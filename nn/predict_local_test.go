@@ -1,0 +1,104 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// SampleLocal draws f(x; w), w ~ N(mu, diag(sig2)), exactly for one
+// context: its outputs must have the mean and variance of the network at
+// full weight samples (Predictor.Sample). Both are estimated from n
+// draws; the tolerance is 5 standard errors of the difference of two
+// independent means (sqrt(2 var / n)) and, for the variances, of two
+// sample variances (about var sqrt(2 * 2/n) for near-Gaussian outputs,
+// doubled for the ReLU network's heavier tails). The draws span several
+// chunks of the Predictor's batch, and a linear model (no hidden layer)
+// is covered too.
+func TestSampleLocalMatchesWeightSamples(t *testing.T) {
+	for _, hidden := range [][]int{{6, 4}, {}} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		arch := NewArch(5, hidden, 2)
+		n := arch.NumParams()
+		mu, sig2, sigma := make([]float64, n), make([]float64, n), make([]float64, n)
+		arch.InitHe(mu, rng)
+		for i := range sig2 {
+			sigma[i] = 0.05 + 0.3*rng.Float64()
+			sig2[i] = sigma[i] * sigma[i]
+		}
+		x := []float64{1, 0, -0.5, 2, 0}
+		std := Standardization{Shift: 3, Scale: 2}
+		p := NewPredictor(arch, 100)
+		const draws = 40000
+		local := p.SampleLocal(nil, mu, sig2, x, draws, std, rng)
+		var lSum, lSq, wSum, wSq [2]float64
+		out := make([]float64, 2)
+		for r := range draws {
+			for a := range 2 {
+				v := local[r*2+a]
+				lSum[a] += v
+				lSq[a] += v * v
+			}
+			for a, v := range p.Sample(out, mu, sigma, x, std, rng) {
+				wSum[a] += v
+				wSq[a] += v * v
+			}
+		}
+		for a := range 2 {
+			lMean, wMean := lSum[a]/draws, wSum[a]/draws
+			lVar, wVar := lSq[a]/draws-lMean*lMean, wSq[a]/draws-wMean*wMean
+			if tol := 5 * math.Sqrt(2*wVar/draws); math.Abs(lMean-wMean) > tol {
+				t.Errorf("hidden %v output %d: mean %g by SampleLocal, %g by weight samples; want within %g", hidden, a, lMean, wMean, tol)
+			}
+			if tol := 2 * 5 * wVar * math.Sqrt(4.0/draws); math.Abs(lVar-wVar) > tol {
+				t.Errorf("hidden %v output %d: variance %g by SampleLocal, %g by weight samples; want within %g", hidden, a, lVar, wVar, tol)
+			}
+		}
+	}
+}
+
+// With sig2 = 0 every local draw is the network at mu: Predict's output.
+func TestSampleLocalAtZeroVarianceIsPredict(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	arch := NewArch(4, []int{7, 3}, 3)
+	mu := make([]float64, arch.NumParams())
+	arch.InitHe(mu, rng)
+	x := []float64{0.5, -1, 0, 2}
+	std := Standardization{Shift: -1, Scale: 0.5}
+	p := NewPredictor(arch, 2)
+	want := p.Predict(nil, mu, x, std)
+	got := p.SampleLocal(nil, mu, make([]float64, len(mu)), x, 5, std, rng)
+	for r := range 5 {
+		for a := range 3 {
+			if d := math.Abs(got[r*3+a] - want[a]); d > 1e-12 {
+				t.Errorf("draw %d arm %d: %g, want Predict's %g", r, a, got[r*3+a], want[a])
+			}
+		}
+	}
+}
+
+// BenchmarkSampleLocal times the draws behind one mean-field decision
+// with the service's default propensity estimate (32 groups of 3) on the
+// paper's mushroom network (117 one-hot inputs with 24 ones, [100, 100],
+// 2 arms).
+func BenchmarkSampleLocal(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	arch := NewArch(117, []int{100, 100}, 2)
+	n := arch.NumParams()
+	mu, sig2 := make([]float64, n), make([]float64, n)
+	arch.InitHe(mu, rng)
+	for i := range sig2 {
+		sig2[i] = 0.01
+	}
+	x := make([]float64, 117)
+	for i := 0; i < 117; i += 5 {
+		x[i] = 1
+	}
+	const draws = 32 * 3
+	p := NewPredictor(arch, draws)
+	dst := make([]float64, draws*2)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.SampleLocal(dst, mu, sig2, x, draws, Standardization{Scale: 1}, rng)
+	}
+}
