@@ -44,6 +44,10 @@ bench: bench-nn bench-refine ## run the quick benchmarks (see bench/*.md for the
 bench-nn: ## one training iteration of the paper's bandit network per estimator, beside the bare matrix products
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./nn/
 
+.PHONY: bench-kern
+bench-kern: ## the float32 kernels of nn/kern (products, elementwise passes, fused Adam) at every level this CPU has (see bench/kern.md)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 0.5s -count 3 ./nn/kern/
+
 .PHONY: data
 data: ## fetch the UCI mushroom data into ./data (copy from ../shared or download; sha256 checked)
 	$(GO) run ./cmd/refinery data --dir $(DATA_DIR)
