@@ -14,6 +14,14 @@
 // strides; kernels write into their destination arguments, never allocate,
 // and panic with a "kern: ..." message when slices are too short. Slices
 // passed to one call must not overlap unless the kernel says so.
+//
+// Rounding: the portable kernels convert every product that is then added
+// to float32 explicitly. The Go specification lets the compiler fuse
+// x*y + z into one multiply-add (it does with GOAMD64=v3) and a
+// conversion forbids it, so every product is rounded on every build, and
+// the SIMD kernels, which round the same operations in the same order,
+// give the same float32 results (kern_amd64.go lists the exceptions:
+// Sgemm, Sdot and the softplus).
 package kern
 
 import (
@@ -81,12 +89,13 @@ var portable = impl{
 	ptAdam:  pointAdamGo,
 }
 
-// cur is the implementation in use; levels lists those this CPU supports,
-// best last. Both are set by init (see kern_amd64.go) before any caller
+// cur is the implementation in use; levels lists those this CPU (and this
+// build) supports: archLevels (kern_amd64.go, kern_other.go) adds the
+// architecture's levels to Portable. cur is set by init before any caller
 // can run, and changed only by Use.
 var (
 	cur    = portable
-	levels = map[Level]impl{Portable: portable}
+	levels = archLevels(map[Level]impl{Portable: portable})
 )
 
 func init() {
@@ -178,7 +187,7 @@ func Saxpy(alpha float32, x, y []float32) {
 func saxpyGo(alpha float32, x, y []float32) {
 	y = y[:len(x)]
 	for i, v := range x {
-		y[i] += alpha * v
+		y[i] += float32(alpha * v) // rounded product: see the package doc
 	}
 }
 
@@ -243,7 +252,7 @@ func lrtForwardGo(z, v, eps []float32) {
 	for i, vi := range v {
 		s := float32(math.Sqrt(float64(vi)))
 		v[i] = s
-		z[i] += s * eps[i]
+		z[i] += float32(s * eps[i]) // rounded product: see the package doc
 	}
 }
 
@@ -290,7 +299,7 @@ func reluBackwardGo(gp, a, t []float32) {
 	a, t = a[:len(gp)], t[:len(gp)]
 	for i, v := range a {
 		if v > 0 {
-			gp[i] += 2 * v * t[i]
+			gp[i] += float32(2 * v * t[i]) // rounded product: see the package doc
 		} else {
 			gp[i] = 0
 		}
@@ -354,8 +363,8 @@ type AdamCoef struct {
 
 // adam1 is one Adam step of one coordinate x with gradient g of the loss.
 func adam1(x, g float32, m, v *float32, c *AdamCoef) float32 {
-	mi := c.Beta1**m + (1-c.Beta1)*g
-	vi := c.Beta2**v + (1-c.Beta2)*g*g
+	mi := float32(c.Beta1**m) + float32((1-c.Beta1)*g) // rounded product: see the package doc
+	vi := float32(c.Beta2**v) + float32((1-c.Beta2)*g*g)
 	*m, *v = mi, vi
 	return x - c.LR*(mi*c.C1)/(float32(math.Sqrt(float64(vi*c.C2)))+c.Eps)
 }
@@ -409,8 +418,8 @@ func meanFieldAdamGo(s *MeanFieldStep, n int) {
 		if s.PriorMean != nil {
 			d -= s.PriorMean[j]
 		}
-		gmu := d*prec - s.Scale*s.DMu[j]
-		grho := (sg*prec - 1/sg - s.Scale*s.DSigma[j]) * g
+		gmu := float32(d*prec) - float32(s.Scale*s.DMu[j]) // rounded product: see the package doc
+		grho := (float32(sg*prec) - 1/sg - float32(s.Scale*s.DSigma[j])) * g
 		s.Mu[j] = adam1(mu, gmu, &s.MMu[j], &s.VMu[j], &s.Adam)
 		r := adam1(s.Rho[j], grho, &s.MRho[j], &s.VRho[j], &s.Adam)
 		s.Rho[j] = r
@@ -455,7 +464,7 @@ func pointAdamGo(s *PointStep, n int) {
 		if s.PriorMean != nil {
 			d -= s.PriorMean[j]
 		}
-		gmu := d*s.PriorPrec[j] - s.Scale*s.DMu[j]
+		gmu := float32(d*s.PriorPrec[j]) - float32(s.Scale*s.DMu[j]) // rounded product: see the package doc
 		s.Mu[j] = adam1(mu, gmu, &s.MMu[j], &s.VMu[j], &s.Adam)
 	}
 }

@@ -1,0 +1,762 @@
+// Command asmgen generates nn/kern's amd64 assembly (kern_amd64.s) and its
+// Go declarations (stubs_amd64.go) with avo. It lives in its own module so
+// that avo stays out of Refinery's dependencies; run it through
+// `cd nn/kern && go generate`.
+//
+// Every kernel is generated twice from one description: for AVX-512
+// (F, DQ, BW, VL; 16 float32 lanes, opmask tails) and for AVX2+FMA (8 lanes,
+// VMASKMOVPS tails). The semantics are those of the portable Go kernels in
+// kern.go; the comments there and in kern_amd64.go say where the assembly
+// rounds differently.
+package main
+
+import (
+	"fmt"
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// isa describes one vector instruction set.
+type isa struct {
+	name   string // suffix of the generated functions: AVX512 or AVX2
+	lanes  int    // float32 lanes per vector
+	avx512 bool
+}
+
+var (
+	avx512 = isa{name: "AVX512", lanes: 16, avx512: true}
+	avx2   = isa{name: "AVX2", lanes: 8}
+)
+
+func (s isa) vec() VecVirtual {
+	if s.avx512 {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// consts caches the 64-byte tables of broadcast float32 constants, usable
+// as m256 or m512 operands.
+var consts = map[uint32]Mem{}
+
+func cf(v float32) Mem {
+	bits := math.Float32bits(v)
+	if m, ok := consts[bits]; ok {
+		return m
+	}
+	m := GLOBL(fmt.Sprintf("f32_%08x", bits), RODATA|NOPTR)
+	for i := range 16 {
+		DATA(4*i, U32(bits))
+	}
+	consts[bits] = m
+	return m
+}
+
+// maskTab holds eight all-ones int32 then eight zeros: the AVX2 mask of
+// the first r lanes starts at byte 4*(8-r).
+var maskTab Mem
+
+// Comparison predicates of VCMPPS.
+const (
+	cmpGTOQ = 0x1e
+	cmpGEOQ = 0x1d
+)
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	maskTab = GLOBL("masktab", RODATA|NOPTR)
+	for i := range 16 {
+		v := uint32(0)
+		if i < 8 {
+			v = 0xffffffff
+		}
+		DATA(4*i, U32(v))
+	}
+	for _, s := range []isa{avx512, avx2} {
+		s.sgemmKernels()
+		s.saxpy()
+		s.sdot()
+		s.relu()
+		s.square()
+		s.lrtForward()
+		s.lrtBackward()
+		s.reluBackward()
+		s.reluMask()
+		s.softplus()
+		s.meanFieldAdam()
+		s.pointAdam()
+	}
+	Generate()
+}
+
+// ---------------------------------------------------------------------------
+// Sgemm
+
+// sgemmShape returns the largest microkernel: rows of A and vectors of C.
+func (s isa) sgemmShape() (mr, nv int) {
+	if s.avx512 {
+		return 6, 4 // 24 zmm accumulators, 4 for B, 1 broadcast
+	}
+	return 4, 3 // 12 ymm accumulators, 3 for B, 1 broadcast
+}
+
+func (s isa) sgemmKernels() {
+	mrMax, nvMax := s.sgemmShape()
+	for mr := 1; mr <= mrMax; mr++ {
+		for nv := 1; nv <= nvMax; nv++ {
+			if s.avx512 {
+				s.sgemmKernel(mr, nv, true)
+			} else {
+				s.sgemmKernel(mr, nv, false)
+				s.sgemmKernel(mr, nv, true)
+			}
+		}
+	}
+}
+
+// sgemmKernel generates C[0:mr, 0:w] += A[0:mr, 0:k]·B[0:k, 0:w] for
+// w = (nv-1)*lanes + rem, 1 <= rem <= lanes: mr*nv vector accumulators are
+// loaded from C, updated by one FMA per row and vector for each p with
+// A[i,p] broadcast, and stored back. The last vector of each row is
+// masked to its first rem lanes (masked is always true for AVX-512; the
+// AVX2 kernels without it need rem = lanes).
+func (s isa) sgemmKernel(mr, nv int, masked bool) {
+	name := fmt.Sprintf("sgemm%s_%dx%d", s.name, mr, nv)
+	if !s.avx512 && masked {
+		name += "m"
+	}
+	TEXT(name, NOSPLIT, "func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, rem int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is the %dx%d-vector microkernel of Sgemm at level %s.", name, mr, nv, s.name))
+	kk := Load(Param("k"), GP64())
+	pa := Load(Param("a"), GP64())
+	rs := Load(Param("rsA"), GP64())
+	cs := Load(Param("csA"), GP64())
+	pb := Load(Param("b"), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	pc := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	rem := GP64()
+	Load(Param("rem"), rem)
+	SHLQ(U8(2), rs)
+	SHLQ(U8(2), cs)
+	SHLQ(U8(2), ldb)
+	SHLQ(U8(2), ldc)
+	vb := 4 * s.lanes // bytes per vector
+
+	// Rows 0-2 are addressed from base, rows 3-5 from base + 3*stride.
+	pa3 := GP64()
+	LEAQ(Mem{Base: pa, Index: rs, Scale: 2}, pa3)
+	ADDQ(rs, pa3)
+	pc3 := GP64()
+	LEAQ(Mem{Base: pc, Index: ldc, Scale: 2}, pc3)
+	ADDQ(ldc, pc3)
+	row := func(base, base3, stride Register, i int) Mem {
+		switch i {
+		case 0:
+			return Mem{Base: base}
+		case 1:
+			return Mem{Base: base, Index: stride, Scale: 1}
+		case 2:
+			return Mem{Base: base, Index: stride, Scale: 2}
+		case 3:
+			return Mem{Base: base3}
+		case 4:
+			return Mem{Base: base3, Index: stride, Scale: 1}
+		}
+		return Mem{Base: base3, Index: stride, Scale: 2}
+	}
+
+	var km OpmaskVirtual
+	var maddr GPVirtual
+	if s.avx512 {
+		t := GP32()
+		MOVL(U32(0xffff), t)
+		BZHIL(rem.As32(), t, t)
+		km = K()
+		KMOVW(t, km)
+	} else if masked {
+		maddr = GP64()
+		LEAQ(maskTab, maddr)
+		NEGQ(rem)
+		LEAQ(Mem{Base: maddr, Index: rem, Scale: 4, Disp: 32}, maddr)
+	}
+	last := func(v int) bool { return v == nv-1 && (s.avx512 || masked) }
+	load := func(m Mem, dst VecVirtual) {
+		switch {
+		case s.avx512:
+			VMOVUPS_Z(m, km, dst)
+		default:
+			VMOVUPS(Mem{Base: maddr}, dst)
+			VMASKMOVPS(m, dst, dst)
+		}
+	}
+
+	acc := make([][]VecVirtual, mr)
+	for i := range mr {
+		acc[i] = make([]VecVirtual, nv)
+		for v := range nv {
+			acc[i][v] = s.vec()
+			m := row(pc, pc3, ldc, i).Offset(v * vb)
+			if last(v) {
+				load(m, acc[i][v])
+			} else {
+				VMOVUPS(m, acc[i][v])
+			}
+		}
+	}
+	Label("loop")
+	bv := make([]VecVirtual, nv)
+	for v := range nv {
+		bv[v] = s.vec()
+		m := Mem{Base: pb, Disp: v * vb}
+		if last(v) {
+			load(m, bv[v])
+		} else {
+			VMOVUPS(m, bv[v])
+		}
+	}
+	for i := range mr {
+		t := s.vec()
+		VBROADCASTSS(row(pa, pa3, rs, i), t)
+		for v := range nv {
+			VFMADD231PS(bv[v], t, acc[i][v])
+		}
+	}
+	ADDQ(cs, pa)
+	ADDQ(cs, pa3)
+	ADDQ(ldb, pb)
+	DECQ(kk)
+	JNZ(LabelRef("loop"))
+
+	var mreg VecVirtual
+	if !s.avx512 && masked {
+		mreg = s.vec()
+		VMOVUPS(Mem{Base: maddr}, mreg)
+	}
+	for i := range mr {
+		for v := range nv {
+			m := row(pc, pc3, ldc, i).Offset(v * vb)
+			switch {
+			case !last(v):
+				VMOVUPS(acc[i][v], m)
+			case s.avx512:
+				VMOVUPS(acc[i][v], km, m)
+			default:
+				VMASKMOVPS(acc[i][v], mreg, m)
+			}
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ---------------------------------------------------------------------------
+// Elementwise kernels
+
+// access loads and stores the current vector of the kernel's slices.
+type access struct {
+	ld func(j int) VecVirtual    // a new register holding slice j's vector
+	st func(j int, x VecVirtual) // store x into slice j's vector
+	s  isa
+	km OpmaskVirtual // AVX-512 tail mask (nil in the main loop)
+}
+
+// stream generates a kernel over n float32 elements of the slices named in
+// ptrs: body runs once per full vector, then once more under a mask for
+// the n mod lanes remaining elements. setup runs before the loop (for
+// loop-invariant registers); fini after it (for reductions).
+func (s isa) stream(name, sig string, ptrs []string, setup func(), body func(a access), fini func()) {
+	TEXT(name+s.name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s%s is the %s kernel at level %s; n is the element count.", name, s.name, name, s.name))
+	n := Load(Param("n"), GP64())
+	base := make([]Register, len(ptrs))
+	for j, p := range ptrs {
+		base[j] = Load(Param(p), GP64())
+	}
+	if setup != nil {
+		setup()
+	}
+	idx := GP64()
+	XORQ(idx, idx)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-s.lanes), end)
+	at := func(j int) Mem { return Mem{Base: base[j], Index: idx, Scale: 4} }
+	Label("loop")
+	CMPQ(idx, end)
+	JGE(LabelRef("tail"))
+	body(access{
+		s: s,
+		ld: func(j int) VecVirtual {
+			x := s.vec()
+			VMOVUPS(at(j), x)
+			return x
+		},
+		st: func(j int, x VecVirtual) { VMOVUPS(x, at(j)) },
+	})
+	ADDQ(I32(s.lanes), idx)
+	JMP(LabelRef("loop"))
+
+	Label("tail")
+	rem := GP64()
+	MOVQ(n, rem)
+	SUBQ(idx, rem)
+	JZ(LabelRef("done"))
+	a := access{s: s}
+	if s.avx512 {
+		t := GP32()
+		MOVL(U32(0xffff), t)
+		BZHIL(rem.As32(), t, t)
+		km := K()
+		KMOVW(t, km)
+		a.km = km
+		a.ld = func(j int) VecVirtual {
+			x := s.vec()
+			VMOVUPS_Z(at(j), km, x)
+			return x
+		}
+		a.st = func(j int, x VecVirtual) { VMOVUPS(x, km, at(j)) }
+	} else {
+		maddr := GP64()
+		LEAQ(maskTab, maddr)
+		NEGQ(rem)
+		LEAQ(Mem{Base: maddr, Index: rem, Scale: 4, Disp: 32}, maddr)
+		a.ld = func(j int) VecVirtual {
+			x := s.vec()
+			VMOVUPS(Mem{Base: maddr}, x)
+			VMASKMOVPS(at(j), x, x)
+			return x
+		}
+		a.st = func(j int, x VecVirtual) {
+			m := s.vec()
+			VMOVUPS(Mem{Base: maddr}, m)
+			VMASKMOVPS(x, m, at(j))
+		}
+	}
+	body(a)
+	Label("done")
+	if fini != nil {
+		fini()
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// bcast returns a new register holding the float32 parameter p in every lane.
+func (s isa) bcast(p string) VecVirtual {
+	b, err := Param(p).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	x := s.vec()
+	VBROADCASTSS(b.Addr, x)
+	return x
+}
+
+func (s isa) zero() VecVirtual {
+	x := s.vec()
+	VXORPS(x, x, x)
+	return x
+}
+
+// selectPos sets x to 0 in the lanes where c > 0 is false (also for NaN).
+func (a access) selectPos(x, c VecVirtual) {
+	if a.s.avx512 {
+		k := K()
+		VCMPPS(U8(cmpGTOQ), a.s.zero(), c, k)
+		VMOVUPS_Z(x, k, x)
+		return
+	}
+	m := a.s.vec()
+	VCMPPS(U8(cmpGTOQ), a.s.zero(), c, m)
+	VANDPS(x, m, x)
+}
+
+func (s isa) saxpy() {
+	var alpha VecVirtual
+	s.stream("saxpy", "func(n int, alpha float32, x, y *float32)", []string{"x", "y"},
+		func() { alpha = s.bcast("alpha") },
+		func(a access) {
+			// y + alpha*x, rounded twice like the portable kernel.
+			x, y := a.ld(0), a.ld(1)
+			VMULPS(x, alpha, x)
+			VADDPS(x, y, y)
+			a.st(1, y)
+		}, nil)
+}
+
+func (s isa) sdot() {
+	var acc VecVirtual
+	s.stream("sdot", "func(n int, x, y *float32) float32", []string{"x", "y"},
+		func() { acc = s.zero() },
+		func(a access) {
+			x, y := a.ld(0), a.ld(1)
+			VFMADD231PS(x, y, acc)
+		},
+		func() {
+			var y VecVirtual
+			if s.avx512 {
+				y = YMM()
+				VEXTRACTF64X4(U8(1), acc, y)
+				VADDPS(acc.AsY(), y, y)
+			} else {
+				y = acc
+			}
+			x := XMM()
+			VEXTRACTF128(U8(1), y, x)
+			VADDPS(y.AsX(), x, x)
+			h := XMM()
+			VMOVHLPS(x, x, h)
+			VADDPS(h, x, x)
+			VMOVSHDUP(x, h)
+			VADDSS(h, x, x)
+			Store(x, ReturnIndex(0))
+		})
+}
+
+func (s isa) relu() {
+	var zero VecVirtual
+	s.stream("relu", "func(n int, z *float32)", []string{"z"},
+		func() { zero = s.zero() },
+		func(a access) {
+			// max(0, z) keeps NaN, like Go's max.
+			z := a.ld(0)
+			VMAXPS(z, zero, z)
+			a.st(0, z)
+		}, nil)
+}
+
+func (s isa) square() {
+	s.stream("square", "func(n int, dst, src *float32)", []string{"dst", "src"}, nil,
+		func(a access) {
+			x := a.ld(1)
+			VMULPS(x, x, x)
+			a.st(0, x)
+		}, nil)
+}
+
+func (s isa) lrtForward() {
+	s.stream("lrtForward", "func(n int, z, v, eps *float32)", []string{"z", "v", "eps"}, nil,
+		func(a access) {
+			v := a.ld(1)
+			VSQRTPS(v, v)
+			a.st(1, v)
+			e := a.ld(2)
+			VMULPS(e, v, e)
+			z := a.ld(0)
+			VADDPS(e, z, z)
+			a.st(0, z)
+		}, nil)
+}
+
+func (s isa) lrtBackward() {
+	s.stream("lrtBackward", "func(n int, d, grad, sd *float32)", []string{"d", "grad", "sd"}, nil,
+		func(a access) {
+			// (g*d) / (2*sd) where sd > 0, else 0.
+			d, g, sd := a.ld(0), a.ld(1), a.ld(2)
+			VMULPS(d, g, g)
+			t := s.vec()
+			VADDPS(sd, sd, t)
+			VDIVPS(t, g, g)
+			a.selectPos(g, sd)
+			a.st(0, g)
+		}, nil)
+}
+
+func (s isa) reluBackward() {
+	s.stream("reluBackward", "func(n int, gp, a, t *float32)", []string{"gp", "a", "t"}, nil,
+		func(a access) {
+			// gp + (2*a)*t where a > 0, else 0.
+			g, x, t := a.ld(0), a.ld(1), a.ld(2)
+			u := s.vec()
+			VADDPS(x, x, u)
+			VMULPS(t, u, u)
+			VADDPS(u, g, g)
+			a.selectPos(g, x)
+			a.st(0, g)
+		}, nil)
+}
+
+func (s isa) reluMask() {
+	s.stream("reluMask", "func(n int, grad, a *float32)", []string{"grad", "a"}, nil,
+		func(a access) {
+			g, x := a.ld(0), a.ld(1)
+			a.selectPos(g, x)
+			a.st(0, g)
+		}, nil)
+}
+
+// ---------------------------------------------------------------------------
+// Softplus: log(1 + exp(r)) and 1/(1 + exp(-r)) through e = exp(-|r|).
+
+// Cephes expf and logf (S. L. Moshier, Cephes Math Library 2.2, expf.c
+// and logf.c): Cody-Waite reduction by ln 2 = C1 + C2 and minimax
+// polynomials on [-ln2/2, ln2/2] and [sqrt(1/2)-1, sqrt(2)-1].
+const (
+	lnC1 = 0.693359375
+	lnC2 = -2.12194440e-4
+)
+
+var (
+	expPoly = []float32{1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}
+	logPoly = []float32{7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1}
+)
+
+// softplusVec returns softplus(r) and sigmoid(r) for the vector r, which
+// it leaves unchanged.
+func (s isa) softplusVec(r VecVirtual) (sg, sm VecVirtual) {
+	// a = -|r|, clamped at -104 where exp(a) < 2^-150 rounds to 0.
+	a := s.vec()
+	VORPS(cf(float32(math.Copysign(0, -1))), r, a)
+	VMAXPS(cf(-104), a, a)
+
+	// e = exp(a) = 2^n exp(f), n = round(a/ln2), f = a - n ln2.
+	n := s.vec()
+	VMULPS(cf(math.Log2E), a, n)
+	if s.avx512 {
+		VRNDSCALEPS(U8(8), n, n)
+	} else {
+		VROUNDPS(U8(8), n, n)
+	}
+	f := a
+	VFNMADD231PS(cf(lnC1), n, f)
+	VFNMADD231PS(cf(lnC2), n, f)
+	y := s.vec()
+	VMOVUPS(cf(expPoly[0]), y)
+	for _, c := range expPoly[1:] {
+		VFMADD213PS(cf(c), f, y)
+	}
+	z := s.vec()
+	VMULPS(f, f, z)
+	VFMADD213PS(f, z, y)
+	VADDPS(cf(1), y, y)
+	e := y
+	if s.avx512 {
+		VSCALEFPS(n, y, e)
+	} else {
+		// 2^n as 2^(n>>1) * 2^(n - n>>1): both factors are normal for
+		// n >= -150, so the product rounds once, also into subnormals.
+		ni := s.vec()
+		VCVTPS2DQ(n, ni)
+		n1 := s.vec()
+		VPSRAD(U8(1), ni, n1)
+		VPSUBD(n1, ni, ni)
+		bias := s.vec()
+		VPCMPEQD(bias, bias, bias)
+		VPSRLD(U8(25), bias, bias) // 127
+		VPADDD(bias, n1, n1)
+		VPADDD(bias, ni, ni)
+		VPSLLD(U8(23), n1, n1)
+		VPSLLD(U8(23), ni, ni)
+		VMULPS(n1, e, e)
+		VMULPS(ni, e, e)
+	}
+
+	// u = 1 + e in [1, 2]; log1p(e) = log(u) + (e - (u-1))/u.
+	u := s.vec()
+	VADDPS(cf(1), e, u)
+	inv := s.vec()
+	VMOVUPS(cf(1), inv)
+	VDIVPS(u, inv, inv)
+
+	// log(u) = k ln2 + log(1 + x), x = u/2^k - 1, k = [u >= sqrt 2].
+	x := s.vec()
+	kf := s.vec()
+	if s.avx512 {
+		km := K()
+		VCMPPS(U8(cmpGEOQ), cf(math.Sqrt2), u, km)
+		VMOVUPS(u, x)
+		VMULPS(cf(0.5), u, km, x)
+		VMOVUPS_Z(cf(1), km, kf)
+	} else {
+		m := s.vec()
+		VCMPPS(U8(cmpGEOQ), cf(math.Sqrt2), u, m)
+		h := s.vec()
+		VMULPS(cf(0.5), u, h)
+		VBLENDVPS(m, h, u, x)
+		VANDPS(cf(1), m, kf)
+	}
+	VSUBPS(cf(1), x, x)
+	x2 := s.vec()
+	VMULPS(x, x, x2)
+	p := s.vec()
+	VMOVUPS(cf(logPoly[0]), p)
+	for _, c := range logPoly[1:] {
+		VFMADD213PS(cf(c), x, p)
+	}
+	VMULPS(x, p, p)
+	VMULPS(x2, p, p)
+	VFMADD231PS(cf(lnC2), kf, p)
+	VFNMADD231PS(cf(0.5), x2, p)
+	VADDPS(x, p, p)
+	VFMADD231PS(cf(lnC1), kf, p)
+
+	// Correction (e - (u-1))/u: u-1 is exact, so e - (u-1) is the
+	// rounding error of u.
+	c := s.vec()
+	VSUBPS(cf(1), u, c)
+	VSUBPS(c, e, c)
+	VFMADD231PS(c, inv, p)
+
+	// sigma = max(r, 0) + log1p(e); sigmoid = 1/u if r > 0, else e/u.
+	sg = s.vec()
+	VXORPS(sg, sg, sg)
+	VMAXPS(r, sg, sg)
+	VADDPS(p, sg, sg)
+	sm = s.vec()
+	VMULPS(inv, e, sm)
+	if s.avx512 {
+		kp := K()
+		VCMPPS(U8(cmpGTOQ), s.zero(), r, kp)
+		VMOVUPS(inv, kp, sm)
+	} else {
+		m := s.vec()
+		VCMPPS(U8(cmpGTOQ), s.zero(), r, m)
+		VBLENDVPS(m, inv, sm, sm)
+	}
+	return sg, sm
+}
+
+func (s isa) softplus() {
+	s.stream("softplus", "func(n int, sigma, sigmoid, rho *float32)", []string{"sigma", "sigmoid", "rho"}, nil,
+		func(a access) {
+			sg, sm := s.softplusVec(a.ld(2))
+			a.st(0, sg)
+			a.st(1, sm)
+		}, nil)
+}
+
+// ---------------------------------------------------------------------------
+// Adam
+
+// The Adam kernels run with MXCSR's flush-to-zero and denormals-are-zero
+// bits set, so that decaying moment estimates never take the slow
+// subnormal path; the caller's MXCSR is restored before return.
+func setFTZ() Mem {
+	save := AllocLocal(8)
+	VSTMXCSR(save)
+	t := GP32()
+	MOVL(save, t)
+	ORL(U32(0x8040), t)
+	MOVL(t, save.Offset(4))
+	VLDMXCSR(save.Offset(4))
+	return save
+}
+
+// adamVec is one Adam step (Kingma & Ba 2015, Algorithm 1) of the
+// parameter vector x with gradient g and moments at slices mj, vj,
+// rounded operation by operation like kern.go's adam1 (no FMA):
+//
+//	m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g;
+//	x = x - (lr (m c1)) / (sqrt(v c2) + eps).
+func (s isa) adamVec(a access, x, g VecVirtual, mj, vj int) {
+	m, v := a.ld(mj), a.ld(vj)
+	t := s.vec()
+	VMULPS(s.bcast("b1"), m, m)
+	VMULPS(s.bcast("omb1"), g, t)
+	VADDPS(t, m, m)
+	a.st(mj, m)
+	VMULPS(s.bcast("b2"), v, v)
+	VMULPS(s.bcast("omb2"), g, t)
+	VMULPS(g, t, t)
+	VADDPS(t, v, v)
+	a.st(vj, v)
+	VMULPS(s.bcast("c2"), v, v)
+	VSQRTPS(v, v)
+	VADDPS(s.bcast("eps"), v, v)
+	VMULPS(s.bcast("c1"), m, m)
+	VMULPS(s.bcast("lr"), m, m)
+	VDIVPS(v, m, m)
+	VSUBPS(m, x, x)
+}
+
+const adamSig = "scale, lr, b1, omb1, b2, omb2, c1, c2, eps float32"
+
+func (s isa) meanFieldAdam() {
+	for _, withMean := range []bool{false, true} {
+		name := "meanFieldAdam"
+		if withMean {
+			name += "Mean"
+		}
+		ptrs := []string{"mu", "rho", "sigma", "sigmoid", "dmu", "dsigma", "pprec", "mmu", "vmu", "mrho", "vrho", "pmean"}
+		if !withMean {
+			ptrs = ptrs[:len(ptrs)-1]
+		}
+		var save Mem
+		s.stream(name, "func(n int, mu, rho, sigma, sigmoid, dmu, dsigma, pprec, mmu, vmu, mrho, vrho, pmean *float32, "+adamSig+")", ptrs,
+			func() { save = setFTZ() },
+			func(a access) {
+				// gmu = (mu - m) prec - scale dmu
+				// grho = ((sigma prec - 1/sigma) - scale dsigma) sigmoid
+				mu, prec := a.ld(0), a.ld(6)
+				d := mu
+				if withMean {
+					d = s.vec()
+					VSUBPS(a.ld(11), mu, d)
+				}
+				gmu := s.vec()
+				VMULPS(prec, d, gmu)
+				t := a.ld(4)
+				VMULPS(s.bcast("scale"), t, t)
+				VSUBPS(t, gmu, gmu)
+				s.adamVec(a, mu, gmu, 7, 8)
+				a.st(0, mu)
+
+				sg := a.ld(2)
+				grho := s.vec()
+				VMULPS(prec, sg, grho)
+				inv := s.vec()
+				VMOVUPS(cf(1), inv)
+				VDIVPS(sg, inv, inv)
+				VSUBPS(inv, grho, grho)
+				t = a.ld(5)
+				VMULPS(s.bcast("scale"), t, t)
+				VSUBPS(t, grho, grho)
+				VMULPS(a.ld(3), grho, grho)
+				rho := a.ld(1)
+				s.adamVec(a, rho, grho, 9, 10)
+				a.st(1, rho)
+				sg, sm := s.softplusVec(rho)
+				a.st(2, sg)
+				a.st(3, sm)
+			},
+			func() { VLDMXCSR(save) })
+	}
+}
+
+func (s isa) pointAdam() {
+	for _, withMean := range []bool{false, true} {
+		name := "pointAdam"
+		if withMean {
+			name += "Mean"
+		}
+		ptrs := []string{"mu", "dmu", "pprec", "mmu", "vmu", "pmean"}
+		if !withMean {
+			ptrs = ptrs[:len(ptrs)-1]
+		}
+		var save Mem
+		s.stream(name, "func(n int, mu, dmu, pprec, mmu, vmu, pmean *float32, "+adamSig+")", ptrs,
+			func() { save = setFTZ() },
+			func(a access) {
+				mu := a.ld(0)
+				d := mu
+				if withMean {
+					d = s.vec()
+					VSUBPS(a.ld(5), mu, d)
+				}
+				g := s.vec()
+				VMULPS(a.ld(2), d, g)
+				t := a.ld(1)
+				VMULPS(s.bcast("scale"), t, t)
+				VSUBPS(t, g, g)
+				s.adamVec(a, mu, g, 3, 4)
+				a.st(0, mu)
+			},
+			func() { VLDMXCSR(save) })
+	}
+}
