@@ -40,9 +40,14 @@ screenshot: ## regenerate api/testdata/dashboard.png, the README's picture: the 
 .PHONY: bench
 bench: bench-nn bench-refine ## run the quick benchmarks (see bench/*.md for the committed results)
 
+# What bench/nn.md and bench/refine.md record beside each run.
+BENCH_HEADER = echo "commit $$(git rev-parse --short HEAD)$$(git diff --quiet || echo ' (dirty)')"; uptime; grep -m1 'model name' /proc/cpuinfo
+
 .PHONY: bench-nn
-bench-nn: ## one training iteration of the paper's bandit network per estimator, beside the bare matrix products
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./nn/
+bench-nn: ## one ExpectedLogLik of the paper's bandit network per estimator: float64 reference beside the float32 fast engine (ns/op, allocs, GFLOP/s, paired ratio)
+	@$(BENCH_HEADER)
+	$(GO) test -run '^$$' -bench '^BenchmarkEngines$$' -benchmem -count 5 ./nn/
+	@uptime
 
 .PHONY: bench-kern
 bench-kern: ## the float32 kernels of nn/kern (products, elementwise passes, fused Adam) at every level this CPU has (see bench/kern.md)
@@ -58,8 +63,11 @@ bench-store: ## decisions+rewards/s into PostgreSQL: group commit against row-at
 	for i in 1 2 3; do $(GO) test -run '^$$' -bench '^BenchmarkWrites$$' -benchtime 2s -count 1 -timeout 30m ./store/ || exit 1; done
 
 .PHONY: bench-refine
-bench-refine: ## one ELBO iteration and one refined sample (K=2, 500 iterations) of the paper's bandit network
-	$(GO) test -run '^$$' -bench 'BenchmarkTrainerStep|BenchmarkRefine' -benchtime 20x -count 3 ./posterior/
+bench-refine: ## trainer iterations per estimator, refined samples (K=2, 500 iterations) of the paper's bandit network, and samples/s of two workers: reference and fast engine
+	@$(BENCH_HEADER)
+	$(GO) test -run '^$$' -bench '^BenchmarkTrainerStep$$' -benchmem -benchtime 500x -count 3 ./posterior/
+	$(GO) test -run '^$$' -bench '^BenchmarkRefine(TwoWorkers)?$$' -benchmem -benchtime 10x -count 3 -timeout 30m ./posterior/
+	@uptime
 
 .PHONY: bench-simulate
 bench-simulate: ## steps per second of every policy under both presets on the mushroom bandit

@@ -91,7 +91,9 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -103,6 +105,10 @@ import (
 
 	"github.com/refinery-bandits/refinery/bandit"
 )
+
+// BodyReadTimeout bounds how long a request body may take to arrive;
+// past it the answer is 408.
+const BodyReadTimeout = 10 * time.Second
 
 // Body size limits: larger bodies are answered 413.
 const (
@@ -138,6 +144,7 @@ type Server struct {
 	timeout  time.Duration
 	draining atomic.Bool
 	dash     *Dashboard
+	logs     logLimiter
 }
 
 // New returns the server's handler.
@@ -275,25 +282,43 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 			return nil, withDetail(errMediaType, "content type %q: want application/json", ct)
 		}
 	}
+	// The body must arrive within BodyReadTimeout of the handler's
+	// start (the server's ReadTimeout is the backstop where the
+	// connection does not support deadlines).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return body, nil
+	case errors.As(err, &tooLarge):
 		return nil, withDetail(errTooLarge, "the body exceeds %d bytes", limit)
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return nil, withDetail(errBodyTimeout, "the body did not arrive within %s", BodyReadTimeout)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	return body, nil
+	// Shorter than its Content-Length, a malformed chunk, a connection
+	// closed half-way: the client sent no well-formed body.
+	return nil, &bandit.ValidationError{Errors: []bandit.FieldError{{Field: "", Detail: "unreadable body: " + err.Error()}}}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON answers v as JSON with the given status. v is encoded
+// before anything is written, so that an encoding error is a 500
+// problem, never a success status with an empty body (issue 16, finding
+// 2).
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.writeProblem(w, r, fmt.Errorf("encode the response: %w", err))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz is 200 when the store answers with a current schema, every
@@ -320,7 +345,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !ready {
 		status, code = "not ready", http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, map[string]any{"status": status, "checks": checks, "ephemeral_store": s.svc.Store().Ephemeral()})
+	s.writeJSON(w, r, code, map[string]any{"status": status, "checks": checks, "ephemeral_store": s.svc.Store().Ephemeral()})
 }
 
 // banditView is a bandit in responses: its configuration with defaults
@@ -388,7 +413,7 @@ func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "bandit created", append(logAttrs(r), "bandit", cfg.Name, "policy", cfg.Policy.Kind)...)
 	w.Header().Set("Location", "/v1/bandits/"+cfg.Name)
-	writeJSON(w, http.StatusCreated, v)
+	s.writeJSON(w, r, http.StatusCreated, v)
 }
 
 func (s *Server) listBandits(w http.ResponseWriter, r *http.Request) {
@@ -405,7 +430,7 @@ func (s *Server) listBandits(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"bandits": out})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"bandits": out})
 }
 
 func (s *Server) getBandit(w http.ResponseWriter, r *http.Request) {
@@ -414,7 +439,7 @@ func (s *Server) getBandit(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	s.writeJSON(w, r, http.StatusOK, v)
 }
 
 // decisionRequest is the body of POST .../decisions.
@@ -496,7 +521,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
 		}
 	}
-	writeJSON(w, status, resp)
+	s.writeJSON(w, r, status, resp)
 }
 
 // rewardRequest is the body of POST .../reward.

@@ -231,6 +231,20 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a NaN reward is a 400 about the body", "POST", reward, json_, `{"value": NaN}`, 400, ""},
 		{"a reward beyond float64 is a 400 naming value", "POST", reward, json_, `{"value": -1e999}`, 400, "value"},
 		{"an empty reward body is a 400", "POST", reward, json_, ``, 400, ""},
+		// Issue 16: values that used to pass validation and then broke
+		// the trainer, the encoder of the answer or PostgreSQL.
+		{"a finite reward of 1e308 is a 400 naming value", "POST", reward, json_, `{"value": 1e308}`, 400, "value"},
+		{"a finite context value of 1.7e308 is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "red", "size": 1.7e308}}`, 400, "context.size"},
+		{"a duplicate context key hiding a NUL is a 400 naming it", "POST", decide, json_, `{"context": {"color": "\u0000", "color": "red", "size": 1}}`, 400, "context.color"},
+		{"a NUL character in a context value is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red\u0000", "size": 1}}`, 400, "context.color"},
+		{"a lone surrogate is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "\udc00", "size": 1}}`, 400, "context.color"},
+		{"invalid UTF-8 is a 400 naming the feature", "POST", decide, json_, "{\"context\": {\"color\": \"r\xffd\", \"size\": 1}}", 400, "context.color"},
+		{"a duplicate top-level key is a 400 naming it", "POST", reward, json_, `{"value": 1, "value": 2}`, 400, "value"},
+		{"nesting 100 levels deep is a 400", "POST", decide, json_, `{"context": {"color": "red", "size": 1}, "x": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, 400, "x" + strings.Repeat("[0]", bandit.MaxJSONDepth-1)},
+		{"a duplicate key in a bandit config is a 400 naming it", "POST", "/v1/bandits", json_, `{"name": "x", "name": "y", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}]}`, 400, "name"},
+		{"an explicit 0s reward wait with a default is a 400 (not replaced by 10m)", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "reward": {"wait": "0s", "default": 0}}`, 400, "reward.wait"},
+		{"a default reward of 1e308 is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "reward": {"wait": "1m", "default": 1e308}}`, 400, "reward.default"},
+		{"a numeric scale of 1e-300 is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric", "scale": 1e-300}]}`, 400, "features[0].scale"},
 		{"an unknown route is a 404", "GET", "/v2/bandits", "", "", 404, none},
 		{"a wrong method is a 405", "DELETE", "/v1/bandits", "", "", 405, none},
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -189,7 +190,7 @@ func (d *Dashboard) run(svc *bandit.Service) {
 		case <-d.stop:
 			return
 		case <-t.C:
-			d.sample(svc)
+			d.sampleSafely(svc)
 		}
 	}
 }
@@ -197,6 +198,17 @@ func (d *Dashboard) run(svc *bandit.Service) {
 // Close stops the sampling.
 func (d *Dashboard) Close() {
 	d.once.Do(func() { close(d.stop) })
+}
+
+// sampleSafely is sample with a panic logged instead of taking the
+// process down.
+func (d *Dashboard) sampleSafely(svc *bandit.Service) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.log.Error("dashboard: sampling panicked", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	d.sample(svc)
 }
 
 func (d *Dashboard) sample(svc *bandit.Service) {
@@ -208,15 +220,17 @@ func (d *Dashboard) sample(svc *bandit.Service) {
 			d.log.Warn("dashboard: sampling failed", "bandit", a.Name(), "err", err)
 			continue
 		}
-		d.mu.Lock()
-		h := d.history(a.Name())
-		s.arms = make(map[string]int64, len(h.arms))
-		for k, v := range h.arms {
-			s.arms[k] = v
-		}
-		s.fallbacks = h.fallbacks
-		h.samples.push(s)
-		d.mu.Unlock()
+		func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			h := d.history(a.Name())
+			s.arms = make(map[string]int64, len(h.arms))
+			for k, v := range h.arms {
+				s.arms[k] = v
+			}
+			s.fallbacks = h.fallbacks
+			h.samples.push(s)
+		}()
 	}
 }
 

@@ -94,7 +94,7 @@ func (s *Server) dashboardJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, v)
+	s.writeJSON(w, r, http.StatusOK, v)
 }
 
 func (s *Server) dashboardView(ctx context.Context) (*dashboardView, error) {

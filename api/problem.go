@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/store"
@@ -42,6 +45,23 @@ var (
 	errMediaType = errors.New("api: unsupported media type")
 	errNoRoute   = errors.New("api: no such route")
 	errMethod    = errors.New("api: method not allowed")
+	// errBodyTimeout: the body did not arrive within BodyReadTimeout.
+	errBodyTimeout = errors.New("api: request body timeout")
+	// errOverloaded: no room for the request within AdmissionWait.
+	errOverloaded = errors.New("api: overloaded")
+)
+
+// Limits on what an error answer echoes (issue 16, finding 8): a 1 MB
+// configuration must not become a 20 MB problem, nor a long path a long
+// 404.
+const (
+	// MaxProblemErrors is the most field errors a 400 lists; "detail"
+	// says how many more there were.
+	MaxProblemErrors = 20
+	// MaxEchoBytes is the most bytes of any client-supplied text (a
+	// field path, a detail quoting a value, the request path) an error
+	// answer repeats; longer text is cut and marked with "...".
+	MaxEchoBytes = 256
 )
 
 // problemTable maps errors to HTTP statuses: the first entry that
@@ -55,6 +75,9 @@ var problemTable = []struct {
 	{errTooLarge, http.StatusRequestEntityTooLarge},
 	{errMediaType, http.StatusUnsupportedMediaType},
 	{errNoRoute, http.StatusNotFound},
+	{errBodyTimeout, http.StatusRequestTimeout},
+	{errOverloaded, http.StatusTooManyRequests},
+	{bandit.ErrLimit, http.StatusForbidden},
 	{errMethod, http.StatusMethodNotAllowed},
 	{bandit.ErrNotFound, http.StatusNotFound},
 	{bandit.ErrExists, http.StatusConflict},
@@ -88,7 +111,11 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 			break
 		}
 	}
-	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Instance: r.URL.Path, RequestID: requestID(r.Context())}
+	if status == http.StatusInternalServerError && store.IsUnavailable(err) {
+		// The database is unreachable or did not answer in time.
+		status = http.StatusServiceUnavailable
+	}
+	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Instance: echo(r.URL.Path), RequestID: requestID(r.Context())}
 	if p.Title == "" {
 		p.Title = "Client Closed Request"
 	}
@@ -96,33 +123,95 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	var ve *bandit.ValidationError
 	switch {
 	case status == http.StatusInternalServerError:
-		s.log.ErrorContext(r.Context(), "internal error", "request_id", p.RequestID, "method", r.Method, "path", r.URL.Path, "err", err)
+		if s.logs.allow() {
+			s.log.ErrorContext(r.Context(), "internal error", "request_id", p.RequestID, "method", r.Method, "path", echo(r.URL.Path), "err", err, "suppressed", s.logs.suppressed())
+		}
 		p.Detail = "internal error"
-	case errors.As(err, &ve):
-		p.Errors = ve.Errors
-		f := ve.Errors[0].Field
+	case errors.As(err, &ve) && len(ve.Errors) > 0:
+		n := min(len(ve.Errors), MaxProblemErrors)
+		p.Errors = make([]bandit.FieldError, n)
+		for i, fe := range ve.Errors[:n] {
+			p.Errors[i] = bandit.FieldError{Field: echo(fe.Field), Detail: echo(fe.Detail)}
+		}
+		f := p.Errors[0].Field
 		p.Field = &f
-		p.Detail = ve.Errors[0].Detail
+		p.Detail = p.Errors[0].Detail
 		if f != "" {
 			p.Detail = f + ": " + p.Detail
 		}
-		if n := len(ve.Errors); n > 1 {
-			p.Detail += fmt.Sprintf(" (and %d more problems, see errors)", n-1)
+		if more := len(ve.Errors) + ve.Omitted - 1; more > 0 {
+			p.Detail += fmt.Sprintf(" (and %d more problems, see errors", more)
+			if len(ve.Errors)+ve.Omitted > n {
+				p.Detail += fmt.Sprintf(", which lists the first %d", n)
+			}
+			p.Detail += ")"
 		}
 	case errors.As(err, &ce):
-		p.Detail = ce.detail
+		p.Detail = echo(ce.detail)
+	case status == http.StatusServiceUnavailable && !errors.Is(err, bandit.ErrUnavailable):
+		p.Detail = "the database is unavailable; retry later (a write may have committed: retrying it with the same event ID and value is safe)"
 	default:
 		p.Detail = http.StatusText(status)
 	}
-	if status >= 500 && status != http.StatusInternalServerError {
-		s.log.WarnContext(r.Context(), "unavailable", "request_id", p.RequestID, "path", r.URL.Path, "err", err)
+	if status >= 500 && status != http.StatusInternalServerError && s.logs.allow() {
+		s.log.WarnContext(r.Context(), "unavailable", "request_id", p.RequestID, "path", echo(r.URL.Path), "err", err, "suppressed", s.logs.suppressed())
 	}
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", ProblemContentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// echo cuts client-supplied text to MaxEchoBytes for an error answer.
+func echo(s string) string {
+	if len(s) <= MaxEchoBytes {
+		return s
+	}
+	i := MaxEchoBytes
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
+
+// logLimiter lets through at most burst error logs per second, so that
+// an outage that fails every request logs a few lines a second, not one
+// per request (issue 16, finding 4: 86,795 lines in 11 s); it counts
+// what it holds back.
+type logLimiter struct {
+	mu      sync.Mutex
+	second  int64
+	n       int
+	dropped int64
+}
+
+const logBurst = 5
+
+// allow reports whether one more line may be logged now.
+func (l *logLimiter) allow() bool {
+	now := time.Now().Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now != l.second {
+		l.second, l.n = now, 0
+	}
+	if l.n >= logBurst {
+		l.dropped++
+		return false
+	}
+	l.n++
+	return true
+}
+
+// suppressed returns and resets the count of lines held back.
+func (l *logLimiter) suppressed() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.dropped
+	l.dropped = 0
+	return d
 }
 
 // logAttrs is a helper for request logs.

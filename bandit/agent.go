@@ -11,7 +11,9 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"regexp"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +86,10 @@ type Agent struct {
 
 	linMu sync.Mutex
 	lin   *policy.Linear // linear-ts only
+
+	// trainErr is the last training error (or recovered panic) while
+	// it lasts; nil after a successful training. Status reports it.
+	trainErr atomic.Pointer[string]
 
 	clock Clock
 	// Step mode (see StepConfig); nil step: a live agent.
@@ -217,6 +223,7 @@ type snapshotMeta struct {
 // Rows newer than the snapshot wake the trainer once start has run.
 func (a *Agent) load(ctx context.Context) error {
 	var snapVersion, snapCursor int64
+	var snapRows int
 	elbo := math.NaN()
 	if a.cfg.Policy.Kind != Uniform {
 		snap, err := a.store.LatestSnapshot(ctx, a.name)
@@ -230,7 +237,7 @@ func (a *Agent) load(ctx context.Context) error {
 				a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
 				break
 			}
-			snapVersion, snapCursor = snap.Version, meta.Cursor
+			snapVersion, snapCursor, snapRows = snap.Version, meta.Cursor, meta.Rows
 			if meta.ELBO != nil {
 				elbo = *meta.ELBO
 			}
@@ -247,7 +254,15 @@ func (a *Agent) load(ctx context.Context) error {
 		return fmt.Errorf("load training rows %s: %w", a.name, err)
 	}
 	a.persisted = snapVersion
-	m := &model{version: snapVersion, rows: a.data.Len(), cursor: a.cursor, std: a.std, elbo: elbo, superseded: make(chan struct{})}
+	// The published posterior has seen the rows up to the snapshot's
+	// cursor only (none without a snapshot); the trainer trains on the
+	// rest at once (issue 16, finding 7). linear-ts has observed every
+	// row in readRows.
+	rows := a.data.Len()
+	if a.q != nil {
+		rows = min(snapRows, rows)
+	}
+	m := &model{version: snapVersion, rows: rows, cursor: snapCursor, std: a.std, elbo: elbo, superseded: make(chan struct{})}
 	if snapVersion > 0 {
 		m.trainedAt = a.clock.Now()
 	}
@@ -261,7 +276,7 @@ func (a *Agent) load(ctx context.Context) error {
 		}
 	}
 	a.publish(m)
-	if a.cursor > snapCursor || (n > 0 && snapVersion == 0) {
+	if rows < a.data.Len() {
 		a.notify()
 	}
 	return nil
@@ -300,7 +315,9 @@ func (a *Agent) readRows(ctx context.Context) (int, error) {
 	dim, arms := a.enc.Dim(), len(a.cfg.Arms)
 	err := a.store.TrainingRows(ctx, a.name, a.cursor, func(r TrainingRow) error {
 		a.cursor = r.Seq
-		if len(r.Encoded) != dim || r.Arm < 0 || r.Arm >= arms || math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
+		// Rows stored before the bounds on rewards and numeric contexts
+		// (issue 16) may hold values that would poison the model.
+		if len(r.Encoded) != dim || r.Arm < 0 || r.Arm >= arms || !(math.Abs(r.Reward) <= MaxRewardAbs) || !bounded(r.Encoded, MaxNumericAbs) {
 			a.log.Warn("skipping a malformed training row", "seq", r.Seq, "dim", len(r.Encoded), "arm", r.Arm)
 			return nil
 		}
@@ -387,7 +404,7 @@ func (a *Agent) trainLoop() {
 		case <-a.wake:
 		}
 		start := time.Now()
-		err := a.trainOnce(ctx)
+		err := a.trainSafely(ctx)
 		if wait := minInterval - time.Since(start); wait > 0 {
 			select {
 			case <-a.done:
@@ -407,14 +424,55 @@ func (a *Agent) trainLoop() {
 	}
 }
 
-// trainOnce reads the rows stored since the cursor and, if there are
-// any, retrains and publishes a new posterior version.
+// trainSafely is trainOnce with a panic turned into an error, so that a
+// fault in training never takes the process (and every other bandit)
+// down (issue 16, finding 1). After a panic the trainer goes back to the
+// last published posterior, as after a training error. The outcome is
+// kept for Status.
+func (a *Agent) trainSafely(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("trainer panic: %v\n%s", v, debug.Stack())
+			if prev := a.model.Load(); a.q != nil && prev.q != nil {
+				a.q.CopyFrom(prev.q)
+				a.std = prev.std
+				a.tr.Reset()
+			}
+		}
+		switch {
+		case err == nil:
+			a.trainErr.Store(nil)
+		case ctx.Err() == nil:
+			msg := err.Error()
+			if i := strings.IndexByte(msg, '\n'); i >= 0 {
+				msg = msg[:i] // the stack goes to the log only
+			}
+			a.trainErr.Store(&msg)
+		}
+	}()
+	return a.trainOnce(ctx)
+}
+
+// bounded reports whether every element of x has magnitude at most hi
+// (and none is NaN).
+func bounded(x []float64, hi float64) bool {
+	for _, v := range x {
+		if !(math.Abs(v) <= hi) {
+			return false
+		}
+	}
+	return true
+}
+
+// trainOnce reads the rows stored since the cursor and, if the
+// published posterior has not seen every row read so far, retrains and
+// publishes a new posterior version.
 func (a *Agent) trainOnce(ctx context.Context) error {
 	n, rerr := a.readRows(ctx)
-	if n == 0 {
+	prev := a.model.Load()
+	if n == 0 && a.data.Len() <= prev.rows {
 		return rerr
 	}
-	prev := a.model.Load()
 	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
 	iters := 0
 	if a.q != nil {
@@ -495,7 +553,7 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 // reapLoop applies the configured default reward to decisions left
 // without a reward for longer than reward.wait.
 func (a *Agent) reapLoop() {
-	wait := time.Duration(a.cfg.Reward.Wait)
+	wait := time.Duration(*a.cfg.Reward.Wait)
 	every := min(max(wait/4, 50*time.Millisecond), 30*time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -511,10 +569,21 @@ func (a *Agent) reapLoop() {
 			return
 		case <-t.C:
 		}
-		if err := a.reap(ctx, time.Now().Add(-wait)); err != nil && ctx.Err() == nil {
+		if err := a.reapSafely(ctx, time.Now().Add(-wait)); err != nil && ctx.Err() == nil {
 			a.log.Warn("applying default rewards failed", "err", err)
 		}
 	}
+}
+
+// reapSafely is reap with a panic turned into an error: the reaper must
+// never take the process down.
+func (a *Agent) reapSafely(ctx context.Context, before time.Time) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("reaper panic: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return a.reap(ctx, before)
 }
 
 // reap stores the default reward for decisions made before the cutoff
@@ -549,8 +618,8 @@ func (a *Agent) reap(ctx context.Context, before time.Time) error {
 // same value again is accepted without a new row; ErrNotFound if the
 // event is unknown, ErrConflict if it has another value.
 func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error {
-	if math.IsNaN(value) || math.IsInf(value, 0) {
-		return invalid("value", "want a finite number")
+	if !(math.Abs(value) <= MaxRewardAbs) {
+		return invalid("value", fmt.Sprintf("%g, want a finite number in [-%g, %g]", value, MaxRewardAbs, MaxRewardAbs))
 	}
 	if a.step != nil {
 		a.stepMu.Lock()
@@ -629,11 +698,12 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 //   - mf-ts (and refined-ts falling back): M-1 more groups of fresh
 //     mean-field draws, an unbiased estimate with standard error at
 //     most 1/(2 sqrt(M));
-//   - refined-ts: M-1 groups resampled with replacement from the pool of
-//     refined samples at hand (the S taken and the other samples of the
-//     same version in the bank, not consumed), an estimate from the
-//     empirical distribution of those samples; Propensity.Samples says
-//     how many there were;
+//   - refined-ts: the decision's S samples are a uniform draw without
+//     replacement from the usable refined samples in the bank (the
+//     pool; Propensity.Samples says how many), and the M-1 other groups
+//     are drawn from the pool the same way: an unbiased estimate of the
+//     probability of each arm given the samples at hand, however often
+//     they are reused (policy.ThompsonVote);
 //   - linear-ts: M further draws from the exact posterior
 //     (policy.Linear).
 //
@@ -768,7 +838,7 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 			}
 			wait = 0
 		}
-		got, others, ok := a.bank.take(ctx, S, a.cfg.Refinement.BankSize, wait)
+		got, others, ok := a.bank.take(ctx, S, a.cfg.Refinement.BankSize, wait, rng)
 		if ok {
 			a.obs.Bank(a.name, a.bank.status().Depth)
 			pool := make([]float64, (len(got)+len(others))*arms) // predictions in reward units
@@ -812,6 +882,10 @@ type Status struct {
 	TrainedAt *time.Time `json:"trained_at"`
 	// Bank is the refined-sample bank (refined-ts only).
 	Bank *BankStatus `json:"bank,omitempty"`
+	// TrainerError is the error of the last training attempt, while the
+	// trainer has not succeeded since (it retries every second); absent
+	// when training is well.
+	TrainerError string `json:"trainer_error,omitempty"`
 }
 
 // BankStatus describes a bank of refined samples.
@@ -834,6 +908,9 @@ type BankStatus struct {
 func (a *Agent) Status() Status {
 	m := a.model.Load()
 	st := Status{ModelVersion: m.version, TrainedRows: m.rows}
+	if e := a.trainErr.Load(); e != nil {
+		st.TrainerError = *e
+	}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		e := m.elbo
 		st.ELBO = &e

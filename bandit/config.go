@@ -216,8 +216,9 @@ type RefinementConfig struct {
 // RewardConfig says what happens to decisions that get no reward.
 type RewardConfig struct {
 	// Wait is how long a decision may wait for its reward; default
-	// "10m".
-	Wait Duration `json:"wait"`
+	// "10m" when absent or null (an explicit "0s" is kept, and is
+	// invalid together with a default).
+	Wait *Duration `json:"wait"`
 	// Default, when a number, is stored as the reward of every decision
 	// still unrewarded after Wait (a later reward with another value is
 	// then a conflict, 409); when null (default), such decisions are
@@ -284,7 +285,12 @@ func ParseConfig(data []byte) (*Config, error) {
 // fields and trailing data, and turns decoding errors into a
 // *ValidationError naming the field (empty for the body as a whole:
 // malformed JSON, including NaN and Infinity, which JSON does not have).
+// CheckJSON runs first: duplicate keys, NUL characters, lone surrogates,
+// invalid UTF-8 and deep nesting are rejected before anything is decoded.
 func DecodeStrict(data []byte, v any) error {
+	if err := CheckJSON(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -425,8 +431,9 @@ func (c *Config) SetDefaults() {
 	if r.BankSize == 0 {
 		r.BankSize = DefaultBankSize
 	}
-	if c.Reward.Wait == 0 {
-		c.Reward.Wait = Duration(DefaultRewardWait)
+	if c.Reward.Wait == nil {
+		d := Duration(DefaultRewardWait)
+		c.Reward.Wait = &d
 	}
 	for i := range c.Features {
 		f := &c.Features[i]
@@ -467,12 +474,16 @@ func (c *Config) Validate() error {
 		c.validateModel(&v)
 	}
 	r := c.Reward
-	if r.Wait < 0 || time.Duration(r.Wait) > maxDurationConfig {
+	var wait Duration
+	if r.Wait != nil {
+		wait = *r.Wait
+	}
+	if wait < 0 || time.Duration(wait) > maxDurationConfig {
 		v.add("reward.wait", "want a duration between 0s and 10 years")
 	}
 	if r.Default != nil {
-		v.finite("reward.default", *r.Default)
-		if r.Wait <= 0 {
+		v.bounded("reward.default", *r.Default, MaxRewardAbs)
+		if wait <= 0 {
 			v.add("reward.wait", "want a positive duration when reward.default is set")
 		}
 	}
@@ -512,10 +523,10 @@ func (c *Config) validateFeatures(v *validator) {
 				v.add(at+".values", "values apply to categorical features only")
 			}
 			if f.Center != nil {
-				v.finite(at+".center", *f.Center)
+				v.bounded(at+".center", *f.Center, MaxNumericAbs)
 			}
-			if f.Scale != nil && !(*f.Scale > 0 && !math.IsInf(*f.Scale, 0)) {
-				v.add(at+".scale", "want a finite number > 0")
+			if f.Scale != nil && !(*f.Scale >= 1/MaxNumericAbs && *f.Scale <= MaxNumericAbs) {
+				v.add(at+".scale", fmt.Sprintf("want a number in [%g, %g]", 1/MaxNumericAbs, MaxNumericAbs))
 			}
 			dim++
 		case "":
@@ -610,9 +621,16 @@ func (c *Config) encodedDim() int {
 }
 
 // validator collects field errors.
-type validator struct{ errs []FieldError }
+type validator struct {
+	errs    []FieldError
+	omitted int
+}
 
 func (v *validator) add(field, detail string) {
+	if len(v.errs) >= MaxFieldErrors {
+		v.omitted++
+		return
+	}
 	v.errs = append(v.errs, FieldError{Field: field, Detail: detail})
 }
 
@@ -620,7 +638,7 @@ func (v *validator) err() error {
 	if len(v.errs) == 0 {
 		return nil
 	}
-	return &ValidationError{Errors: v.errs}
+	return &ValidationError{Errors: v.errs, Omitted: v.omitted}
 }
 
 func (v *validator) intRange(field string, n, lo, hi int) {
@@ -638,6 +656,13 @@ func (v *validator) positive(field string, x, hi float64) {
 func (v *validator) finite(field string, x float64) {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		v.add(field, "want a finite number")
+	}
+}
+
+// bounded checks that x is a finite number of magnitude at most hi.
+func (v *validator) bounded(field string, x, hi float64) {
+	if !(math.Abs(x) <= hi) {
+		v.add(field, fmt.Sprintf("%g, want a finite number in [-%g, %g]", x, hi, hi))
 	}
 }
 

@@ -26,7 +26,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 		t.Errorf("training %+v", tr)
 	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16 || r.MaxStaleness != 0:
 		t.Errorf("refinement %+v", r)
-	case cfg.Reward.Default != nil || cfg.Reward.Wait != bandit.Duration(bandit.DefaultRewardWait):
+	case cfg.Reward.Default != nil || cfg.Reward.Wait == nil || *cfg.Reward.Wait != bandit.Duration(bandit.DefaultRewardWait):
 		t.Errorf("reward %+v", cfg.Reward)
 	case *cfg.Features[1].Center != 0 || *cfg.Features[1].Scale != 1 || cfg.Features[0].Center != nil:
 		t.Errorf("features %+v", cfg.Features)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Encoder turns a decision's context, a JSON object keyed by feature
@@ -78,6 +79,9 @@ func (e *Encoder) Encode(raw json.RawMessage) ([]float64, error) {
 	if raw[0] != '{' {
 		return nil, invalid("context", "want a JSON object of feature values")
 	}
+	if err := checkJSON("context", raw); err != nil {
+		return nil, err
+	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, invalid("context", "malformed JSON object: "+err.Error())
@@ -122,13 +126,13 @@ func (e *Encoder) Encode(raw json.RawMessage) ([]float64, error) {
 				continue
 			}
 			n, err := strconv.ParseFloat(string(val), 64)
-			if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
-				v.add(at, fmt.Sprintf("number %s is out of range", val))
+			if err != nil || !(math.Abs(n) <= MaxNumericAbs) {
+				v.add(at, fmt.Sprintf("number %s is out of range: want a magnitude of at most %g", truncate(string(val), 64), MaxNumericAbs))
 				continue
 			}
 			x[f.offset] = (n - f.center) / f.scale
-			if math.IsInf(x[f.offset], 0) {
-				v.add(at, fmt.Sprintf("number %s overflows after standardization", val))
+			if !(math.Abs(x[f.offset]) <= MaxNumericAbs) {
+				v.add(at, fmt.Sprintf("number %s is out of range after standardization, (x - %g) / %g: want a magnitude of at most %g", val, f.center, f.scale, MaxNumericAbs))
 			}
 		}
 	}
@@ -136,6 +140,19 @@ func (e *Encoder) Encode(raw json.RawMessage) ([]float64, error) {
 		return nil, err
 	}
 	return x, nil
+}
+
+// truncate shortens s to at most n bytes (on a rune boundary) for an
+// error message, marking the cut with "...".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
 }
 
 // declared lists the first few declared values for an error message.

@@ -3,8 +3,10 @@ package bandit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -102,7 +104,7 @@ func (p *refinePool) work(rng *rand.Rand) {
 		if a == nil {
 			return
 		}
-		w, err := p.refine(a, m, refiners, rng)
+		w, err := p.refineSafely(a, m, refiners, rng)
 		kept := false
 		if err == nil {
 			kept = a.bank.put(m.version, w, m.std)
@@ -118,6 +120,26 @@ func (p *refinePool) work(rng *rand.Rand) {
 			p.kick()
 		}
 	}
+}
+
+// refineSafely is refine with a panic turned into an error, so that a
+// fault in one bandit's refinement never takes the process down; the
+// worker's refiner for that bandit is dropped and rebuilt next time.
+func (p *refinePool) refineSafely(a *Agent, m *model, refiners map[*Agent]*workerRefiner, rng *rand.Rand) (w []float64, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			delete(refiners, a)
+			w, err = nil, fmt.Errorf("refinement panic: %v\n%s", v, debug.Stack())
+		}
+	}()
+	// A bandit's refiner goes with it (its buffers are the network's
+	// size).
+	for b := range refiners {
+		if b.stopped.Load() {
+			delete(refiners, b)
+		}
+	}
+	return p.refine(a, m, refiners, rng)
 }
 
 // refine draws one refined sample from m. The refinement is abandoned

@@ -147,7 +147,8 @@ func TestRewardDefaultAfterWait(t *testing.T) {
 	svc.Load(ctx)
 	cfg := smallConfig(bandit.Greedy)
 	def := -1.0
-	cfg.Reward = bandit.RewardConfig{Wait: bandit.Duration(100 * time.Millisecond), Default: &def}
+	wait := bandit.Duration(100 * time.Millisecond)
+	cfg.Reward = bandit.RewardConfig{Wait: &wait, Default: &def}
 	a, err := svc.Create(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

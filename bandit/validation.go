@@ -13,6 +13,9 @@ var (
 	// ErrUnavailable: the service cannot answer now (still loading, or
 	// shutting down); the client may retry.
 	ErrUnavailable = errors.New("bandit: unavailable")
+	// ErrLimit: the request is valid but would take the service past a
+	// limit set by its operator (ServiceConfig.MaxBandits).
+	ErrLimit = errors.New("bandit: limit reached")
 )
 
 // FieldError is one problem with one field of a request. Field is a
@@ -27,7 +30,14 @@ type FieldError struct {
 // ErrInvalid under errors.Is.
 type ValidationError struct {
 	Errors []FieldError
+	// Omitted counts the problems found beyond MaxFieldErrors, which
+	// are not listed.
+	Omitted int
 }
+
+// MaxFieldErrors is the most problems a ValidationError lists; a body
+// can hold hundreds of thousands (issue 16, finding 8).
+const MaxFieldErrors = 100
 
 func (e *ValidationError) Error() string {
 	parts := make([]string, len(e.Errors))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refinery-bandits/refinery/nn/kern"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 )
@@ -382,6 +383,116 @@ func BenchmarkOverheadRatio(b *testing.B) {
 			b.ReportMetric(float64(it)/float64(pt[canonical]), "iter/canon")
 			b.ReportMetric(float64(it)/float64(pt[actual]), "iter/prod")
 			b.ReportMetric(float64(ev)/float64(pt[actual]), "eval/prod")
+		})
+	}
+}
+
+// denseFlops is the dense-equivalent floating-point work of one evaluator
+// call on n rows, 2mnk per product as if every operand were dense: per
+// layer the forward product, the weight gradient and (above the first
+// layer) the gradient with respect to the layer's input, each doubled for
+// the variance path of LocalReparam.
+func denseFlops(a Arch, est Estimator, n int) float64 {
+	var f float64
+	for l, ly := range a.layers {
+		products := 2.0
+		if l > 0 {
+			products = 3
+		}
+		f += products * 2 * float64(n*ly.In*ly.Out)
+	}
+	if est == LocalReparam {
+		f *= 2
+	}
+	return f
+}
+
+// engineBench is one evaluator call on each engine on the same minibatch
+// of the bandit network, from the state of a trainer after 20 iterations
+// (realistic ReLU sparsity).
+type engineBench struct {
+	tr                    *trainer
+	fast                  Evaluator32
+	mu, sigma             []float32
+	dMu, dSigma           []float32
+	refMu, refSigma, flop float64
+}
+
+func newEngineBench(est Estimator) *engineBench {
+	tr := newTrainer(est)
+	for range 20 {
+		tr.step()
+	}
+	a := tr.lik.arch
+	n := a.NumParams()
+	softplus(tr.sigma, tr.dsdr, tr.theta[n:])
+	if est == Deterministic {
+		clear(tr.sigma)
+	}
+	e := &engineBench{
+		tr:   tr,
+		fast: tr.lik.NewEvaluator32(benchBatch),
+		mu:   make([]float32, n), sigma: make([]float32, n),
+		dMu: make([]float32, n), dSigma: make([]float32, n),
+		flop: denseFlops(a, est, benchBatch),
+	}
+	a.ToEngine(e.mu, tr.theta[:n])
+	a.ToEngine(e.sigma, tr.sigma)
+	return e
+}
+
+func (e *engineBench) reference() {
+	n := len(e.mu)
+	e.tr.ev.ExpectedLogLik(e.tr.grad[:n], e.tr.grad[n:], nil, e.tr.theta[:n], e.tr.sigma, nil, e.tr.rows, e.tr.rng)
+}
+
+func (e *engineBench) fastEngine() {
+	e.fast.ExpectedLogLik(e.dMu, e.dSigma, nil, e.mu, e.sigma, nil, e.tr.rows, e.tr.rng)
+}
+
+// BenchmarkEngines measures one ExpectedLogLik call of the bandit network
+// (batch 64: gather, forward, backward) per estimator on the float64
+// reference and on the float32 fast engine, with the kernel level in use
+// (REFINERY_KERN; it ends the fast benchmarks' names), and in a paired loop both on the same minibatches with
+// the ratio reference/fast. GFLOP/s is the dense-equivalent rate of
+// denseFlops. make bench-nn runs it.
+func BenchmarkEngines(b *testing.B) {
+	fastName := "/fast-" + kern.Current().String()
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+		e := newEngineBench(est)
+		gflops := func(b *testing.B, d time.Duration) {
+			b.ReportMetric(e.flop*float64(b.N)/d.Seconds()/1e9, "GFLOP/s")
+		}
+		b.Run(est.String()+"/reference", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.reference()
+			}
+			gflops(b, b.Elapsed())
+		})
+		b.Run(est.String()+fastName, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.fastEngine()
+			}
+			gflops(b, b.Elapsed())
+		})
+		b.Run(est.String()+"/paired", func(b *testing.B) {
+			var ref, fast time.Duration
+			for b.Loop() {
+				for i := range e.tr.rows {
+					e.tr.rows[i] = e.tr.rng.IntN(benchRows)
+				}
+				t0 := time.Now()
+				e.reference()
+				t1 := time.Now()
+				e.fastEngine()
+				fast += time.Since(t1)
+				ref += t1.Sub(t0)
+			}
+			b.ReportMetric(float64(ref.Nanoseconds())/float64(b.N), "ref-ns")
+			b.ReportMetric(float64(fast.Nanoseconds())/float64(b.N), "fast-ns")
+			b.ReportMetric(float64(ref)/float64(fast), "ref/fast")
 		})
 	}
 }

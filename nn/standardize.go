@@ -36,29 +36,55 @@ func (s Standardization) Reward(t float64) float64 { return s.Shift + s.scale()*
 //
 // pooled over arms. If the rewards are all equal (or N == 1) Scale is |Shift|,
 // or 1 if that is zero too; with no rows it returns the identity.
+//
+// Both sums are formed on y_i / m with m = max_i |y_i|, so that they
+// cannot overflow for any finite rewards (rewards near 1e308 overflow the
+// plain sums, issue 16), and the result is always usable: Shift is
+// finite and Scale finite and at least MinStandardizationScale. Non-finite
+// rewards are the caller's error; they are skipped.
 func FitStandardization(v View) Standardization {
-	n := v.Len()
+	var m float64
+	n := 0
+	for _, y := range v.y {
+		if math.IsNaN(y) || math.IsInf(y, 0) {
+			continue
+		}
+		m = max(m, math.Abs(y))
+		n++
+	}
 	if n == 0 {
 		return Standardization{Shift: 0, Scale: 1}
 	}
-	var mean float64
-	for _, y := range v.y {
-		mean += y
+	if m == 0 {
+		return Standardization{Shift: 0, Scale: 1}
 	}
-	mean /= float64(n)
-	var ss float64
+	var mean float64 // of y_i / m, in [-1, 1]
 	for _, y := range v.y {
-		ss += (y - mean) * (y - mean)
-	}
-	sd := math.Sqrt(ss / float64(n))
-	if !(sd > 0) {
-		sd = math.Abs(mean)
-		if sd == 0 {
-			sd = 1
+		if !math.IsNaN(y) && !math.IsInf(y, 0) {
+			mean += y / m
 		}
 	}
-	return Standardization{Shift: mean, Scale: sd}
+	mean /= float64(n)
+	var ss float64 // of (y_i/m - mean)^2, each at most 4
+	for _, y := range v.y {
+		if !math.IsNaN(y) && !math.IsInf(y, 0) {
+			d := y/m - mean
+			ss += d * d
+		}
+	}
+	sd := math.Sqrt(ss/float64(n)) * m // at most 2m: may overflow only past MaxFloat64/2
+	shift := mean * m
+	if !(sd > 0) {
+		sd = math.Abs(shift)
+	}
+	sd = min(max(sd, MinStandardizationScale), math.MaxFloat64)
+	return Standardization{Shift: shift, Scale: sd}
 }
+
+// MinStandardizationScale is the least Scale FitStandardization returns:
+// rewards that differ by less are treated as equal, so that the ratio of
+// two scales in Restandardize stays far from overflow.
+const MinStandardizationScale = 1e-9
 
 // Restandardize rewrites the output layer of a mean-field posterior
 // N(mu, diag(sigma^2)) trained under the standardization from so that it

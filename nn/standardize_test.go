@@ -92,9 +92,48 @@ func TestFitStandardization(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := NewView(1, 1, make([]float64, len(c.y)), make([]int, len(c.y)), c.y)
-			if got := FitStandardization(v); got != c.want {
+			got := FitStandardization(v)
+			if relErr(got.Shift, c.want.Shift, 1) > 1e-15 || relErr(got.Scale, c.want.Scale, 1) > 1e-15 {
 				t.Errorf("FitStandardization(%v) = %+v, want %+v", c.y, got, c.want)
 			}
+		})
+	}
+}
+
+// TestFitStandardizationExtremeRewards checks that every finite reward
+// set gives a finite, positive scale that Restandardize accepts (issue
+// 16, finding 1: two rewards of 1e308 overflowed the variance, and the
+// infinite scale made Restandardize panic in the trainer). The expected
+// values are the closed forms of the mean and population sd.
+func TestFitStandardizationExtremeRewards(t *testing.T) {
+	cases := []struct {
+		name      string
+		y         []float64
+		shift, sd float64
+	}{
+		{"two rewards of 1e308", []float64{1e308, 1e308}, 1e308, 1e308},
+		{"1e308 after 1, 2, 3", []float64{1, 2, 3, 1e308}, 0.25e308, math.Sqrt(3) * 0.25e308},
+		{"opposite extremes", []float64{-math.MaxFloat64, math.MaxFloat64}, 0, math.MaxFloat64},
+		{"tiny differences", []float64{0, 1e-300}, 0.5e-300, MinStandardizationScale},
+		{"negative", []float64{-1e300, -3e300}, -2e300, 1e300},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := NewView(1, 1, make([]float64, len(c.y)), make([]int, len(c.y)), c.y)
+			got := FitStandardization(v)
+			if math.IsInf(got.Shift, 0) || math.IsNaN(got.Shift) || !(got.Scale >= MinStandardizationScale) || math.IsInf(got.Scale, 0) {
+				t.Fatalf("FitStandardization(%v) = %+v, want a finite shift and a finite scale >= %g", c.y, got, MinStandardizationScale)
+			}
+			tol := 1e-12
+			if relErr(got.Shift, c.shift, 1e-300) > tol || relErr(got.Scale, c.sd, 1e-300) > tol {
+				t.Errorf("FitStandardization(%v) = %+v, want {%g %g}", c.y, got, c.shift, c.sd)
+			}
+			a := NewArch(1, []int{2}, 1)
+			mu, sigma := make([]float64, a.NumParams()), make([]float64, a.NumParams())
+			for i := range mu {
+				mu[i], sigma[i] = 0.1, 0.01
+			}
+			Restandardize(a, mu, sigma, Standardization{Shift: 2, Scale: 1}, got) // must not panic
 		})
 	}
 }

@@ -3,9 +3,11 @@ package posterior_test
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
@@ -57,51 +59,118 @@ func paperModel(est nn.Estimator) (*nn.Likelihood, *posterior.MeanField) {
 	return lik, q
 }
 
+// engines names the trainer's two paths for the benchmarks; the fast
+// engine's name ends with the kernel level in use (REFINERY_KERN).
+var engines = []struct {
+	name      string
+	reference bool
+}{{"reference", true}, {"fast-" + kern.Current().String(), false}}
+
 // BenchmarkTrainerStep is one ELBO iteration of the trainer (minibatch of
-// 64, forward, backward, KL gradient, Adam) on the paper's bandit network.
+// 64, forward, backward, KL gradient, Adam) on the paper's bandit network,
+// per estimator on the float64 reference path and on the fast engine.
 func BenchmarkTrainerStep(b *testing.B) {
 	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic} {
-		b.Run(est.String(), func(b *testing.B) {
-			lik, q := paperModel(est)
-			tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{})
+		for _, eng := range engines {
+			b.Run(est.String()+"/"+eng.name, func(b *testing.B) {
+				lik, q := paperModel(est)
+				tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{Reference: eng.reference})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(3, 4))
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				// One Run of b.N iterations loads q into the engine once
+				// and evaluates the KL twice, as training does.
+				if _, err := tr.Run(ctx, q, b.N, rng); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// trainedPaperModel is paperModel's posterior after 500 iterations on the
+// reference path, the q0 of the refinement benchmarks.
+func trainedPaperModel(b *testing.B) (*nn.Likelihood, *posterior.MeanField) {
+	lik, q := paperModel(nn.LocalReparam)
+	tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{Reference: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background(), q, 500, rand.New(rand.NewPCG(5, 6))); err != nil {
+		b.Fatal(err)
+	}
+	return lik, q
+}
+
+// paperRefine is the refinement of the paper's bandit run (Havasi et al.
+// 2021, Section 4.3: K = 2, fractions 0.7 / 0.3, 500 conditional
+// iterations, batch 64).
+func paperRefine(reference bool) posterior.RefineConfig {
+	return posterior.RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 500, Reference: reference}
+}
+
+// BenchmarkRefine is one refined sample of the paper's bandit network
+// from a mean-field posterior trained for 500 iterations on 2,000 rows, on
+// each engine.
+//
+//	go test -run '^$' -bench BenchmarkRefine -benchtime 10x ./posterior/
+func BenchmarkRefine(b *testing.B) {
+	lik, q := trainedPaperModel(b)
+	for _, eng := range engines {
+		b.Run(eng.name, func(b *testing.B) {
+			ref, err := posterior.NewRefiner(lik, paperRefine(eng.reference))
 			if err != nil {
 				b.Fatal(err)
 			}
-			rng := rand.New(rand.NewPCG(3, 4))
+			rng := rand.New(rand.NewPCG(7, 8))
+			w := make([]float64, lik.NumParams())
 			b.ReportAllocs()
 			for b.Loop() {
-				tr.Step(q, rng)
+				if _, _, err := ref.Refine(context.Background(), w, q, rng); err != nil {
+					b.Fatal(err)
+				}
 			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/sample")
 		})
 	}
 }
 
-// BenchmarkRefine is one refined sample of the paper's bandit network
-// (Havasi et al. 2021, Section 4.3: K = 2, fractions 0.7 / 0.3, 500
-// conditional iterations, batch 64) from a mean-field posterior trained
-// for 500 iterations on 2,000 rows.
-//
-//	go test -run '^$' -bench BenchmarkRefine -benchtime 10x ./posterior/
-func BenchmarkRefine(b *testing.B) {
-	lik, q := paperModel(nn.LocalReparam)
-	tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{})
-	if err != nil {
-		b.Fatal(err)
+// BenchmarkRefineTwoWorkers refines on two goroutines at once, each with
+// its own Refiner on the shared q0 and likelihood (one sample per core, as
+// the service's refinement pool runs), b.N samples each; it reports the
+// samples per second of the pair.
+func BenchmarkRefineTwoWorkers(b *testing.B) {
+	lik, q := trainedPaperModel(b)
+	for _, eng := range engines {
+		b.Run(eng.name, func(b *testing.B) {
+			const workers = 2
+			refs := make([]*posterior.Refiner, workers)
+			for w := range refs {
+				var err error
+				if refs[w], err = posterior.NewRefiner(lik, paperRefine(eng.reference)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w, ref := range refs {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(w), 9))
+					dst := make([]float64, lik.NumParams())
+					for range b.N {
+						if _, _, err := ref.Refine(context.Background(), dst, q, rng); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(workers*b.N)/b.Elapsed().Seconds(), "samples/s")
+		})
 	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	if _, err := tr.Run(context.Background(), q, 500, rng); err != nil {
-		b.Fatal(err)
-	}
-	ref, err := posterior.NewRefiner(lik, posterior.RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 500})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := make([]float64, lik.NumParams())
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := ref.Refine(context.Background(), w, q, rng); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/sample")
 }

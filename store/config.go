@@ -26,7 +26,8 @@ type Config struct {
 	// least this many connections besides those that reads use.
 	MaxInFlight int
 	// CommitTimeout bounds one batch's round trip to the database. Zero
-	// means 30s.
+	// means 5s: a database that does not answer makes the writes fail
+	// (503 at the API) instead of hanging them.
 	CommitTimeout time.Duration
 	// Observer, when not nil, is told about every batch committed (or
 	// failed): how many rows it had and how long its commit took.
@@ -40,7 +41,7 @@ const (
 	DefaultMaxBatch      = 256
 	DefaultMaxDelay      = 2 * time.Millisecond
 	DefaultMaxInFlight   = 2
-	DefaultCommitTimeout = 30 * time.Second
+	DefaultCommitTimeout = 5 * time.Second
 )
 
 func (c Config) validate() error {

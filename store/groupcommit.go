@@ -452,6 +452,11 @@ func (s *Postgres) commit(ctx context.Context, batch []*write) (again []*write) 
 func retryAlone(err error) bool {
 	var pgErr *pgconn.PgError
 	var pre pgx.ErrPreprocessingBatch
+	if IsUnavailable(err) {
+		// A shutdown or terminated backend is a PgError too; retrying
+		// row by row would only multiply the failures (issue 16).
+		return false
+	}
 	return errors.As(err, &pgErr) || errors.As(err, &pre)
 }
 

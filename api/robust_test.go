@@ -1,0 +1,114 @@
+package api_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refinery-bandits/refinery/api"
+)
+
+// TestErrorAnswersAreBounded: a configuration with hundreds of thousands
+// of problems and a 100 KB path get short answers (issue 16, finding 8).
+func TestErrorAnswersAreBounded(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	arms := strings.Repeat(`"",`, 300_000)
+	body := `{"name": "x", "arms": [` + arms + `""], "features": [{"name": "f", "type": "numeric"}]}`
+	resp, out := f.call(t, "POST", "/v1/bandits", "application/json", body)
+	var p api.Problem
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 400 || len(p.Errors) == 0 || len(p.Errors) > api.MaxProblemErrors || len(out) > 8<<10 {
+		t.Errorf("a %d-byte config with many problems: status %d, %d errors, %d bytes; want 400, 1..%d errors, at most 8 KiB", len(body), resp.StatusCode, len(p.Errors), len(out), api.MaxProblemErrors)
+	}
+	many := `{"name": "x", "arms": ["a"], "features": [` + strings.Repeat(`{"name": "", "type": "numeric"},`, 900) + `{"name": "", "type": "numeric"}]}`
+	resp, out = f.call(t, "POST", "/v1/bandits", "application/json", many)
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 400 || len(p.Errors) != api.MaxProblemErrors || !strings.Contains(p.Detail, "more problems") {
+		t.Errorf("901 empty feature names: status %d, %d errors, detail %q; want 400, %d errors and a count of the rest", resp.StatusCode, len(p.Errors), p.Detail, api.MaxProblemErrors)
+	}
+	long := "/v1/" + strings.Repeat("a", 100<<10)
+	resp, out = f.call(t, "GET", long, "", "")
+	if resp.StatusCode != 404 || len(out) > 2*api.MaxEchoBytes+512 {
+		t.Errorf("GET of a 100 KB path: status %d with %d bytes, want 404 with at most %d", resp.StatusCode, len(out), 2*api.MaxEchoBytes+512)
+	}
+	long = "/v1/bandits/" + strings.Repeat("b", 50<<10)
+	resp, out = f.call(t, "GET", long, "", "")
+	if resp.StatusCode != 404 || len(out) > 2*api.MaxEchoBytes+512 {
+		t.Errorf("GET of a bandit with a 50 KB name: status %d with %d bytes, want 404 with at most %d", resp.StatusCode, len(out), 2*api.MaxEchoBytes+512)
+	}
+}
+
+// rawRequest writes req on a fresh connection, then closes the writing
+// side, and returns the status line.
+func rawRequest(t *testing.T, addr, req string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// TestUnreadableBodies: a body shorter than its Content-Length or with a
+// malformed chunk is a 400, not a 500 (issue 16, finding 3).
+func TestUnreadableBodies(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", toyBandit)
+	addr := strings.TrimPrefix(f.srv.URL, "http://")
+	const head = "POST /v1/bandits/toy/decisions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	for _, tc := range []struct{ name, req string }{
+		{"a body shorter than its Content-Length", head + "Content-Length: 100\r\n\r\n" + `{"context": {`},
+		{"a malformed chunk", head + "Transfer-Encoding: chunked\r\n\r\n" + "zz\r\n{}\r\n0\r\n\r\n"},
+		{"a chunk longer than announced", head + "Transfer-Encoding: chunked\r\n\r\n" + "2\r\n{\"context\": 1}\r\n0\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rawRequest(t, addr, tc.req); !strings.HasPrefix(got, "HTTP/1.1 400") {
+				t.Errorf("status line %q, want 400", got)
+			}
+		})
+	}
+}
+
+// TestExplicitZeroWaitIsKept: "wait": "0s" is the client's choice, not a
+// missing value (issue 16, finding 9).
+func TestExplicitZeroWaitIsKept(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	out := f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "z", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}, "reward": {"wait": "0s"}}`)
+	var v struct {
+		Reward struct {
+			Wait string `json:"wait"`
+		} `json:"reward"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Reward.Wait != "0s" {
+		t.Errorf("stored reward.wait = %q, want 0s", v.Reward.Wait)
+	}
+	out = f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "d", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint(10 * time.Minute); v.Reward.Wait != want {
+		t.Errorf("default reward.wait = %q, want %s", v.Reward.Wait, want)
+	}
+}
