@@ -698,11 +698,12 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 //   - mf-ts (and refined-ts falling back): M-1 more groups of fresh
 //     mean-field draws, an unbiased estimate with standard error at
 //     most 1/(2 sqrt(M));
-//   - refined-ts: M-1 groups resampled with replacement from the pool of
-//     refined samples at hand (the S taken and the other samples of the
-//     same version in the bank, not consumed), an estimate from the
-//     empirical distribution of those samples; Propensity.Samples says
-//     how many there were;
+//   - refined-ts: the decision's S samples are a uniform draw without
+//     replacement from the usable refined samples in the bank (the
+//     pool; Propensity.Samples says how many), and the M-1 other groups
+//     are drawn from the pool the same way: an unbiased estimate of the
+//     probability of each arm given the samples at hand, however often
+//     they are reused (policy.ThompsonVote);
 //   - linear-ts: M further draws from the exact posterior
 //     (policy.Linear).
 //
@@ -837,7 +838,7 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 			}
 			wait = 0
 		}
-		got, others, ok := a.bank.take(ctx, S, a.cfg.Refinement.BankSize, wait)
+		got, others, ok := a.bank.take(ctx, S, a.cfg.Refinement.BankSize, wait, rng)
 		if ok {
 			a.obs.Bank(a.name, a.bank.status().Depth)
 			pool := make([]float64, (len(got)+len(others))*arms) // predictions in reward units

@@ -2,6 +2,8 @@ package bandit
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,13 +125,15 @@ func (b *bank) put(version int64, w []float64, std nn.Standardization) bool {
 	return true
 }
 
-// take returns n refined samples for one decision, newest posterior
-// version first, waiting up to wait for the bank to hold n usable ones.
-// Each use counts against the sample's maxReuse; used-up samples leave
-// the bank. It also returns up to extra other samples of the same
-// version, not consumed, for the propensity estimate. ok is false when
-// the bank did not have n in time (or ctx ended): nothing is consumed.
-func (b *bank) take(ctx context.Context, n, extra int, wait time.Duration) (got, others []*refined, ok bool) {
+// take returns n distinct refined samples for one decision, chosen
+// uniformly at random with rng among the usable samples, waiting up to
+// wait for the bank to hold n of them, and the other usable samples (at
+// most extra), not consumed. The chosen samples are thus a uniform draw
+// from got ∪ others, the pool a propensity estimate must resample from
+// the same way (policy.ThompsonVote). Each use counts against the
+// sample's maxReuse; used-up samples leave the bank. ok is false when the
+// bank did not have n in time (or ctx ended): nothing is consumed.
+func (b *bank) take(ctx context.Context, n, extra int, wait time.Duration, rng *rand.Rand) (got, others []*refined, ok bool) {
 	deadline := time.Now().Add(wait)
 	var timer *time.Timer
 	b.mu.Lock()
@@ -157,22 +161,24 @@ func (b *bank) take(ctx context.Context, n, extra int, wait time.Duration) (got,
 		}
 		b.mu.Lock()
 	}
-	// The newest samples first: the samples are in arrival order, which
-	// is version order up to worker interleaving.
-	start := len(b.samples) - n
-	got = append(got, b.samples[start:]...)
-	for i := start - 1; i >= 0 && len(others) < extra; i-- {
-		if b.samples[i].version == got[len(got)-1].version {
-			others = append(others, b.samples[i])
-		}
+	// A partial Fisher-Yates shuffle of a copy: its first n are a
+	// uniform draw without replacement.
+	pool := slices.Clone(b.samples)
+	for i := range n {
+		j := i + rng.IntN(len(pool)-i)
+		pool[i], pool[j] = pool[j], pool[i]
 	}
-	kept := b.samples[:start]
+	got = pool[:n:n]
+	others = pool[n:min(len(pool), n+extra)]
 	for _, s := range got {
 		s.uses++
 		b.used++
 		if s.uses > 1 {
 			b.reused++
 		}
+	}
+	kept := b.samples[:0]
+	for _, s := range b.samples {
 		if s.uses < b.maxReuse {
 			kept = append(kept, s)
 		}

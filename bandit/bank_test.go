@@ -2,6 +2,7 @@ package bandit
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 func TestBank(t *testing.T) {
 	ctx := context.Background()
 	w := []float64{1}
+	rng := rand.New(rand.NewPCG(1, 2))
 	t.Run("a full bank refuses reservations", func(t *testing.T) {
 		b := newBank(2, 1, 0)
 		if !b.reserve() || !b.reserve() || b.reserve() {
@@ -30,7 +32,7 @@ func TestBank(t *testing.T) {
 		}
 		uses := 0
 		for {
-			got, _, ok := b.take(ctx, 3, 0, 0)
+			got, _, ok := b.take(ctx, 3, 0, 0, rng)
 			if !ok {
 				break
 			}
@@ -58,7 +60,7 @@ func TestBank(t *testing.T) {
 		b.reserve()
 		b.put(1, w, nn.Standardization{})
 		b.setVersion(2)
-		if _, _, ok := b.take(ctx, 1, 0, 0); !ok {
+		if _, _, ok := b.take(ctx, 1, 0, 0, rng); !ok {
 			t.Error("a sample one version old was not usable with max_staleness 1")
 		}
 	})
@@ -69,24 +71,24 @@ func TestBank(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			b.put(0, w, nn.Standardization{})
 		}()
-		if _, _, ok := b.take(ctx, 1, 0, 5*time.Second); !ok {
+		if _, _, ok := b.take(ctx, 1, 0, 5*time.Second, rng); !ok {
 			t.Error("take did not get a sample banked while it waited")
 		}
 		start := time.Now()
-		if _, _, ok := b.take(ctx, 1, 0, 30*time.Millisecond); ok {
+		if _, _, ok := b.take(ctx, 1, 0, 30*time.Millisecond, rng); ok {
 			t.Error("take got a sample from an empty bank")
 		}
 		if d := time.Since(start); d < 30*time.Millisecond || d > 2*time.Second {
 			t.Errorf("take gave up after %v, want about 30ms", d)
 		}
 	})
-	t.Run("take returns other samples of the same version for the propensities", func(t *testing.T) {
+	t.Run("take returns the other usable samples for the propensities", func(t *testing.T) {
 		b := newBank(8, 1, 0)
 		for range 5 {
 			b.reserve()
 			b.put(0, w, nn.Standardization{})
 		}
-		got, others, ok := b.take(ctx, 2, 8, 0)
+		got, others, ok := b.take(ctx, 2, 8, 0, rng)
 		if !ok || len(got) != 2 || len(others) != 3 {
 			t.Errorf("take = %d samples, %d others, %v; want 2, 3, true", len(got), len(others), ok)
 		}

@@ -100,10 +100,11 @@ type Votes struct {
 	// averages; M the number of groups of S behind the propensity
 	// estimate, the decision's own group included.
 	S, M int
-	// Resample: group 0 is rows 0..S-1 and every other group is S rows
-	// drawn with replacement from the whole pool (the pool is the
-	// samples at hand, M*S may exceed it). Otherwise group g is rows
-	// g*S..g*S+S-1 and the pool must hold M*S independent draws.
+	// Resample: the pool is the samples at hand (M*S may exceed it),
+	// group 0 is rows 0..S-1, which the caller drew uniformly without
+	// replacement from the n rows, and every other group is S distinct
+	// rows drawn the same way. Otherwise group g is rows g*S..g*S+S-1
+	// and the pool must hold M*S independent draws.
 	Resample bool
 }
 
@@ -118,12 +119,14 @@ type Votes struct {
 //
 // With independent groups (Resample false: fresh mean-field draws) p̂
 // is unbiased for the probability that the rule picks k, with standard
-// error at most 1/(2 sqrt(M)). With Resample it is the same frequency
-// under the empirical distribution of the pool's samples: the
-// probability that the rule picks k when it draws its S samples from
-// the samples at hand, which is the distribution the decision was drawn
-// from when those samples are what it can act on. The chosen arm always
-// has p̂ >= 1/M. d.Scores receives group 0's mean.
+// error at most 1/(2 sqrt(M)). With Resample every group is a uniform
+// draw of S of the n samples at hand, as the decision's own group was,
+// so p̂ is unbiased (with the same bound on its standard error) for the
+// probability that the decision picks k given those samples: the
+// propensity of the randomization that actually chose the arm, whatever
+// the samples' reuse. With n = S it is 1 for the chosen arm (the
+// decision is then a function of the samples). The chosen arm always has
+// p̂ >= 1/M. d.Scores receives group 0's mean.
 func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) {
 	n := len(v.Pool) / v.Arms
 	switch {
@@ -135,14 +138,23 @@ func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) {
 	d.Scores = sized(d.Scores, v.Arms)
 	d.Probabilities = sized(d.Probabilities, v.Arms)
 	sum := make([]float64, v.Arms)
+	var idx []int // Resample: a permutation of the rows
+	if v.Resample {
+		idx = make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+	}
 	for g := range v.M {
 		clear(sum)
 		for k := range v.S {
 			i := g*v.S + k
 			if v.Resample {
 				i = k
-				if g > 0 {
-					i = rng.IntN(n)
+				if g > 0 { // a partial Fisher-Yates shuffle: S distinct rows
+					j := k + rng.IntN(n-k)
+					idx[k], idx[j] = idx[j], idx[k]
+					i = idx[k]
 				}
 			}
 			for j, y := range v.Pool[i*v.Arms : (i+1)*v.Arms] {

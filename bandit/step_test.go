@@ -1,0 +1,182 @@
+package bandit_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+// stepDecision is what a step-mode run is compared on.
+type stepDecision struct {
+	Arm          int
+	Propensities []float64
+	Scores       []float64
+	Sample       bandit.SampleKind
+	Version      int64
+}
+
+// playStep runs a step-mode service of the given seed for steps toy
+// decisions, rewarding each at once, and returns its decisions.
+func playStep(t *testing.T, kind bandit.PolicyKind, seed uint64, steps int) []stepDecision {
+	t.Helper()
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: seed, Step: &bandit.StepConfig{TrainEvery: 5}})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Create(ctx, smallConfig(kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := rand.New(rand.NewPCG(7, 8))
+	var out []stepDecision
+	for i := range steps {
+		color := []string{"red", "blue"}[env.IntN(2)]
+		raw, _ := json.Marshal(map[string]any{"color": color, "size": env.NormFloat64()})
+		o, err := a.Decide(ctx, bandit.DecideRequest{EventID: fmt.Sprint("e", i), Context: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := o.Decision
+		out = append(out, stepDecision{d.Arm, d.Propensities, d.Scores, d.Sample, d.ModelVersion})
+		if err := a.Reward(ctx, d.EventID, toyReward(color, a.Config().Arms[d.Arm])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// A step-mode agent is a deterministic function of its seed: two runs
+// with one seed decide identically (arms, propensities, scores, sample
+// kinds, model versions), and another seed decides differently.
+func TestStepAgentIsDeterministic(t *testing.T) {
+	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.Uniform, bandit.LinearTS} {
+		t.Run(string(kind), func(t *testing.T) {
+			a := playStep(t, kind, 11, 30)
+			b := playStep(t, kind, 11, 30)
+			c := playStep(t, kind, 12, 30)
+			same := func(x, y []stepDecision) bool {
+				return slices.EqualFunc(x, y, func(p, q stepDecision) bool {
+					return p.Arm == q.Arm && slices.Equal(p.Propensities, q.Propensities) && slices.Equal(p.Scores, q.Scores) && p.Sample == q.Sample && p.Version == q.Version
+				})
+			}
+			if !same(a, b) {
+				t.Errorf("two runs with seed 11 decided differently:\n%v\n%v", a, b)
+			}
+			if same(a, c) {
+				t.Errorf("seeds 11 and 12 decided identically: %v", a)
+			}
+			if a[len(a)-1].Version != 5 && kind != bandit.Uniform {
+				t.Errorf("model version %d after 29 rewards trained every 5, want 5", a[len(a)-1].Version)
+			}
+			if kind == bandit.RefinedTS && a[len(a)-1].Sample != bandit.SampleRefined {
+				t.Errorf("refined-ts's last decision acted on %s samples", a[len(a)-1].Sample)
+			}
+		})
+	}
+}
+
+// The propensities the service reports for Thompson sampling are the
+// probabilities of its choices: on a fixed context, the mean reported
+// propensity of each arm over many decisions matches the frequency with
+// which the arm was chosen, within 4 standard errors of a frequency
+// (sqrt(p(1-p)/n)) plus 0.01. Refined-ts is measured on a live service
+// whose bank is full and stays so (no new rewards, reuse bound far away),
+// so every decision draws from the same pool of samples; mean-field TS
+// in step mode. The rewards are pure noise, so the posterior is unsure
+// and the probabilities are neither 0 nor 1.
+func TestThompsonPropensitiesMatchFrequencies(t *testing.T) {
+	for _, kind := range []bandit.PolicyKind{bandit.MeanFieldTS, bandit.RefinedTS} {
+		t.Run(string(kind), func(t *testing.T) {
+			ctx := context.Background()
+			sc := bandit.ServiceConfig{Seed: 5, Workers: 1, Step: &bandit.StepConfig{TrainEvery: 1000}}
+			if kind == bandit.RefinedTS {
+				sc.Step = nil
+			}
+			svc := bandit.NewService(store.NewMemory(), sc)
+			defer svc.Close(ctx)
+			if err := svc.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cfg := smallConfig(kind)
+			cfg.Policy.MaxReuse = 1000
+			cfg.Refinement.BankSize = 12
+			cfg.Model.InitSigma = 0.3 // a wide posterior: refined samples that disagree
+			a, err := svc.Create(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			noise := rand.New(rand.NewPCG(1, 1))
+			for i := range 40 {
+				raw, _ := json.Marshal(map[string]any{"color": "red", "size": noise.NormFloat64()})
+				o, err := a.Decide(ctx, bandit.DecideRequest{EventID: fmt.Sprint("w", i), Context: raw})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Reward(ctx, o.Decision.EventID, noise.NormFloat64()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if sc.Step != nil {
+				// Step mode trains every 1000 rewards: train now, once.
+				for i := 40; i < 1000; i++ {
+					raw, _ := json.Marshal(map[string]any{"color": "blue", "size": 0})
+					o, err := a.Decide(ctx, bandit.DecideRequest{EventID: fmt.Sprint("w", i), Context: raw})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := a.Reward(ctx, o.Decision.EventID, noise.NormFloat64()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					st := a.Status()
+					if st.TrainedRows == 40 && st.Bank.Depth == 12 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the bank did not fill: %+v", st.Bank)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			const n = 2000
+			var freq, meanP [2]float64
+			raw := json.RawMessage(`{"color": "red", "size": 0.5}`)
+			for range n {
+				o, err := a.Decide(ctx, bandit.DecideRequest{Context: raw})
+				if err != nil {
+					t.Fatal(err)
+				}
+				freq[o.Decision.Arm]++
+				for k, p := range o.Decision.Propensities {
+					meanP[k] += p / n
+				}
+				if want := map[bandit.PolicyKind]bandit.SampleKind{bandit.MeanFieldTS: bandit.SampleMeanField, bandit.RefinedTS: bandit.SampleRefined}[kind]; o.Decision.Sample != want {
+					t.Fatalf("a decision acted on %s samples, want %s", o.Decision.Sample, want)
+				}
+			}
+			t.Logf("%s: frequencies %v, mean propensities %v", kind, [2]float64{freq[0] / n, freq[1] / n}, meanP)
+			if meanP[0] < 0.02 || meanP[0] > 0.98 {
+				t.Fatalf("mean propensity of arm a = %g: the test needs an unsure posterior", meanP[0])
+			}
+			for k := range 2 {
+				f := freq[k] / n
+				if tol := 4*math.Sqrt(f*(1-f)/n) + 0.01; math.Abs(f-meanP[k]) > tol {
+					t.Errorf("arm %d chosen in %.4f of decisions, mean propensity %.4f; want within %.4f", k, f, meanP[k], tol)
+				}
+			}
+		})
+	}
+}
