@@ -90,7 +90,9 @@ func TestOutagesAre503(t *testing.T) {
 		name  string
 		fault func(context.Context) error
 	}{
-		{"admin shutdown", func(context.Context) error { return &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"} }},
+		{"admin shutdown", func(context.Context) error {
+			return &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}
+		}},
 		{"refused", func(context.Context) error {
 			return fmt.Errorf("store: insert decision: %w", &pgconn.ConnectError{})
 		}},
