@@ -49,6 +49,10 @@ bench-nn: ## one ExpectedLogLik of the paper's bandit network per estimator: flo
 	$(GO) test -run '^$$' -bench '^BenchmarkEngines$$' -benchmem -count 5 ./nn/
 	@uptime
 
+.PHONY: bench-kern
+bench-kern: ## the float32 kernels of nn/kern (products, elementwise passes, fused Adam) at every level this CPU has (see bench/kern.md)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 0.5s -count 3 ./nn/kern/
+
 .PHONY: data
 data: ## fetch the UCI mushroom data into ./data (copy from ../shared or download; sha256 checked)
 	$(GO) run ./cmd/refinery data --dir $(DATA_DIR)

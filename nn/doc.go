@@ -38,8 +38,22 @@
 //
 // Both stochastic estimators are unbiased for the same expectation; the
 // local one has lower variance because rows do not share a weight sample.
-// Gradients are computed by hand-written backward passes over blas64 Gemm
-// products on preallocated buffers.
+// Gradients are computed by hand-written backward passes on preallocated
+// buffers, on one of two engines:
+//
+//   - the fast engine (Likelihood.NewEvaluator32, Evaluator32), in float32
+//     on the SIMD kernels of nn/kern, with parameters in the engine layout
+//     (Arch.ToEngine: every weight block transposed, In×Out, so that each
+//     product is a row-major kernel call) and the residuals and the
+//     log-likelihood accumulated in float64. Training and refinement
+//     (package posterior) use it by default;
+//   - the reference (Likelihood.NewEvaluator, Evaluator), in float64 on
+//     gonum's blas64, which the tests and benchmarks compare the fast
+//     engine against.
+//
+// Given the same rng, both draw the same noise in the same order, so their
+// results agree to float32 rounding (about 1e-7 of the largest gradient
+// entry).
 //
 // # Reward standardization
 //
@@ -68,7 +82,22 @@
 //
 // # Performance
 //
-// The products go through blas64 on preallocated buffers. gonum's native
+// Data and View keep each row's non-zero entries (column and float32
+// value) beside the dense context: one-hot contexts have 22 ones in 117
+// columns, so the fast engine's first layer adds 22 rows of the weight
+// block per context (and of the squared standard deviations, for the
+// variances) instead of multiplying 95 zeros, and scatters the weight
+// gradient back the same way; dense contexts go through the matrix
+// product. The hidden layers' products are kernel calls on row-major
+// float32 blocks, the elementwise steps of the local reparameterization
+// trick are kernels, and posterior's trainer does all per-parameter work
+// (softplus, the KL gradient, Adam) in one fused kernel pass. The kernels
+// are chosen from the CPU's features at start-up (AVX-512, AVX2, or
+// portable Go; REFINERY_KERN forces one). bench/nn.md compares the two
+// engines.
+//
+// On the reference path the products go through blas64 on preallocated
+// buffers. gonum's native
 // Gemm skips zero entries of its first operand, so the forward pass
 // multiplies A by a transposed copy of each weight matrix, A (W^T), which
 // skips inactive ReLU units and the zeros of one-hot contexts; the first
@@ -76,9 +105,7 @@
 // sparser operand; the gradient with respect to the contexts is never
 // formed. Products are issued in tiles small enough that gonum stays on its
 // serial, allocation-free path. With the build tag netlib the products run
-// on a C BLAS such as OpenBLAS instead (see netlib.go). bench/nn.md holds the
-// measured cost of one training iteration of the paper's bandit network
-// under each estimator beside the cost of its bare matrix products.
+// on a C BLAS such as OpenBLAS instead (see netlib.go).
 //
 // # References
 //

@@ -71,6 +71,8 @@ type impl struct {
 	soft    func(sigma, sigmoid, rho []float32)
 	mfAdam  func(s *MeanFieldStep, n int)
 	ptAdam  func(s *PointStep, n int)
+	rngFill func(blocks int, dst []float32, st *[4][rngLanes]uint64)
+	normXf  func(blocks int, dst []float32)
 }
 
 var portable = impl{
@@ -87,6 +89,8 @@ var portable = impl{
 	soft:    softplusGo,
 	mfAdam:  meanFieldAdamGo,
 	ptAdam:  pointAdamGo,
+	rngFill: rngFillGo,
+	normXf:  normalTransformGo,
 }
 
 // cur is the implementation in use; levels lists those this CPU (and this

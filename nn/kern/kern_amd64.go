@@ -121,6 +121,8 @@ type asmKernels struct {
 	mfAdamMean func(n int, mu, rho, sigma, sigmoid, dmu, dsigma, pprec, mmu, vmu, mrho, vrho, pmean *float32, scale, lr, b1, omb1, b2, omb2, c1, c2, eps float32)
 	ptAdam     func(n int, mu, dmu, pprec, mmu, vmu, pmean *float32, scale, lr, b1, omb1, b2, omb2, c1, c2, eps float32)
 	ptAdamMean func(n int, mu, dmu, pprec, mmu, vmu, pmean *float32, scale, lr, b1, omb1, b2, omb2, c1, c2, eps float32)
+	rngFill    func(blocks int, dst *float32, state *uint64)
+	normXf     func(blocks int, dst *float32)
 }
 
 var (
@@ -130,6 +132,7 @@ var (
 		reluMsk: reluMaskAVX512, soft: softplusAVX512,
 		mfAdam: meanFieldAdamAVX512, mfAdamMean: meanFieldAdamMeanAVX512,
 		ptAdam: pointAdamAVX512, ptAdamMean: pointAdamMeanAVX512,
+		rngFill: rngFillAVX512, normXf: normalTransformAVX512,
 	}
 	kernels256 = asmKernels{
 		saxpy: saxpyAVX2, sdot: sdotAVX2, relu: reluAVX2, square: squareAVX2,
@@ -137,6 +140,7 @@ var (
 		reluMsk: reluMaskAVX2, soft: softplusAVX2,
 		mfAdam: meanFieldAdamAVX2, mfAdamMean: meanFieldAdamMeanAVX2,
 		ptAdam: pointAdamAVX2, ptAdamMean: pointAdamMeanAVX2,
+		rngFill: rngFillAVX2, normXf: normalTransformAVX2,
 	}
 )
 
@@ -150,6 +154,14 @@ func asmImpl(l Level) impl {
 	}
 	return impl{
 		level: l,
+		rngFill: func(blocks int, dst []float32, st *[4][rngLanes]uint64) {
+			_ = dst[blocks*rngBlock-1]
+			ks.rngFill(blocks, &dst[0], &st[0][0])
+		},
+		normXf: func(blocks int, dst []float32) {
+			_ = dst[blocks*rngBlock-1]
+			ks.normXf(blocks, &dst[0])
+		},
 		sgemm: sgemm,
 		saxpy: func(alpha float32, x, y []float32) {
 			if len(x) > 0 {

@@ -3246,6 +3246,366 @@ done:
 	VZEROUPPER
 	RET
 
+// func rngFillAVX512(blocks int, dst *float32, state *uint64)
+// Requires: AVX, AVX512F
+TEXT ·rngFillAVX512(SB), NOSPLIT, $0-24
+	MOVQ    blocks+0(FP), AX
+	MOVQ    dst+8(FP), CX
+	MOVQ    state+16(FP), DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+
+loop:
+	VPADDQ  Z3, Z0, Z4
+	VPROLQ  $0x17, Z4, Z4
+	VPADDQ  Z0, Z4, Z4
+	VMOVUPS Z4, (CX)
+	VPSLLQ  $0x11, Z1, Z4
+	VPXORQ  Z0, Z2, Z2
+	VPXORQ  Z1, Z3, Z3
+	VPXORQ  Z2, Z1, Z1
+	VPXORQ  Z3, Z0, Z0
+	VPXORQ  Z4, Z2, Z2
+	VPROLQ  $0x2d, Z3, Z3
+	VPADDQ  Z3, Z0, Z4
+	VPROLQ  $0x17, Z4, Z4
+	VPADDQ  Z0, Z4, Z4
+	VMOVUPS Z4, 64(CX)
+	VPSLLQ  $0x11, Z1, Z4
+	VPXORQ  Z0, Z2, Z2
+	VPXORQ  Z1, Z3, Z3
+	VPXORQ  Z2, Z1, Z1
+	VPXORQ  Z3, Z0, Z0
+	VPXORQ  Z4, Z2, Z2
+	VPROLQ  $0x2d, Z3, Z3
+	ADDQ    $0x00000080, CX
+	DECQ    AX
+	JNZ     loop
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VZEROUPPER
+	RET
+
+// func normalTransformAVX512(blocks int, dst *float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·normalTransformAVX512(SB), NOSPLIT, $0-16
+	MOVQ blocks+0(FP), AX
+	MOVQ dst+8(FP), CX
+
+loop:
+	VMOVUPS   (CX), Z0
+	VMOVUPS   64(CX), Z1
+	VPSRLD    $0x09, Z0, Z0
+	VCVTDQ2PS Z0, Z0
+	VADDPS    f32_3f000000<>+0(SB), Z0, Z0
+	VMULPS    f32_34000000<>+0(SB), Z0, Z0
+	VPSRLD    $0x17, Z0, Z2
+	VPSUBD    f32_0000007e<>+0(SB), Z2, Z2
+	VANDPS    f32_007fffff<>+0(SB), Z0, Z0
+	VORPS     f32_3f000000<>+0(SB), Z0, Z0
+	VSUBPS    f32_3f3504f3<>+0(SB), Z0, Z3
+	VPSRAD    $0x1f, Z3, Z3
+	VPADDD    Z3, Z2, Z2
+	VCVTDQ2PS Z2, Z2
+	VANDPS    Z0, Z3, Z3
+	VADDPS    Z0, Z3, Z3
+	VSUBPS    f32_3f800000<>+0(SB), Z3, Z3
+	VMULPS    Z3, Z3, Z0
+	VMOVUPS   f32_3d9021bb<>+0(SB), Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_bdebd1b8<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_3def251a<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_bdfe5d4f<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_3e11e9bf<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_be2aae50<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_3e4cceac<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_be7ffffc<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VADDPS    f32_3eaaaaaa<>+0(SB), Z4, Z4
+	VMULPS    Z3, Z4, Z4
+	VMULPS    Z0, Z4, Z4
+	VMULPS    f32_b95e8083<>+0(SB), Z2, Z5
+	VADDPS    Z5, Z4, Z4
+	VMULPS    f32_3f000000<>+0(SB), Z0, Z5
+	VSUBPS    Z5, Z4, Z4
+	VADDPS    Z3, Z4, Z4
+	VMULPS    f32_3f318000<>+0(SB), Z2, Z5
+	VADDPS    Z5, Z4, Z4
+	VMULPS    f32_c0000000<>+0(SB), Z4, Z4
+	VSQRTPS   Z4, Z4
+	VPSRLD    $0x09, Z1, Z2
+	VCVTDQ2PS Z2, Z2
+	VADDPS    f32_3f000000<>+0(SB), Z2, Z2
+	VMULPS    f32_34000000<>+0(SB), Z2, Z2
+	VSUBPS    f32_3f000000<>+0(SB), Z2, Z2
+	VMULPS    f32_3fc90fdb<>+0(SB), Z2, Z2
+	VMULPS    Z2, Z2, Z3
+	VMOVUPS   f32_b94ca1f9<>+0(SB), Z0
+	VMULPS    Z3, Z0, Z0
+	VADDPS    f32_3c08839e<>+0(SB), Z0, Z0
+	VMULPS    Z3, Z0, Z0
+	VADDPS    f32_be2aaaa3<>+0(SB), Z0, Z0
+	VMULPS    Z3, Z0, Z0
+	VMULPS    Z2, Z0, Z0
+	VADDPS    Z2, Z0, Z0
+	VMOVUPS   f32_37ccf5ce<>+0(SB), Z2
+	VMULPS    Z3, Z2, Z2
+	VADDPS    f32_bab6061a<>+0(SB), Z2, Z2
+	VMULPS    Z3, Z2, Z2
+	VADDPS    f32_3d2aaaa5<>+0(SB), Z2, Z2
+	VMULPS    Z3, Z2, Z2
+	VMULPS    Z3, Z2, Z2
+	VMULPS    f32_3f000000<>+0(SB), Z3, Z5
+	VSUBPS    Z5, Z2, Z2
+	VADDPS    f32_3f800000<>+0(SB), Z2, Z2
+	VPSLLD    $0x1f, Z1, Z3
+	VPSRAD    $0x1f, Z3, Z3
+	VXORPS    Z2, Z0, Z5
+	VANDPS    Z3, Z5, Z5
+	VXORPS    Z5, Z2, Z2
+	VXORPS    Z5, Z0, Z0
+	VMULPS    Z4, Z2, Z2
+	VMULPS    Z4, Z0, Z0
+	VPSLLD    $0x1e, Z1, Z3
+	VANDPS    f32_80000000<>+0(SB), Z3, Z3
+	VXORPS    Z3, Z2, Z2
+	VPSLLD    $0x1d, Z1, Z3
+	VANDPS    f32_80000000<>+0(SB), Z3, Z3
+	VXORPS    Z3, Z0, Z0
+	VMOVUPS   Z2, (CX)
+	VMOVUPS   Z0, 64(CX)
+	ADDQ      $0x00000080, CX
+	DECQ      AX
+	JNZ       loop
+	VZEROUPPER
+	RET
+
+DATA f32_34000000<>+0(SB)/4, $0x34000000
+DATA f32_34000000<>+4(SB)/4, $0x34000000
+DATA f32_34000000<>+8(SB)/4, $0x34000000
+DATA f32_34000000<>+12(SB)/4, $0x34000000
+DATA f32_34000000<>+16(SB)/4, $0x34000000
+DATA f32_34000000<>+20(SB)/4, $0x34000000
+DATA f32_34000000<>+24(SB)/4, $0x34000000
+DATA f32_34000000<>+28(SB)/4, $0x34000000
+DATA f32_34000000<>+32(SB)/4, $0x34000000
+DATA f32_34000000<>+36(SB)/4, $0x34000000
+DATA f32_34000000<>+40(SB)/4, $0x34000000
+DATA f32_34000000<>+44(SB)/4, $0x34000000
+DATA f32_34000000<>+48(SB)/4, $0x34000000
+DATA f32_34000000<>+52(SB)/4, $0x34000000
+DATA f32_34000000<>+56(SB)/4, $0x34000000
+DATA f32_34000000<>+60(SB)/4, $0x34000000
+GLOBL f32_34000000<>(SB), RODATA|NOPTR, $64
+
+DATA f32_0000007e<>+0(SB)/4, $0x0000007e
+DATA f32_0000007e<>+4(SB)/4, $0x0000007e
+DATA f32_0000007e<>+8(SB)/4, $0x0000007e
+DATA f32_0000007e<>+12(SB)/4, $0x0000007e
+DATA f32_0000007e<>+16(SB)/4, $0x0000007e
+DATA f32_0000007e<>+20(SB)/4, $0x0000007e
+DATA f32_0000007e<>+24(SB)/4, $0x0000007e
+DATA f32_0000007e<>+28(SB)/4, $0x0000007e
+DATA f32_0000007e<>+32(SB)/4, $0x0000007e
+DATA f32_0000007e<>+36(SB)/4, $0x0000007e
+DATA f32_0000007e<>+40(SB)/4, $0x0000007e
+DATA f32_0000007e<>+44(SB)/4, $0x0000007e
+DATA f32_0000007e<>+48(SB)/4, $0x0000007e
+DATA f32_0000007e<>+52(SB)/4, $0x0000007e
+DATA f32_0000007e<>+56(SB)/4, $0x0000007e
+DATA f32_0000007e<>+60(SB)/4, $0x0000007e
+GLOBL f32_0000007e<>(SB), RODATA|NOPTR, $64
+
+DATA f32_007fffff<>+0(SB)/4, $0x007fffff
+DATA f32_007fffff<>+4(SB)/4, $0x007fffff
+DATA f32_007fffff<>+8(SB)/4, $0x007fffff
+DATA f32_007fffff<>+12(SB)/4, $0x007fffff
+DATA f32_007fffff<>+16(SB)/4, $0x007fffff
+DATA f32_007fffff<>+20(SB)/4, $0x007fffff
+DATA f32_007fffff<>+24(SB)/4, $0x007fffff
+DATA f32_007fffff<>+28(SB)/4, $0x007fffff
+DATA f32_007fffff<>+32(SB)/4, $0x007fffff
+DATA f32_007fffff<>+36(SB)/4, $0x007fffff
+DATA f32_007fffff<>+40(SB)/4, $0x007fffff
+DATA f32_007fffff<>+44(SB)/4, $0x007fffff
+DATA f32_007fffff<>+48(SB)/4, $0x007fffff
+DATA f32_007fffff<>+52(SB)/4, $0x007fffff
+DATA f32_007fffff<>+56(SB)/4, $0x007fffff
+DATA f32_007fffff<>+60(SB)/4, $0x007fffff
+GLOBL f32_007fffff<>(SB), RODATA|NOPTR, $64
+
+DATA f32_3f3504f3<>+0(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+4(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+8(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+12(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+16(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+20(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+24(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+28(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+32(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+36(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+40(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+44(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+48(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+52(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+56(SB)/4, $0x3f3504f3
+DATA f32_3f3504f3<>+60(SB)/4, $0x3f3504f3
+GLOBL f32_3f3504f3<>(SB), RODATA|NOPTR, $64
+
+DATA f32_c0000000<>+0(SB)/4, $0xc0000000
+DATA f32_c0000000<>+4(SB)/4, $0xc0000000
+DATA f32_c0000000<>+8(SB)/4, $0xc0000000
+DATA f32_c0000000<>+12(SB)/4, $0xc0000000
+DATA f32_c0000000<>+16(SB)/4, $0xc0000000
+DATA f32_c0000000<>+20(SB)/4, $0xc0000000
+DATA f32_c0000000<>+24(SB)/4, $0xc0000000
+DATA f32_c0000000<>+28(SB)/4, $0xc0000000
+DATA f32_c0000000<>+32(SB)/4, $0xc0000000
+DATA f32_c0000000<>+36(SB)/4, $0xc0000000
+DATA f32_c0000000<>+40(SB)/4, $0xc0000000
+DATA f32_c0000000<>+44(SB)/4, $0xc0000000
+DATA f32_c0000000<>+48(SB)/4, $0xc0000000
+DATA f32_c0000000<>+52(SB)/4, $0xc0000000
+DATA f32_c0000000<>+56(SB)/4, $0xc0000000
+DATA f32_c0000000<>+60(SB)/4, $0xc0000000
+GLOBL f32_c0000000<>(SB), RODATA|NOPTR, $64
+
+DATA f32_3fc90fdb<>+0(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+4(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+8(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+12(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+16(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+20(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+24(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+28(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+32(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+36(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+40(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+44(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+48(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+52(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+56(SB)/4, $0x3fc90fdb
+DATA f32_3fc90fdb<>+60(SB)/4, $0x3fc90fdb
+GLOBL f32_3fc90fdb<>(SB), RODATA|NOPTR, $64
+
+DATA f32_b94ca1f9<>+0(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+4(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+8(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+12(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+16(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+20(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+24(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+28(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+32(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+36(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+40(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+44(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+48(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+52(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+56(SB)/4, $0xb94ca1f9
+DATA f32_b94ca1f9<>+60(SB)/4, $0xb94ca1f9
+GLOBL f32_b94ca1f9<>(SB), RODATA|NOPTR, $64
+
+DATA f32_3c08839e<>+0(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+4(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+8(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+12(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+16(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+20(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+24(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+28(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+32(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+36(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+40(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+44(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+48(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+52(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+56(SB)/4, $0x3c08839e
+DATA f32_3c08839e<>+60(SB)/4, $0x3c08839e
+GLOBL f32_3c08839e<>(SB), RODATA|NOPTR, $64
+
+DATA f32_be2aaaa3<>+0(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+4(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+8(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+12(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+16(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+20(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+24(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+28(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+32(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+36(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+40(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+44(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+48(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+52(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+56(SB)/4, $0xbe2aaaa3
+DATA f32_be2aaaa3<>+60(SB)/4, $0xbe2aaaa3
+GLOBL f32_be2aaaa3<>(SB), RODATA|NOPTR, $64
+
+DATA f32_37ccf5ce<>+0(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+4(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+8(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+12(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+16(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+20(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+24(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+28(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+32(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+36(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+40(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+44(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+48(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+52(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+56(SB)/4, $0x37ccf5ce
+DATA f32_37ccf5ce<>+60(SB)/4, $0x37ccf5ce
+GLOBL f32_37ccf5ce<>(SB), RODATA|NOPTR, $64
+
+DATA f32_bab6061a<>+0(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+4(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+8(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+12(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+16(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+20(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+24(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+28(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+32(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+36(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+40(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+44(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+48(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+52(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+56(SB)/4, $0xbab6061a
+DATA f32_bab6061a<>+60(SB)/4, $0xbab6061a
+GLOBL f32_bab6061a<>(SB), RODATA|NOPTR, $64
+
+DATA f32_3d2aaaa5<>+0(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+4(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+8(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+12(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+16(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+20(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+24(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+28(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+32(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+36(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+40(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+44(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+48(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+52(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+56(SB)/4, $0x3d2aaaa5
+DATA f32_3d2aaaa5<>+60(SB)/4, $0x3d2aaaa5
+GLOBL f32_3d2aaaa5<>(SB), RODATA|NOPTR, $64
+
 // func sgemmAVX2_1x1(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, rem int)
 // Requires: AVX, FMA3
 TEXT ·sgemmAVX2_1x1(SB), NOSPLIT, $0-72
@@ -5925,5 +6285,282 @@ tail:
 
 done:
 	VLDMXCSR (SP)
+	VZEROUPPER
+	RET
+
+// func rngFillAVX2(blocks int, dst *float32, state *uint64)
+// Requires: AVX, AVX2
+TEXT ·rngFillAVX2(SB), NOSPLIT, $0-24
+	MOVQ    blocks+0(FP), AX
+	MOVQ    dst+8(FP), CX
+	MOVQ    state+16(FP), DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	VMOVUPS 128(DX), Y4
+	VMOVUPS 160(DX), Y5
+	VMOVUPS 192(DX), Y6
+	VMOVUPS 224(DX), Y7
+
+loop:
+	VPADDQ  Y6, Y0, Y8
+	VPSRLQ  $0x29, Y8, Y9
+	VPSLLQ  $0x17, Y8, Y8
+	VPOR    Y9, Y8, Y8
+	VPADDQ  Y0, Y8, Y8
+	VMOVUPS Y8, (CX)
+	VPSLLQ  $0x11, Y2, Y8
+	VPXOR   Y0, Y4, Y4
+	VPXOR   Y2, Y6, Y6
+	VPXOR   Y4, Y2, Y2
+	VPXOR   Y6, Y0, Y0
+	VPXOR   Y8, Y4, Y4
+	VPSRLQ  $0x13, Y6, Y8
+	VPSLLQ  $0x2d, Y6, Y6
+	VPOR    Y8, Y6, Y6
+	VPADDQ  Y7, Y1, Y8
+	VPSRLQ  $0x29, Y8, Y9
+	VPSLLQ  $0x17, Y8, Y8
+	VPOR    Y9, Y8, Y8
+	VPADDQ  Y1, Y8, Y8
+	VMOVUPS Y8, 32(CX)
+	VPSLLQ  $0x11, Y3, Y8
+	VPXOR   Y1, Y5, Y5
+	VPXOR   Y3, Y7, Y7
+	VPXOR   Y5, Y3, Y3
+	VPXOR   Y7, Y1, Y1
+	VPXOR   Y8, Y5, Y5
+	VPSRLQ  $0x13, Y7, Y8
+	VPSLLQ  $0x2d, Y7, Y7
+	VPOR    Y8, Y7, Y7
+	VPADDQ  Y6, Y0, Y8
+	VPSRLQ  $0x29, Y8, Y9
+	VPSLLQ  $0x17, Y8, Y8
+	VPOR    Y9, Y8, Y8
+	VPADDQ  Y0, Y8, Y8
+	VMOVUPS Y8, 64(CX)
+	VPSLLQ  $0x11, Y2, Y8
+	VPXOR   Y0, Y4, Y4
+	VPXOR   Y2, Y6, Y6
+	VPXOR   Y4, Y2, Y2
+	VPXOR   Y6, Y0, Y0
+	VPXOR   Y8, Y4, Y4
+	VPSRLQ  $0x13, Y6, Y8
+	VPSLLQ  $0x2d, Y6, Y6
+	VPOR    Y8, Y6, Y6
+	VPADDQ  Y7, Y1, Y8
+	VPSRLQ  $0x29, Y8, Y9
+	VPSLLQ  $0x17, Y8, Y8
+	VPOR    Y9, Y8, Y8
+	VPADDQ  Y1, Y8, Y8
+	VMOVUPS Y8, 96(CX)
+	VPSLLQ  $0x11, Y3, Y8
+	VPXOR   Y1, Y5, Y5
+	VPXOR   Y3, Y7, Y7
+	VPXOR   Y5, Y3, Y3
+	VPXOR   Y7, Y1, Y1
+	VPXOR   Y8, Y5, Y5
+	VPSRLQ  $0x13, Y7, Y8
+	VPSLLQ  $0x2d, Y7, Y7
+	VPOR    Y8, Y7, Y7
+	ADDQ    $0x00000080, CX
+	DECQ    AX
+	JNZ     loop
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VZEROUPPER
+	RET
+
+// func normalTransformAVX2(blocks int, dst *float32)
+// Requires: AVX, AVX2
+TEXT ·normalTransformAVX2(SB), NOSPLIT, $0-16
+	MOVQ blocks+0(FP), AX
+	MOVQ dst+8(FP), CX
+
+loop:
+	VMOVUPS   (CX), Y0
+	VMOVUPS   64(CX), Y1
+	VPSRLD    $0x09, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VADDPS    f32_3f000000<>+0(SB), Y0, Y0
+	VMULPS    f32_34000000<>+0(SB), Y0, Y0
+	VPSRLD    $0x17, Y0, Y2
+	VPSUBD    f32_0000007e<>+0(SB), Y2, Y2
+	VANDPS    f32_007fffff<>+0(SB), Y0, Y0
+	VORPS     f32_3f000000<>+0(SB), Y0, Y0
+	VSUBPS    f32_3f3504f3<>+0(SB), Y0, Y3
+	VPSRAD    $0x1f, Y3, Y3
+	VPADDD    Y3, Y2, Y2
+	VCVTDQ2PS Y2, Y2
+	VANDPS    Y0, Y3, Y3
+	VADDPS    Y0, Y3, Y3
+	VSUBPS    f32_3f800000<>+0(SB), Y3, Y3
+	VMULPS    Y3, Y3, Y0
+	VMOVUPS   f32_3d9021bb<>+0(SB), Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_bdebd1b8<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3def251a<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_bdfe5d4f<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3e11e9bf<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_be2aae50<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3e4cceac<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_be7ffffc<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3eaaaaaa<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VMULPS    f32_b95e8083<>+0(SB), Y2, Y5
+	VADDPS    Y5, Y4, Y4
+	VMULPS    f32_3f000000<>+0(SB), Y0, Y5
+	VSUBPS    Y5, Y4, Y4
+	VADDPS    Y3, Y4, Y4
+	VMULPS    f32_3f318000<>+0(SB), Y2, Y5
+	VADDPS    Y5, Y4, Y4
+	VMULPS    f32_c0000000<>+0(SB), Y4, Y4
+	VSQRTPS   Y4, Y4
+	VPSRLD    $0x09, Y1, Y2
+	VCVTDQ2PS Y2, Y2
+	VADDPS    f32_3f000000<>+0(SB), Y2, Y2
+	VMULPS    f32_34000000<>+0(SB), Y2, Y2
+	VSUBPS    f32_3f000000<>+0(SB), Y2, Y2
+	VMULPS    f32_3fc90fdb<>+0(SB), Y2, Y2
+	VMULPS    Y2, Y2, Y3
+	VMOVUPS   f32_b94ca1f9<>+0(SB), Y0
+	VMULPS    Y3, Y0, Y0
+	VADDPS    f32_3c08839e<>+0(SB), Y0, Y0
+	VMULPS    Y3, Y0, Y0
+	VADDPS    f32_be2aaaa3<>+0(SB), Y0, Y0
+	VMULPS    Y3, Y0, Y0
+	VMULPS    Y2, Y0, Y0
+	VADDPS    Y2, Y0, Y0
+	VMOVUPS   f32_37ccf5ce<>+0(SB), Y2
+	VMULPS    Y3, Y2, Y2
+	VADDPS    f32_bab6061a<>+0(SB), Y2, Y2
+	VMULPS    Y3, Y2, Y2
+	VADDPS    f32_3d2aaaa5<>+0(SB), Y2, Y2
+	VMULPS    Y3, Y2, Y2
+	VMULPS    Y3, Y2, Y2
+	VMULPS    f32_3f000000<>+0(SB), Y3, Y5
+	VSUBPS    Y5, Y2, Y2
+	VADDPS    f32_3f800000<>+0(SB), Y2, Y2
+	VPSLLD    $0x1f, Y1, Y3
+	VPSRAD    $0x1f, Y3, Y3
+	VXORPS    Y2, Y0, Y5
+	VANDPS    Y3, Y5, Y5
+	VXORPS    Y5, Y2, Y2
+	VXORPS    Y5, Y0, Y0
+	VMULPS    Y4, Y2, Y2
+	VMULPS    Y4, Y0, Y0
+	VPSLLD    $0x1e, Y1, Y3
+	VANDPS    f32_80000000<>+0(SB), Y3, Y3
+	VXORPS    Y3, Y2, Y2
+	VPSLLD    $0x1d, Y1, Y3
+	VANDPS    f32_80000000<>+0(SB), Y3, Y3
+	VXORPS    Y3, Y0, Y0
+	VMOVUPS   Y2, (CX)
+	VMOVUPS   Y0, 64(CX)
+	VMOVUPS   32(CX), Y0
+	VMOVUPS   96(CX), Y1
+	VPSRLD    $0x09, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VADDPS    f32_3f000000<>+0(SB), Y0, Y0
+	VMULPS    f32_34000000<>+0(SB), Y0, Y0
+	VPSRLD    $0x17, Y0, Y2
+	VPSUBD    f32_0000007e<>+0(SB), Y2, Y2
+	VANDPS    f32_007fffff<>+0(SB), Y0, Y0
+	VORPS     f32_3f000000<>+0(SB), Y0, Y0
+	VSUBPS    f32_3f3504f3<>+0(SB), Y0, Y3
+	VPSRAD    $0x1f, Y3, Y3
+	VPADDD    Y3, Y2, Y2
+	VCVTDQ2PS Y2, Y2
+	VANDPS    Y0, Y3, Y3
+	VADDPS    Y0, Y3, Y3
+	VSUBPS    f32_3f800000<>+0(SB), Y3, Y3
+	VMULPS    Y3, Y3, Y0
+	VMOVUPS   f32_3d9021bb<>+0(SB), Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_bdebd1b8<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3def251a<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_bdfe5d4f<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3e11e9bf<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_be2aae50<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3e4cceac<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_be7ffffc<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VADDPS    f32_3eaaaaaa<>+0(SB), Y4, Y4
+	VMULPS    Y3, Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VMULPS    f32_b95e8083<>+0(SB), Y2, Y5
+	VADDPS    Y5, Y4, Y4
+	VMULPS    f32_3f000000<>+0(SB), Y0, Y5
+	VSUBPS    Y5, Y4, Y4
+	VADDPS    Y3, Y4, Y4
+	VMULPS    f32_3f318000<>+0(SB), Y2, Y5
+	VADDPS    Y5, Y4, Y4
+	VMULPS    f32_c0000000<>+0(SB), Y4, Y4
+	VSQRTPS   Y4, Y4
+	VPSRLD    $0x09, Y1, Y2
+	VCVTDQ2PS Y2, Y2
+	VADDPS    f32_3f000000<>+0(SB), Y2, Y2
+	VMULPS    f32_34000000<>+0(SB), Y2, Y2
+	VSUBPS    f32_3f000000<>+0(SB), Y2, Y2
+	VMULPS    f32_3fc90fdb<>+0(SB), Y2, Y2
+	VMULPS    Y2, Y2, Y3
+	VMOVUPS   f32_b94ca1f9<>+0(SB), Y0
+	VMULPS    Y3, Y0, Y0
+	VADDPS    f32_3c08839e<>+0(SB), Y0, Y0
+	VMULPS    Y3, Y0, Y0
+	VADDPS    f32_be2aaaa3<>+0(SB), Y0, Y0
+	VMULPS    Y3, Y0, Y0
+	VMULPS    Y2, Y0, Y0
+	VADDPS    Y2, Y0, Y0
+	VMOVUPS   f32_37ccf5ce<>+0(SB), Y2
+	VMULPS    Y3, Y2, Y2
+	VADDPS    f32_bab6061a<>+0(SB), Y2, Y2
+	VMULPS    Y3, Y2, Y2
+	VADDPS    f32_3d2aaaa5<>+0(SB), Y2, Y2
+	VMULPS    Y3, Y2, Y2
+	VMULPS    Y3, Y2, Y2
+	VMULPS    f32_3f000000<>+0(SB), Y3, Y5
+	VSUBPS    Y5, Y2, Y2
+	VADDPS    f32_3f800000<>+0(SB), Y2, Y2
+	VPSLLD    $0x1f, Y1, Y3
+	VPSRAD    $0x1f, Y3, Y3
+	VXORPS    Y2, Y0, Y5
+	VANDPS    Y3, Y5, Y5
+	VXORPS    Y5, Y2, Y2
+	VXORPS    Y5, Y0, Y0
+	VMULPS    Y4, Y2, Y2
+	VMULPS    Y4, Y0, Y0
+	VPSLLD    $0x1e, Y1, Y3
+	VANDPS    f32_80000000<>+0(SB), Y3, Y3
+	VXORPS    Y3, Y2, Y2
+	VPSLLD    $0x1d, Y1, Y3
+	VANDPS    f32_80000000<>+0(SB), Y3, Y3
+	VXORPS    Y3, Y0, Y0
+	VMOVUPS   Y2, 32(CX)
+	VMOVUPS   Y0, 96(CX)
+	ADDQ      $0x00000080, CX
+	DECQ      AX
+	JNZ       loop
 	VZEROUPPER
 	RET

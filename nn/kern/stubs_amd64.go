@@ -189,6 +189,16 @@ func pointAdamAVX512(n int, mu *float32, dmu *float32, pprec *float32, mmu *floa
 //go:noescape
 func pointAdamMeanAVX512(n int, mu *float32, dmu *float32, pprec *float32, mmu *float32, vmu *float32, pmean *float32, scale float32, lr float32, b1 float32, omb1 float32, b2 float32, omb2 float32, c1 float32, c2 float32, eps float32)
 
+// rngFillAVX512 fills blocks*32 words of dst from the generator state.
+//
+//go:noescape
+func rngFillAVX512(blocks int, dst *float32, state *uint64)
+
+// normalTransformAVX512 is the Box-Muller transform of rngFill's words.
+//
+//go:noescape
+func normalTransformAVX512(blocks int, dst *float32)
+
 // sgemmAVX2_1x1 is the 1x1-vector microkernel of Sgemm at level AVX2.
 //
 //go:noescape
@@ -373,3 +383,13 @@ func pointAdamAVX2(n int, mu *float32, dmu *float32, pprec *float32, mmu *float3
 //
 //go:noescape
 func pointAdamMeanAVX2(n int, mu *float32, dmu *float32, pprec *float32, mmu *float32, vmu *float32, pmean *float32, scale float32, lr float32, b1 float32, omb1 float32, b2 float32, omb2 float32, c1 float32, c2 float32, eps float32)
+
+// rngFillAVX2 fills blocks*32 words of dst from the generator state.
+//
+//go:noescape
+func rngFillAVX2(blocks int, dst *float32, state *uint64)
+
+// normalTransformAVX2 is the Box-Muller transform of rngFill's words.
+//
+//go:noescape
+func normalTransformAVX2(blocks int, dst *float32)

@@ -88,6 +88,8 @@ func main() {
 		s.softplus()
 		s.meanFieldAdam()
 		s.pointAdam()
+		s.rngFill()
+		s.normalTransform()
 	}
 	Generate()
 }
@@ -759,4 +761,223 @@ func (s isa) pointAdam() {
 			},
 			func() { VLDMXCSR(save) })
 	}
+}
+
+// ---------------------------------------------------------------------------
+// Normal random numbers (rng.go): eight xoshiro256++ streams in the 64-bit
+// lanes, then Box-Muller on pairs of 32-bit words, all rounded operation by
+// operation like the portable code (no FMA) so that every level gives the
+// same numbers.
+
+// rotl64 sets x = x rotated left by r bits (64-bit lanes).
+func (s isa) rotl64(x VecVirtual, r int) {
+	if s.avx512 {
+		VPROLQ(U8(r), x, x)
+		return
+	}
+	t := s.vec()
+	VPSRLQ(U8(64-r), x, t)
+	VPSLLQ(U8(r), x, x)
+	VPOR(t, x, x)
+}
+
+// xor sets x ^= y (integer lanes).
+func (s isa) xor(y, x VecVirtual) {
+	if s.avx512 {
+		VPXORQ(y, x, x)
+		return
+	}
+	VPXOR(y, x, x)
+}
+
+// sqrtHalf is float32(sqrt(1/2)), Cephes logf's SQRTHF.
+const sqrtHalf = 0.70710677
+
+// rngFill writes 32 raw 32-bit words per block into dst, two steps of the
+// eight xoshiro256++ streams (Blackman & Vigna 2021), and advances the
+// state (4 words x 8 lanes of uint64).
+func (s isa) rngFill() {
+	TEXT("rngFill"+s.name, NOSPLIT, "func(blocks int, dst *float32, state *uint64)")
+	Pragma("noescape")
+	Doc("rngFill" + s.name + " fills blocks*32 words of dst from the generator state.")
+	nb := Load(Param("blocks"), GP64())
+	dst := Load(Param("dst"), GP64())
+	st := Load(Param("state"), GP64())
+	parts := 1
+	if !s.avx512 {
+		parts = 2 // lanes 0-3 and 4-7
+	}
+	var sv [4][2]VecVirtual
+	for i := range 4 {
+		for h := range parts {
+			sv[i][h] = s.vec()
+			VMOVUPS(Mem{Base: st, Disp: 64*i + 32*h}, sv[i][h])
+		}
+	}
+	Label("loop")
+	for half := range 2 {
+		for h := range parts {
+			s0, s1, s2, s3 := sv[0][h], sv[1][h], sv[2][h], sv[3][h]
+			// result = rotl(s0 + s3, 23) + s0
+			r := s.vec()
+			VPADDQ(s3, s0, r)
+			s.rotl64(r, 23)
+			VPADDQ(s0, r, r)
+			VMOVUPS(r, Mem{Base: dst, Disp: 64*half + 32*h})
+			// t = s1 << 17; s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3;
+			// s2 ^= t; s3 = rotl(s3, 45)
+			t := s.vec()
+			VPSLLQ(U8(17), s1, t)
+			s.xor(s0, s2)
+			s.xor(s1, s3)
+			s.xor(s2, s1)
+			s.xor(s3, s0)
+			s.xor(t, s2)
+			s.rotl64(s3, 45)
+		}
+	}
+	ADDQ(U32(128), dst)
+	DECQ(nb)
+	JNZ(LabelRef("loop"))
+	for i := range 4 {
+		for h := range parts {
+			VMOVUPS(sv[i][h], Mem{Base: st, Disp: 64*i + 32*h})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// Cephes sinf and cosf (S. L. Moshier, Cephes Math Library 2.2) on
+// [-pi/4, pi/4].
+var (
+	sinPoly = []float32{-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1}
+	cosPoly = []float32{2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2}
+)
+
+// horner evaluates the polynomial p at x (highest coefficient first) with
+// separate multiplies and adds.
+func (s isa) horner(p []float32, x VecVirtual) VecVirtual {
+	y := s.vec()
+	VMOVUPS(cf(p[0]), y)
+	for _, c := range p[1:] {
+		VMULPS(x, y, y)
+		VADDPS(cf(c), y, y)
+	}
+	return y
+}
+
+// normalTransform turns each block of 32 raw words in dst into 32
+// standard normals in place: words j and 16+j (j < 16) make the pair
+//
+//	u = (a>>9 + 1/2) 2^-23,  f = (b>>9 + 1/2) 2^-23 - 1/2,
+//	R = sqrt(-2 log u),  theta = f pi/2,
+//	(z_j, z_16+j) = R (cos theta, sin theta),
+//
+// swapped when bit 0 of b is set and negated by bits 1 and 2: the eight
+// symmetries of the square map theta in (-pi/4, pi/4) onto the whole
+// circle (Box & Muller 1958).
+func (s isa) normalTransform() {
+	TEXT("normalTransform"+s.name, NOSPLIT, "func(blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc("normalTransform" + s.name + " is the Box-Muller transform of rngFill's words.")
+	nb := Load(Param("blocks"), GP64())
+	dst := Load(Param("dst"), GP64())
+	vb := 4 * s.lanes
+	Label("loop")
+	for off := 0; off < 64; off += vb {
+		a, b := s.vec(), s.vec()
+		VMOVUPS(Mem{Base: dst, Disp: off}, a)
+		VMOVUPS(Mem{Base: dst, Disp: 64 + off}, b)
+
+		// u in (0, 1) and its logarithm (Cephes logf, unfused): u = 2^e m
+		// with m in [1/2, 1); below sqrt(1/2) use 2m and e-1.
+		u := s.vec()
+		VPSRLD(U8(9), a, u)
+		VCVTDQ2PS(u, u)
+		VADDPS(cf(0.5), u, u)
+		VMULPS(cf(0x1p-23), u, u)
+		e := s.vec()
+		VPSRLD(U8(23), u, e)
+		VPSUBD(cf(math.Float32frombits(126)), e, e)
+		m := u
+		VANDPS(cf(math.Float32frombits(0x007fffff)), u, m)
+		VORPS(cf(0.5), m, m)
+		lt := s.vec()
+		VSUBPS(cf(sqrtHalf), m, lt)
+		VPSRAD(U8(31), lt, lt) // all ones where m < sqrt(1/2)
+		VPADDD(lt, e, e)
+		ef := s.vec()
+		VCVTDQ2PS(e, ef)
+		x := s.vec()
+		VANDPS(m, lt, x)
+		VADDPS(m, x, x) // 2m or m
+		VSUBPS(cf(1), x, x)
+
+		z := s.vec()
+		VMULPS(x, x, z)
+		y := s.horner(logPoly, x)
+		VMULPS(x, y, y)
+		VMULPS(z, y, y)
+		t := s.vec()
+		VMULPS(cf(lnC2), ef, t)
+		VADDPS(t, y, y)
+		VMULPS(cf(0.5), z, t)
+		VSUBPS(t, y, y)
+		VADDPS(x, y, y)
+		VMULPS(cf(lnC1), ef, t)
+		VADDPS(t, y, y) // log u
+		VMULPS(cf(-2), y, y)
+		r := y
+		VSQRTPS(y, r)
+
+		// theta = f pi/2 and its sine and cosine.
+		f := s.vec()
+		VPSRLD(U8(9), b, f)
+		VCVTDQ2PS(f, f)
+		VADDPS(cf(0.5), f, f)
+		VMULPS(cf(0x1p-23), f, f)
+		VSUBPS(cf(0.5), f, f)
+		VMULPS(cf(math.Pi/2), f, f)
+		th := f
+		zz := s.vec()
+		VMULPS(th, th, zz)
+		sn := s.horner(sinPoly, zz)
+		VMULPS(zz, sn, sn)
+		VMULPS(th, sn, sn)
+		VADDPS(th, sn, sn)
+		cs := s.horner(cosPoly, zz)
+		VMULPS(zz, cs, cs)
+		VMULPS(zz, cs, cs)
+		VMULPS(cf(0.5), zz, t)
+		VSUBPS(t, cs, cs)
+		VADDPS(cf(1), cs, cs)
+
+		// Swap by bit 0, signs from bits 1 and 2, scale by R.
+		sw := s.vec()
+		VPSLLD(U8(31), b, sw)
+		VPSRAD(U8(31), sw, sw) // all ones where bit 0 is set
+		d := s.vec()
+		VXORPS(cs, sn, d)
+		VANDPS(sw, d, d)
+		p, q := cs, sn
+		VXORPS(d, p, p) // sw ? sin : cos
+		VXORPS(d, q, q) // sw ? cos : sin
+		VMULPS(r, p, p)
+		VMULPS(r, q, q)
+		sg := s.vec()
+		VPSLLD(U8(30), b, sg)
+		VANDPS(cf(float32(math.Copysign(0, -1))), sg, sg)
+		VXORPS(sg, p, p)
+		VPSLLD(U8(29), b, sg)
+		VANDPS(cf(float32(math.Copysign(0, -1))), sg, sg)
+		VXORPS(sg, q, q)
+		VMOVUPS(p, Mem{Base: dst, Disp: off})
+		VMOVUPS(q, Mem{Base: dst, Disp: 64 + off})
+	}
+	ADDQ(U32(128), dst)
+	DECQ(nb)
+	JNZ(LabelRef("loop"))
+	VZEROUPPER()
+	RET()
 }
