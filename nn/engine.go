@@ -483,30 +483,51 @@ func (e *evaluator32) forwardLocal(mu []float32, d *View, n int, rng *rand.Rand)
 	for l, ly := range e.arch.layers {
 		z := e.act[l][:n*ly.Out]
 		sd := e.sd[l][:n*ly.Out]
-		switch {
-		case l == 0 && sparse:
-			gatherAffine(z, d, e.rows[:n], ly.Weights32(mu), ly.Bias32(mu), ly, false)
-			gatherAffine(sd, d, e.rows[:n], ly.Weights32(e.s2), ly.Bias32(e.s2), ly, true)
-		case l == 0:
-			affine(z, e.x[:n*ly.In], ly.Weights32(mu), ly.Bias32(mu), n, ly)
-			affine(sd, e.xsq[:n*ly.In], ly.Weights32(e.s2), ly.Bias32(e.s2), n, ly)
-		default:
-			in := e.act[l-1][:n*ly.In]
-			sq := e.sq[l][:n*ly.In]
-			kern.Square(sq, in)
-			affine(z, in, ly.Weights32(mu), ly.Bias32(mu), n, ly)
-			affine(sd, sq, ly.Weights32(e.s2), ly.Bias32(e.s2), n, ly)
+		if l == 0 {
+			e.lrtFirst(z, sd, d, n, sparse, mu, e.s2, e.xsq)
+		} else {
+			lrtMoments(z, sd, e.act[l-1][:n*ly.In], e.sq[l][:n*ly.In], mu, e.s2, ly, n)
 		}
-		ep := e.leps[l][:n*ly.Out]
-		for i := range ep {
-			ep[i] = float32(rng.NormFloat64())
-		}
-		kern.LRTForward(z, sd, ep)
+		lrtSample(z, sd, e.leps[l][:n*ly.Out], rng)
 		if l < last {
 			kern.Relu(z)
 		}
 	}
 	return sparse
+}
+
+// lrtFirst writes the first layer's pre-activation means M and variances
+// V for the n rows in nt.rows of d into z and v, by gathering their
+// non-zero entries when sparse and otherwise from nt.x and its square
+// xsq (see sparseInput); mu and s2 are the engine-layout means and
+// variances of the weights.
+func (nt *net32) lrtFirst(z, v []float32, d *View, n int, sparse bool, mu, s2, xsq []float32) {
+	ly := nt.arch.layers[0]
+	if sparse {
+		gatherAffine(z, d, nt.rows[:n], ly.Weights32(mu), ly.Bias32(mu), ly, false)
+		gatherAffine(v, d, nt.rows[:n], ly.Weights32(s2), ly.Bias32(s2), ly, true)
+		return
+	}
+	affine(z, nt.x[:n*ly.In], ly.Weights32(mu), ly.Bias32(mu), n, ly)
+	affine(v, xsq[:n*ly.In], ly.Weights32(s2), ly.Bias32(s2), n, ly)
+}
+
+// lrtMoments writes the pre-activation means and variances of layer ly
+// (not the first) for the n rows of its input a into z and v, with sq
+// receiving a∘a.
+func lrtMoments(z, v, a, sq, mu, s2 []float32, ly Layer, n int) {
+	kern.Square(sq, a)
+	affine(z, a, ly.Weights32(mu), ly.Bias32(mu), n, ly)
+	affine(v, sq, ly.Weights32(s2), ly.Bias32(s2), n, ly)
+}
+
+// lrtSample draws eps row-major from rng and sets v = sqrt(v) and
+// z = z + v∘eps (kern.LRTForward), leaving the noise in eps.
+func lrtSample(z, v, eps []float32, rng *rand.Rand) {
+	for i := range eps {
+		eps[i] = float32(rng.NormFloat64())
+	}
+	kern.LRTForward(z, v, eps)
 }
 
 // backwardLocal is evaluator.backwardLocal on the fast engine: with

@@ -196,3 +196,67 @@ func TestViewNonzeros(t *testing.T) {
 		}
 	}
 }
+
+// TestFastPredictorMatchesReference runs Predict and SampleLocal (with
+// the same seed, hence the same normals) on both engines, for dense and
+// one-hot contexts in several chunks, and requires agreement to 1e-5 of
+// the largest output in standardized units (float32 rounding through
+// three layers is about 1e-7 of it).
+func TestFastPredictorMatchesReference(t *testing.T) {
+	for _, pc := range []struct {
+		name string
+		p    problem
+	}{
+		{"dense contexts", newProblem(7, []int{9, 8}, 3, 50, 11)},
+		{"one-hot contexts", newProblem(117, []int{100, 100}, 2, 50, 6).oneHot(2)},
+		{"linear model", newProblem(6, nil, 2, 30, 13)},
+	} {
+		t.Run(pc.name, func(t *testing.T) {
+			p := pc.p
+			std := Standardization{Shift: 2, Scale: 3}
+			fast, ref := NewPredictor(p.arch, 16), NewPredictor(p.arch, 16)
+			ref.Reference = true
+			mu := round32(p.mu)
+			sig2 := make([]float64, len(mu))
+			for j, s := range round32(p.sigma) {
+				sig2[j] = float64(float32(s * s))
+			}
+			compare := func(what string, got, want []float64) {
+				t.Helper()
+				scale := 0.0
+				for _, v := range want {
+					scale = math.Max(scale, math.Abs(v-std.Shift)/std.Scale)
+				}
+				worst := 0.0
+				for i := range want {
+					worst = math.Max(worst, math.Abs(got[i]-want[i])/std.Scale/scale)
+				}
+				if worst > fastTol {
+					t.Errorf("%s: worst difference %.3g of the largest output, want <= %g", what, worst, fastTol)
+				}
+				t.Logf("%s: worst difference %.3g of the largest output", what, worst)
+			}
+			compare("Predict", fast.Predict(nil, mu, p.data.x, std), ref.Predict(nil, mu, p.data.x, std))
+			x := p.data.X(3)
+			compare("SampleLocal", fast.SampleLocal(nil, mu, sig2, x, 40, std, seeded(9)), ref.SampleLocal(nil, mu, sig2, x, 40, std, seeded(9)))
+		})
+	}
+}
+
+func TestFastPredictorAllocatesNothing(t *testing.T) {
+	p := newProblem(117, []int{100, 100}, 2, 50, 6).oneHot(2)
+	pr := NewPredictor(p.arch, 16)
+	sig2 := make([]float64, len(p.sigma))
+	for j, s := range p.sigma {
+		sig2[j] = s * s
+	}
+	dst := make([]float64, 40*p.arch.Out())
+	rng := seeded(1)
+	pr.SampleLocal(dst, p.mu, sig2, p.data.X(0), 40, Standardization{}, rng) // makes its buffers
+	if got := testing.AllocsPerRun(20, func() { pr.Predict(dst, p.mu, p.data.x[:40*p.arch.In()], Standardization{}) }); got != 0 {
+		t.Errorf("Predict: %v allocations per call, want 0", got)
+	}
+	if got := testing.AllocsPerRun(20, func() { pr.SampleLocal(dst, p.mu, sig2, p.data.X(1), 40, Standardization{}, rng) }); got != 0 {
+		t.Errorf("SampleLocal: %v allocations per call, want 0", got)
+	}
+}

@@ -3,21 +3,63 @@ package nn
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/nn/kern"
 )
 
 // Predictor computes network outputs in reward units for batches of
 // contexts, for Thompson-sampling decisions. It holds scratch space for one
-// goroutine; its methods allocate nothing unless dst is nil.
+// goroutine; its methods allocate nothing unless dst is nil (SampleLocal
+// makes its buffers on its first call).
+//
+// Predict and SampleLocal run on the float32 fast engine, with the
+// forward code of Evaluator32: parameters are converted to the engine
+// layout per call, sparse contexts gather their non-zero entries, and
+// outputs agree with the float64 path to float32 rounding (about 1e-6
+// relative). Setting Reference runs them on the float64 reference path.
 type Predictor struct {
 	net
 	w     []float64
 	local *localScratch // SampleLocal's, made on first use
+
+	// Reference selects the float64 reference path.
+	Reference bool
+
+	fast    net32
+	w32     []float32 // the weights (or SampleLocal's means) in the engine layout
+	nz      nonzeros  // the current chunk's non-zero entries
+	local32 *localScratch32
 }
 
 // NewPredictor returns a Predictor for networks of architecture a that
 // processes contexts in chunks of at most maxBatch rows.
 func NewPredictor(a Arch, maxBatch int) *Predictor {
-	return &Predictor{net: newNet(a, maxBatch, false), w: make([]float64, a.n)}
+	p := &Predictor{
+		net:  newNet(a, maxBatch, false),
+		w:    make([]float64, a.n),
+		fast: newNet32(a, maxBatch, false),
+		w32:  make([]float32, a.n),
+		nz: nonzeros{
+			off: make([]int, 0, maxBatch+1),
+			idx: make([]int32, 0, maxBatch*a.In()),
+			val: make([]float32, 0, maxBatch*a.In()),
+		},
+	}
+	for i := range p.fast.rows {
+		p.fast.rows[i] = i
+	}
+	return p
+}
+
+// chunk returns the rows of x (row-major, n rows of In) as a View for
+// the fast engine's forward code, listing their non-zero entries in p.nz.
+func (p *Predictor) chunk(x []float64, n int) View {
+	in := p.arch.In()
+	p.nz.off, p.nz.idx, p.nz.val = p.nz.off[:0], p.nz.idx[:0], p.nz.val[:0]
+	for i := range n {
+		p.nz.appendRow(x[i*in : (i+1)*in])
+	}
+	return View{dim: in, arms: p.arch.Out(), x: x[:n*in], nz: p.nz}
 }
 
 // Predict writes the predicted rewards of every arm for the contexts x
@@ -41,6 +83,19 @@ func (p *Predictor) Predict(dst, w, x []float64, s Standardization) []float64 {
 		panic("nn: len(dst) must be rows*Out")
 	}
 	sh, sc := s.Shift, s.scale()
+	if !p.Reference {
+		p.arch.ToEngine(p.w32, w)
+		f := p.fast.act[p.last()]
+		for lo := 0; lo < rows; lo += p.max {
+			hi := min(lo+p.max, rows)
+			v := p.chunk(x[lo*in:hi*in], hi-lo)
+			p.fast.forward(p.w32, &v, hi-lo)
+			for i, o := range f[:(hi-lo)*out] {
+				dst[lo*out+i] = sh + sc*float64(o)
+			}
+		}
+		return dst
+	}
 	f := p.act[p.last()]
 	transposeWeights(p.arch, p.wT, w)
 	for lo := 0; lo < rows; lo += p.max {
@@ -102,6 +157,10 @@ func (p *Predictor) SampleLocal(dst, mu, sig2, x []float64, draws int, s Standar
 	}
 	if len(dst) != draws*out {
 		panic("nn: len(dst) must be draws*Out")
+	}
+	if !p.Reference {
+		p.sampleLocal32(dst, mu, sig2, x, draws, s, rng)
+		return dst
 	}
 	if p.local == nil {
 		p.local = newLocalScratch(p.arch, p.max)
@@ -184,5 +243,79 @@ func newLocalScratch(a Arch, maxBatch int) *localScratch {
 		s2T: make([]float64, a.n),
 		m1:  make([]float64, first), v1: make([]float64, first),
 		sq: make([]float64, maxBatch*w), sd: make([]float64, maxBatch*w),
+	}
+}
+
+// localScratch32 holds the buffers of SampleLocal on the fast engine.
+type localScratch32 struct {
+	s2      []float32   // sig2 in the engine layout
+	xsq     []float32   // the context squared (dense first layer)
+	m1, v1  []float32   // the first layer's pre-activation mean and variance
+	sd, eps [][]float32 // per layer, max×Out: variances (then standard deviations), noise
+	sq      [][]float32 // per layer >= 1, max×In: squared activations
+	one     nonzeros    // the context's non-zero entries
+}
+
+func newLocalScratch32(a Arch, maxBatch int) *localScratch32 {
+	first := a.layers[0].Out
+	ls := &localScratch32{
+		s2:  make([]float32, a.n),
+		xsq: make([]float32, a.In()),
+		m1:  make([]float32, first), v1: make([]float32, first),
+		sd: make([][]float32, len(a.layers)), eps: make([][]float32, len(a.layers)),
+		sq: make([][]float32, len(a.layers)),
+		one: nonzeros{
+			off: make([]int, 0, 2),
+			idx: make([]int32, 0, a.In()),
+			val: make([]float32, 0, a.In()),
+		},
+	}
+	for l, ly := range a.layers {
+		ls.sd[l] = make([]float32, maxBatch*ly.Out)
+		ls.eps[l] = make([]float32, maxBatch*ly.Out)
+		if l > 0 {
+			ls.sq[l] = make([]float32, maxBatch*ly.In)
+		}
+	}
+	return ls
+}
+
+// sampleLocal32 is SampleLocal on the fast engine, with the forward code
+// of Evaluator32's local reparameterization (lrtFirst, lrtMoments,
+// lrtSample) and the normals drawn in the same order as the float64 path.
+func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Standardization, rng *rand.Rand) {
+	if p.local32 == nil {
+		p.local32 = newLocalScratch32(p.arch, p.max)
+	}
+	ls := p.local32
+	nt := &p.fast
+	p.arch.ToEngine(p.w32, mu)
+	p.arch.ToEngine(ls.s2, sig2)
+	// The first layer: the same mean and variance for every draw.
+	ls.one.off, ls.one.idx, ls.one.val = ls.one.off[:0], ls.one.idx[:0], ls.one.val[:0]
+	ls.one.appendRow(x)
+	one := View{dim: len(x), arms: p.arch.Out(), x: x, nz: ls.one}
+	sparse := nt.sparseInput(&one, 1, ls.xsq)
+	nt.lrtFirst(ls.m1, ls.v1, &one, 1, sparse, p.w32, ls.s2, ls.xsq)
+	sh, sc := s.Shift, s.scale()
+	last, out := p.last(), p.arch.Out()
+	for lo := 0; lo < draws; lo += p.max {
+		n := min(p.max, draws-lo)
+		for l, ly := range p.arch.layers {
+			z, sd := nt.act[l][:n*ly.Out], ls.sd[l][:n*ly.Out]
+			if l == 0 {
+				fill32(z, ls.m1)
+				fill32(sd, ls.v1)
+			} else {
+				lrtMoments(z, sd, nt.act[l-1][:n*ly.In], ls.sq[l][:n*ly.In], p.w32, ls.s2, ly, n)
+			}
+			lrtSample(z, sd, ls.eps[l][:n*ly.Out], rng)
+			if l < last {
+				kern.Relu(z)
+			}
+		}
+		for i, v := range nt.act[last][:n*out] {
+			dst[lo*out+i] = sh + sc*float64(v)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/refinery-bandits/refinery/nn/kern"
 )
 
 // SampleLocal draws f(x; w), w ~ N(mu, diag(sig2)), exactly for one
@@ -80,7 +82,7 @@ func TestSampleLocalAtZeroVarianceIsPredict(t *testing.T) {
 // BenchmarkSampleLocal times the draws behind one mean-field decision
 // with the service's default propensity estimate (32 groups of 3) on the
 // paper's mushroom network (117 one-hot inputs with 24 ones, [100, 100],
-// 2 arms).
+// 2 arms), and Predict at one context, on both engines.
 func BenchmarkSampleLocal(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	arch := NewArch(117, []int{100, 100}, 2)
@@ -95,10 +97,25 @@ func BenchmarkSampleLocal(b *testing.B) {
 		x[i] = 1
 	}
 	const draws = 32 * 3
-	p := NewPredictor(arch, draws)
-	dst := make([]float64, draws*2)
-	b.ReportAllocs()
-	for b.Loop() {
-		p.SampleLocal(dst, mu, sig2, x, draws, Standardization{Scale: 1}, rng)
+	for _, reference := range []bool{true, false} {
+		name := "fast-" + kern.Current().String()
+		if reference {
+			name = "reference"
+		}
+		p := NewPredictor(arch, draws)
+		p.Reference = reference
+		dst := make([]float64, draws*2)
+		b.Run("SampleLocal/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p.SampleLocal(dst, mu, sig2, x, draws, Standardization{Scale: 1}, rng)
+			}
+		})
+		b.Run("Predict/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p.Predict(dst[:2], mu, x, Standardization{Scale: 1})
+			}
+		})
 	}
 }
