@@ -163,7 +163,9 @@ type PolicyConfig struct {
 	// PropensitySamples is M, the number of groups of Samples draws
 	// (the decision's own group included) from which the
 	// Thompson-sampling policies estimate each arm's probability of
-	// being chosen; default 32, 1..10000. See Agent.Decide.
+	// being chosen; default 32, 1..10000, and Samples x
+	// PropensitySamples at most MaxDecisionDraws (with the budgets
+	// MaxDecisionCost and MaxDecisionFloats). See Agent.Decide.
 	PropensitySamples int `json:"propensity_samples"`
 }
 
@@ -171,7 +173,8 @@ type PolicyConfig struct {
 type ModelConfig struct {
 	// Hidden lists the ReLU hidden layer widths; default [100, 100]
 	// (Havasi et al. 2021, Section 4.3). [] is a linear model. At most 8
-	// layers of 1..1024 units and 2,000,000 parameters in all.
+	// layers of 1..1024 units and 500,000 parameters in all; see also the
+	// budgets (MaxDecisionCost, MaxTrainCost, MaxRefineCost).
 	Hidden []int `json:"hidden"`
 	// PriorVariance is the variance of the N(0, v) prior on every
 	// weight and bias, in standardized reward units; default 1.
@@ -291,9 +294,38 @@ const (
 	MaxEncodedDim     = 10000
 	MaxHiddenLayers   = 8
 	MaxHiddenWidth    = 1024
-	MaxParams         = 2_000_000
+	MaxParams         = 500_000
 	MaxBanditNameLen  = 64
 	maxDurationConfig = 10 * 365 * 24 * time.Hour
+)
+
+// Per-bandit compute and memory budgets (issue 16, finding 5: within the
+// earlier limits one client could order a decision that allocated
+// hundreds of MB, or a network no refinement finished in minutes). Each
+// bounds a product of settings a client controls; the defaults use a
+// small fraction of each (the paper's network on the mushroom features:
+// 22,202 parameters).
+const (
+	// MaxDecisionDraws bounds policy.samples x policy.propensity_samples,
+	// the posterior draws of one Thompson-sampling decision.
+	MaxDecisionDraws = 10_000
+	// MaxDecisionCost bounds draws x parameters, the multiply-adds of
+	// one mf-ts decision (about 0.1 s on one core at the limit).
+	MaxDecisionCost = 250_000_000
+	// MaxDecisionFloats bounds draws x (hidden units + arms), the
+	// activations one mf-ts decision holds (32 MiB at the limit).
+	MaxDecisionFloats = 4 << 20
+	// MaxTrainCost bounds training.iterations x training.batch_size x
+	// parameters, the work of one retraining.
+	MaxTrainCost = 20_000_000_000
+	// MaxRefineCost bounds refinement.iterations x len(fractions) x
+	// refinement.batch_size x parameters, the work of one refined sample.
+	MaxRefineCost = 20_000_000_000
+	// MaxLinearFloats bounds arms x inputs^2, the memory of linear-ts's
+	// per-arm posteriors, and MaxLinearCost propensity_samples x arms x
+	// inputs^2, the work of one linear-ts decision.
+	MaxLinearFloats = 1 << 23
+	MaxLinearCost   = 1_000_000_000
 )
 
 var banditNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -519,6 +551,9 @@ func (c *Config) Validate() error {
 	if c.Policy.Kind.neural() {
 		c.validateModel(&v)
 	}
+	if len(v.errs) == 0 {
+		c.validateCost(&v)
+	}
 	r := c.Reward
 	var wait Duration
 	if r.Wait != nil {
@@ -658,6 +693,51 @@ func (c *Config) validateModel(v *validator) {
 	v.positive("refinement.lr", r.LR, 1)
 	v.intRange("refinement.batch_size", r.BatchSize, 1, 4096)
 	v.intRange("refinement.bank_size", r.BankSize, 1, 1000)
+}
+
+// validateCost checks the budgets of a configuration that is otherwise
+// valid.
+func (c *Config) validateCost(v *validator) {
+	p := c.Policy
+	dim, arms := c.encodedDim(), len(c.Arms)
+	draws := p.Samples * p.PropensitySamples
+	thompson := p.Kind == RefinedTS || p.Kind == MeanFieldTS
+	if thompson && draws > MaxDecisionDraws {
+		v.add("policy.propensity_samples", fmt.Sprintf("policy.samples x policy.propensity_samples = %d posterior draws per decision, want at most %d", draws, MaxDecisionDraws))
+		return
+	}
+	switch {
+	case p.Kind.neural():
+		arch := nn.NewArch(dim, c.Model.Hidden, arms)
+		params := float64(arch.NumParams())
+		units := arms
+		for _, h := range c.Model.Hidden {
+			units += h
+		}
+		if thompson {
+			if cost := float64(draws) * params; cost > MaxDecisionCost {
+				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f parameters = %.3g multiply-adds per decision, want at most %.3g (fewer samples or propensity_samples, or a smaller network)", draws, params, cost, float64(MaxDecisionCost)))
+			}
+			if fl := draws * units; fl > MaxDecisionFloats {
+				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %d units = %d activations per decision, want at most %d", draws, units, fl, MaxDecisionFloats))
+			}
+		}
+		t := c.Training
+		if cost := float64(t.Iterations) * float64(t.BatchSize) * params; cost > MaxTrainCost {
+			v.add("training.iterations", fmt.Sprintf("%d iterations x batch %d x %.0f parameters = %.3g per retraining, want at most %.3g", t.Iterations, t.BatchSize, params, cost, float64(MaxTrainCost)))
+		}
+		r := c.Refinement
+		if cost := float64(r.Iterations) * float64(len(r.Fractions)) * float64(r.BatchSize) * params; p.Kind == RefinedTS && cost > MaxRefineCost {
+			v.add("refinement.iterations", fmt.Sprintf("%d iterations x %d fractions x batch %d x %.0f parameters = %.3g per refined sample, want at most %.3g", r.Iterations, len(r.Fractions), r.BatchSize, params, cost, float64(MaxRefineCost)))
+		}
+	case p.Kind == LinearTS:
+		sq := float64(dim) * float64(dim)
+		if fl := float64(arms) * sq; fl > MaxLinearFloats {
+			v.add("features", fmt.Sprintf("linear-ts keeps %d arms x %d^2 inputs = %.3g numbers, want at most %d (fewer inputs or arms)", arms, dim, fl, MaxLinearFloats))
+		} else if cost := float64(p.PropensitySamples) * float64(arms) * sq; cost > MaxLinearCost {
+			v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d arms x %d^2 inputs = %.3g per decision, want at most %.3g", p.PropensitySamples, arms, dim, cost, float64(MaxLinearCost)))
+		}
+	}
 }
 
 // encodedDim is the length of an encoded context.
