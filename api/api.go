@@ -15,8 +15,9 @@
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
 //	GET  /metrics                                     Prometheus text format
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
-//	GET  /readyz                                      200 when the store answers with a current schema and
-//	                                                  every bandit is loaded; 503 otherwise (and while draining)
+//	GET  /readyz                                      200 when the store answers with a current schema, no request
+//	                                                  failed on an unavailable database in the last 2s, and every
+//	                                                  bandit is loaded; 503 otherwise (and while draining)
 //	GET  /                                            the dashboard (HTML; polls GET /v1/dashboard every 2s)
 //	GET  /v1/dashboard                                the dashboard's data: per bandit the counts, rates,
 //	                                                  rolling reward, arm mix, regret (simulated traffic),
@@ -61,10 +62,11 @@
 //	{"event_id": "e1", "arm": "eat", "probabilities": {"eat": 0.97, "pass": 0.03},
 //	 "scores": {"eat": 4.1, "pass": 0.0}, "model_version": 12, "sample": "refined",
 //	 "policy": "refined-ts", "created_at": "...",
-//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 32}}
+//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 32,
+//	   "sample_uses": 41.3, "sample_age_seconds": 1.8, "versions_behind": 1}}
 //
-// sample is refined, mean-field (mf-ts, or refined-ts falling back after
-// policy.max_wait), point (greedy, eps-greedy), exact (linear-ts) or none
+// sample is refined, mean-field (mf-ts, or refined-ts before its bank's
+// first refined samples), point (greedy, eps-greedy), exact (linear-ts) or none
 // (uniform); propensity says how the probabilities were estimated
 // (bandit.Agent.Decide) and is absent on a 200 replay. The same event ID
 // with a context that encodes differently, or whose stored arm is now
@@ -73,12 +75,27 @@
 // Errors are application/problem+json (see Problem): a 400 names the
 // offending field in "field" (e.g. "context.odor"; "" when the body as a
 // whole is malformed) and lists every problem in "errors" as
-// {"field", "detail"}. Statuses: 400 invalid, 404 unknown bandit, event
-// or route, 405, 409 name taken / event decided with another context /
-// reward with another value, 413 body over the route's limit
-// (MaxConfigBytes, MaxDecisionBytes, MaxRewardBytes), 415, 503 while
-// loading or shutting down (with Retry-After), 500 for anything else,
-// logged with the request ID and shown only as "internal error".
+// {"field", "detail"} (at most MaxProblemErrors of them; echoed text is
+// cut to MaxEchoBytes). Statuses: 400 invalid (including raw JSON that
+// bandit.CheckJSON refuses, and a body that cannot be read: shorter than
+// its Content-Length, a malformed chunk), 403 the service's bandit limit
+// (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
+// 405, 408 a body that did not arrive within BodyReadTimeout, 409 name
+// taken / event decided with another context / reward with another
+// value, 413 body over the route's limit (MaxConfigBytes,
+// MaxDecisionBytes, MaxRewardBytes), 415, 429 at capacity
+// (Config.MaxInFlight; with Retry-After, nothing was done), 503 with
+// Retry-After while loading or shutting down, when the database is
+// unavailable (store.IsUnavailable) or the request ran past
+// Config.RequestTimeout, and 500 for anything else, logged (at most a
+// few lines a second) with the request ID and shown only as "internal
+// error".
+//
+// A 503 to a decision or reward does not say the write failed: it may
+// have committed before the connection was lost. Retrying with the same
+// event ID (and the same reward value) is safe: a decided event ID
+// returns the stored decision, and the same reward is accepted again
+// without a new row.
 package api
 
 import (
@@ -133,7 +150,26 @@ type Config struct {
 	// without a regret source. It sees the arms chosen and the ELBOs
 	// only if it is also the service's observer (bandit.Observers).
 	Dashboard *Dashboard
+	// MaxInFlight bounds the requests to /v1/ served at once; zero
+	// means DefaultMaxInFlight. A request that finds no room waits up
+	// to AdmissionWait (zero: DefaultAdmissionWait) in a queue of at
+	// most 4 x MaxInFlight, and is otherwise answered at once 429 with
+	// Retry-After: load is shed, not queued without bound (issue 16,
+	// finding 6). /healthz, /readyz and /metrics are not counted.
+	MaxInFlight   int
+	AdmissionWait time.Duration
+	// RequestTimeout bounds the handling of one /v1/ request; past it
+	// the store's calls are cancelled and the answer is 503. Zero means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// Defaults of Config.
+const (
+	DefaultMaxInFlight    = 64
+	DefaultAdmissionWait  = 100 * time.Millisecond
+	DefaultRequestTimeout = 10 * time.Second
+)
 
 // Server is the HTTP handler.
 type Server struct {
@@ -145,7 +181,21 @@ type Server struct {
 	draining atomic.Bool
 	dash     *Dashboard
 	logs     logLimiter
+
+	slots          chan struct{} // one per request in flight
+	waiting        atomic.Int64
+	maxWaiting     int64
+	admissionWait  time.Duration
+	requestTimeout time.Duration
+	// storeFailedAt is when (UnixNano) a request last failed because the
+	// store was unavailable; /readyz is 503 for storeFailureWindow after.
+	storeFailedAt atomic.Int64
 }
+
+// storeFailureWindow is how long after a request failed on an
+// unavailable store /readyz answers 503, even if its own ping succeeds
+// (a database killing its backends answers pings from new ones).
+const storeFailureWindow = 2 * time.Second
 
 // New returns the server's handler.
 func New(cfg Config) *Server {
@@ -164,7 +214,18 @@ func New(cfg Config) *Server {
 	if cfg.Dashboard == nil {
 		cfg.Dashboard = NewDashboard(DashboardConfig{Logger: cfg.Logger})
 	}
-	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.AdmissionWait <= 0 {
+		cfg.AdmissionWait = DefaultAdmissionWait
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
+		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
+		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout}
 	go s.dash.run(s.svc)
 	if s.metrics != nil {
 		s.metrics.Watch(s.svc)
@@ -181,12 +242,13 @@ func New(cfg Config) *Server {
 		s.writeProblem(w, r, withDetail(errMethod, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/", s.index)
-	r.Get("/v1/dashboard", s.dashboardJSON)
+	r.With(s.admit).Get("/v1/dashboard", s.dashboardJSON)
 	r.Handle("/static/*", staticHandler())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	r.Route("/v1/bandits", func(r chi.Router) {
+		r.Use(s.admit)
 		r.Post("/", s.createBandit)
 		r.Get("/", s.listBandits)
 		r.Route("/{name}", func(r chi.Router) {
@@ -231,6 +293,43 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// admit bounds the requests in flight (Config.MaxInFlight): a request
+// waits at most AdmissionWait for room, in a bounded queue, and is
+// otherwise answered 429 at once. An admitted request runs under
+// RequestTimeout.
+func (s *Server) admit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			if s.waiting.Add(1) > s.maxWaiting {
+				s.waiting.Add(-1)
+				s.writeProblem(w, r, withDetail(errOverloaded, "the server is at capacity; retry after a second"))
+				return
+			}
+			t := time.NewTimer(s.admissionWait)
+			select {
+			case s.slots <- struct{}{}:
+				t.Stop()
+				s.waiting.Add(-1)
+			case <-t.C:
+				s.waiting.Add(-1)
+				s.writeProblem(w, r, withDetail(errOverloaded, "the server is at capacity; retry after a second"))
+				return
+			case <-r.Context().Done():
+				t.Stop()
+				s.waiting.Add(-1)
+				s.writeProblem(w, r, r.Context().Err())
+				return
+			}
+		}
+		defer func() { <-s.slots }()
+		ctx, cancel := context.WithTimeout(r.Context(), s.requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -332,6 +431,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.svc.Store().Ping(ctx); err != nil {
 		checks["store"] = err.Error()
 		ready = false
+	} else if at := s.storeFailedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < storeFailureWindow {
+		checks["store"] = "requests failed on an unavailable database in the last " + storeFailureWindow.String()
+		ready = false
 	}
 	if !s.svc.Loaded() {
 		checks["bandits"] = "loading"
@@ -400,8 +502,11 @@ func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := s.svc.Create(r.Context(), cfg)
 	if err != nil {
-		if errors.Is(err, bandit.ErrExists) {
+		switch {
+		case errors.Is(err, bandit.ErrExists):
 			err = withDetail(err, "a bandit named %q already exists", cfg.Name)
+		case errors.Is(err, bandit.ErrLimit):
+			err = withDetail(err, "%s", strings.TrimSuffix(err.Error(), ": "+bandit.ErrLimit.Error()))
 		}
 		s.writeProblem(w, r, err)
 		return

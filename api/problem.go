@@ -115,6 +115,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		// The database is unreachable or did not answer in time.
 		status = http.StatusServiceUnavailable
 	}
+	if status == http.StatusServiceUnavailable && !errors.Is(err, bandit.ErrUnavailable) {
+		s.storeFailedAt.Store(time.Now().UnixNano())
+	}
 	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Instance: echo(r.URL.Path), RequestID: requestID(r.Context())}
 	if p.Title == "" {
 		p.Title = "Client Closed Request"

@@ -31,7 +31,14 @@ type ServiceConfig struct {
 	// no goroutines, training inside Reward and refinement inside
 	// Decide, deterministic given Seed. Workers is then ignored.
 	Step *StepConfig
+	// MaxBandits bounds the bandits Create makes (each has its trainer
+	// and, for refined-ts, a share of the refinement workers); zero
+	// means DefaultMaxBandits. Stored bandits beyond it still load.
+	MaxBandits int
 }
+
+// DefaultMaxBandits is ServiceConfig.MaxBandits's default.
+const DefaultMaxBandits = 100
 
 // Service runs the agents of every bandit in a store: it loads them on
 // start, creates new ones, and routes decisions and rewards to them.
@@ -45,6 +52,9 @@ type Service struct {
 	seeds  atomic.Uint64
 	loaded atomic.Bool
 	closed atomic.Bool
+
+	maxBandits int
+	creating   int // Creates under way; guarded by mu
 
 	mu     sync.RWMutex
 	agents map[string]*Agent
@@ -65,17 +75,21 @@ func NewService(st Store, cfg ServiceConfig) *Service {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
+	if cfg.MaxBandits <= 0 {
+		cfg.MaxBandits = DefaultMaxBandits
+	}
 	if cfg.Step != nil {
 		cfg.Workers = 0
 	}
 	return &Service{
-		store:  st,
-		log:    cfg.Logger,
-		obs:    cfg.Observer,
-		seed:   cfg.Seed,
-		step:   cfg.Step,
-		pool:   newRefinePool(cfg.Workers, cfg.Seed, cfg.Logger, cfg.Observer),
-		agents: map[string]*Agent{},
+		store:      st,
+		log:        cfg.Logger,
+		obs:        cfg.Observer,
+		seed:       cfg.Seed,
+		maxBandits: cfg.MaxBandits,
+		step:       cfg.Step,
+		pool:       newRefinePool(cfg.Workers, cfg.Seed, cfg.Logger, cfg.Observer),
+		agents:     map[string]*Agent{},
 	}
 }
 
@@ -98,7 +112,7 @@ func (s *Service) Load(ctx context.Context) error {
 		if have {
 			continue
 		}
-		cfg, err := ParseConfig(b.Config)
+		cfg, err := ParseConfig(migrateConfig(b.Config))
 		if err != nil {
 			return fmt.Errorf("load bandit %s: stored configuration: %w", b.Name, err)
 		}
@@ -143,7 +157,8 @@ func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agen
 
 // Create validates cfg (defaults filled in), stores the bandit and
 // starts its agent. ErrExists if the name is taken; a *ValidationError
-// if the configuration is invalid.
+// if the configuration is invalid; ErrLimit if the service has
+// ServiceConfig.MaxBandits bandits already.
 func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
 	if s.closed.Load() {
 		return nil, ErrUnavailable
@@ -152,6 +167,18 @@ func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	if n := len(s.agents) + s.creating; n >= s.maxBandits {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("the service has %d bandits, its limit: %w", n, ErrLimit)
+	}
+	s.creating++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.creating--
+		s.mu.Unlock()
+	}()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -208,4 +235,50 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	s.pool.close()
 	return errors.Join(errs...)
+}
+
+// migrateConfig rewrites a stored configuration of an earlier release
+// to the current fields: policy.max_reuse became policy.max_sample_uses,
+// refinement.max_staleness policy.max_versions_behind, and
+// policy.max_wait is gone (decisions never wait for refinement). Anything
+// else, or JSON it cannot read, is returned as it is for ParseConfig to
+// judge.
+func migrateConfig(raw json.RawMessage) json.RawMessage {
+	var c map[string]json.RawMessage
+	if json.Unmarshal(raw, &c) != nil {
+		return raw
+	}
+	var pol, ref map[string]json.RawMessage
+	if json.Unmarshal(c["policy"], &pol) != nil || json.Unmarshal(c["refinement"], &ref) != nil {
+		return raw
+	}
+	_, wait := pol["max_wait"]
+	reuse, hasReuse := pol["max_reuse"]
+	stale, hasStale := ref["max_staleness"]
+	if !wait && !hasReuse && !hasStale {
+		return raw
+	}
+	delete(pol, "max_wait")
+	delete(pol, "max_reuse")
+	delete(ref, "max_staleness")
+	if _, ok := pol["max_sample_uses"]; hasReuse && !ok {
+		pol["max_sample_uses"] = reuse
+	}
+	if _, ok := pol["max_versions_behind"]; hasStale && !ok {
+		pol["max_versions_behind"] = stale
+	}
+	var err error
+	if c["policy"], err = json.Marshal(pol); err != nil {
+		return raw
+	}
+	if ref != nil {
+		if c["refinement"], err = json.Marshal(ref); err != nil {
+			return raw
+		}
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		return raw
+	}
+	return out
 }

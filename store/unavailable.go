@@ -61,7 +61,7 @@ func IsUnavailable(err error) bool {
 	// pgconn reports a lost connection in errors without a type of
 	// their own.
 	msg := err.Error()
-	for _, s := range []string{"conn closed", "conn busy", "connection reset", "broken pipe", "unexpected EOF", "failed to connect", "server closed the connection", "failed to deallocate", "closed pool"} {
+	for _, s := range []string{"conn closed", "conn busy", "connection refused", "connection reset", "the database system is starting up", "the database system is shutting down", "terminating connection", "broken pipe", "unexpected EOF", "failed to connect", "server closed the connection", "failed to deallocate", "closed pool"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

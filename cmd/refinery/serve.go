@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,14 +29,21 @@ func init() {
 	register(command{name: "serve", summary: "run the decision service (HTTP API, trainers, refinement workers)", run: runServe})
 }
 
-const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--workers N] [--log-level info] [--pprof]
+const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--db-wait 2m] [--workers N] [--log-level info] [--pprof]
+                     [--max-conns 1024] [--max-in-flight 64] [--max-bandits 100] [--request-timeout 10s]
                      [--simulate mushroom|wheel] [--rate 20/s] [--data PATH]
 
 Runs the HTTP decision service. With a database URL (flag or $DATABASE_URL)
 bandits, decisions, rewards and posterior snapshots are kept in PostgreSQL,
 migrated on start unless --no-migrate; without one everything lives in memory
-and is lost on exit. SIGTERM or SIGINT drains in-flight requests, persists
+and is lost on exit; when the database cannot be reached at start, serve
+retries for --db-wait. SIGTERM or SIGINT drains in-flight requests, persists
 the posteriors, flushes the store and exits 0. The dashboard is at /.
+
+Load is bounded: at most --max-conns connections (at the cap a new one
+replaces the longest-waiting idle or slow one), --max-in-flight requests to
+/v1/ at once (others wait up to 100ms, then get 429 with Retry-After), each
+handled within --request-timeout (then 503), and --max-bandits bandits.
 
 --simulate starts a built-in client that drives the service over its own
 HTTP API with an environment's contexts and rewards: it creates two bandits
@@ -85,6 +93,18 @@ type Main struct {
 	Data     string
 	// DashboardEvery is the dashboard's sampling period; zero means 1s.
 	DashboardEvery time.Duration
+	// DBWait is how long Run retries when the database cannot be reached
+	// (refused, shutting down, timing out); zero means no retry.
+	DBWait time.Duration
+	// MaxConns caps the open connections (connLimiter); zero means
+	// DefaultMaxConns, and never more than the file descriptor limit
+	// allows.
+	MaxConns int
+	// MaxInFlight, RequestTimeout: api.Config; MaxBandits:
+	// bandit.ServiceConfig. Zero means their defaults.
+	MaxInFlight    int
+	RequestTimeout time.Duration
+	MaxBandits     int
 
 	// Set by Run.
 	Store   bandit.Store
@@ -93,6 +113,7 @@ type Main struct {
 
 	sim      *simDriver
 	ln       net.Listener
+	limiter  *connLimiter
 	server   *http.Server
 	serveErr chan error
 	cancel   context.CancelFunc
@@ -113,6 +134,11 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.BoolVar(&m.NoMigrate, "no-migrate", false, "do not apply the database migrations on start")
 	fs.IntVar(&m.Workers, "workers", 0, "refinement workers shared by every refined-ts bandit (default one per core)")
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&m.DBWait, "db-wait", 2*time.Minute, "how long to retry at start while the database cannot be reached")
+	fs.IntVar(&m.MaxConns, "max-conns", DefaultMaxConns, "most open connections (also bounded by the file descriptor limit)")
+	fs.IntVar(&m.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most /v1/ requests served at once; more wait 100ms, then get 429")
+	fs.DurationVar(&m.RequestTimeout, "request-timeout", api.DefaultRequestTimeout, "bound on handling one /v1/ request (then 503)")
+	fs.IntVar(&m.MaxBandits, "max-bandits", bandit.DefaultMaxBandits, "most bandits (creating more is a 403)")
 	fs.BoolVar(&m.Pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ (for benchmarks; do not expose)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.Simulate, "simulate", "", "drive the service with a built-in client: mushroom or wheel")
@@ -131,6 +157,17 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	}
 	if err := m.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-conns", m.MaxConns}, {"max-in-flight", m.MaxInFlight}, {"max-bandits", m.MaxBandits}} {
+		if f.v < 1 {
+			return usageError{fmt.Errorf("--%s %d: want 1 or more", f.name, f.v)}
+		}
+	}
+	if m.DBWait < 0 || m.RequestTimeout <= 0 {
+		return usageError{fmt.Errorf("--db-wait %v, --request-timeout %v: want >= 0 and > 0", m.DBWait, m.RequestTimeout)}
 	}
 	if m.Workers < 0 {
 		return usageError{fmt.Errorf("--workers %d: want 0 (one per core) or more", m.Workers)}
@@ -182,12 +219,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Store = store.NewMemory()
 		log.Warn("no database URL: using the in-memory store, nothing survives a restart (pass --database-url or set DATABASE_URL)")
 	} else {
-		if !m.NoMigrate {
-			if err := store.Migrate(ctx, m.DatabaseURL, store.Up); err != nil {
-				return err
-			}
-		}
-		pg, err := store.OpenPostgres(ctx, m.DatabaseURL, store.Config{Observer: metrics, Logger: log})
+		pg, err := m.openDatabase(ctx, metrics)
 		if err != nil {
 			return err
 		}
@@ -199,14 +231,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Store.Close()
 		}
 	}()
-	m.Service = bandit.NewService(m.Store, bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: bandit.Observers(metrics, dash)})
-	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash})
-	m.ln, err = net.Listen("tcp", m.Addr)
+	m.Service = bandit.NewService(m.Store, bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: bandit.Observers(metrics, dash), MaxBandits: m.MaxBandits})
+	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout})
+	ln, err := net.Listen("tcp", m.Addr)
 	if err != nil {
 		m.API.Close()
 		m.Service.Close(ctx)
 		return err
 	}
+	m.limiter = newConnLimiter(ln, maxConns(m.MaxConns, log))
+	m.ln = m.limiter
 	var handler http.Handler = m.API
 	if m.Pprof {
 		mux := http.NewServeMux()
@@ -218,7 +252,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		handler = mux
 	}
 	m.server = &http.Server{
-		Handler:           handler,
+		Handler:           m.limiter.busy(handler),
+		ConnState:         m.limiter.track,
+		ConnContext:       m.limiter.connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -249,6 +285,59 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	})
 	return nil
+}
+
+// DefaultMaxConns is the default of --max-conns.
+const DefaultMaxConns = 1024
+
+// maxConns returns want (zero: DefaultMaxConns), lowered to leave 64 of
+// the process's file descriptors for the database and files.
+func maxConns(want int, log *slog.Logger) int {
+	if want <= 0 {
+		want = DefaultMaxConns
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(want)+64 {
+		n := max(int(lim.Cur)-64, 16)
+		log.Warn("the file descriptor limit lowers --max-conns", "max_conns", want, "nofile", lim.Cur, "now", n)
+		want = n
+	}
+	return want
+}
+
+// openDatabase migrates (unless NoMigrate) and opens the PostgreSQL
+// store, retrying for DBWait while the database cannot be reached (issue
+// 16, finding 4: serve exited at once when the database was down at
+// start). Other errors (authentication, a bad URL, a failed migration)
+// end it at once.
+func (m *Main) openDatabase(ctx context.Context, metrics *api.Metrics) (*store.Postgres, error) {
+	deadline := time.Now().Add(m.DBWait)
+	for attempt := 1; ; attempt++ {
+		err := func() error {
+			if !m.NoMigrate {
+				if err := store.Migrate(ctx, m.DatabaseURL, store.Up); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+		var pg *store.Postgres
+		if err == nil {
+			pg, err = store.OpenPostgres(ctx, m.DatabaseURL, store.Config{Observer: metrics, Logger: m.Logger})
+			if err == nil {
+				return pg, nil
+			}
+		}
+		if !store.IsUnavailable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		m.Logger.Warn("the database cannot be reached; retrying", "attempt", attempt, "until", deadline.Format(time.RFC3339), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(time.Second*time.Duration(attempt), 5*time.Second)):
+		}
+	}
 }
 
 // URL returns the server's base URL, http://host:port.

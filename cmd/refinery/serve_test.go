@@ -229,7 +229,7 @@ func runMushroom(t *testing.T, data *simulators.MushroomData, url string, steps,
 	c := newClient(t, m.URL())
 	const name = "mushrooms"
 	c.must(http.StatusCreated, "POST", "/v1/bandits", mushroomBandit(data, name, map[string]any{
-		"policy":     map[string]any{"kind": "refined-ts", "samples": 3, "max_wait": "5ms", "max_reuse": 4},
+		"policy":     map[string]any{"kind": "refined-ts", "samples": 3, "max_sample_uses": 4},
 		"model":      map[string]any{"hidden": []int{16}},
 		"training":   map[string]any{"iterations": 60, "snapshot_every": 5, "min_interval": "100ms"},
 		"refinement": map[string]any{"iterations": 20, "bank_size": 6},

@@ -71,6 +71,8 @@ type impl struct {
 	soft    func(sigma, sigmoid, rho []float32)
 	mfAdam  func(s *MeanFieldStep, n int)
 	ptAdam  func(s *PointStep, n int)
+	gather  func(y, w []float32, ldw int, idx []int32, alpha []float32)
+	scatter func(w []float32, ldw int, idx []int32, alpha, x []float32)
 	rngFill func(blocks int, dst []float32, st *[4][rngLanes]uint64)
 	normXf  func(blocks int, dst []float32)
 }
@@ -89,6 +91,8 @@ var portable = impl{
 	soft:    softplusGo,
 	mfAdam:  meanFieldAdamGo,
 	ptAdam:  pointAdamGo,
+	gather:  gatherAxpyGo,
+	scatter: scatterAxpyGo,
 	rngFill: rngFillGo,
 	normXf:  normalTransformGo,
 }
@@ -192,6 +196,64 @@ func saxpyGo(alpha float32, x, y []float32) {
 	y = y[:len(x)]
 	for i, v := range x {
 		y[i] += float32(alpha * v) // rounded product: see the package doc
+	}
+}
+
+// GatherAxpy adds to y a combination of rows of the row-major matrix w
+// (row stride ldw): for k = 0, 1, ... in order,
+//
+//	y += alpha[k] * w[idx[k]*ldw : idx[k]*ldw + len(y)],
+//
+// with the same roundings as that sequence of Saxpy calls. It is the
+// product of a sparse row (idx, alpha) with w, e.g. a one-hot input with
+// the first layer's weights. len(alpha) must be at least len(idx), and
+// every row idx[k] must lie in w.
+func GatherAxpy(y, w []float32, ldw int, idx []int32, alpha []float32) {
+	checkRows("GatherAxpy", len(y), w, ldw, idx, alpha)
+	cur.gather(y, w, ldw, idx, alpha[:len(idx)])
+}
+
+// ScatterAxpy is the transposed product of GatherAxpy: for k = 0, 1, ...
+// in order,
+//
+//	w[idx[k]*ldw : idx[k]*ldw + len(x)] += alpha[k] * x,
+//
+// with the same roundings as that sequence of Saxpy calls (repeated rows
+// accumulate). len(alpha) must be at least len(idx), and every row idx[k]
+// must lie in w; x must not overlap w.
+func ScatterAxpy(w []float32, ldw int, idx []int32, alpha, x []float32) {
+	checkRows("ScatterAxpy", len(x), w, ldw, idx, alpha)
+	cur.scatter(w, ldw, idx, alpha[:len(idx)], x)
+}
+
+// checkRows panics unless rows idx of w (stride ldw, n columns) exist and
+// alpha covers idx.
+func checkRows(name string, n int, w []float32, ldw int, idx []int32, alpha []float32) {
+	if len(alpha) < len(idx) {
+		panic("kern: " + name + " alpha shorter than idx")
+	}
+	if n == 0 {
+		return
+	}
+	if ldw < n {
+		panic("kern: " + name + " row stride shorter than a row")
+	}
+	for _, r := range idx {
+		if r < 0 || int(r)*ldw+n > len(w) {
+			panic(fmt.Sprintf("kern: %s row %d outside w", name, r))
+		}
+	}
+}
+
+func gatherAxpyGo(y, w []float32, ldw int, idx []int32, alpha []float32) {
+	for k, r := range idx {
+		saxpyGo(alpha[k], w[int(r)*ldw:int(r)*ldw+len(y)], y)
+	}
+}
+
+func scatterAxpyGo(w []float32, ldw int, idx []int32, alpha, x []float32) {
+	for k, r := range idx {
+		saxpyGo(alpha[k], x, w[int(r)*ldw:int(r)*ldw+len(x)])
 	}
 }
 

@@ -105,6 +105,38 @@ func sgemmAVX2(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c [
 	})
 }
 
+// gather512 and the others hold the generated GatherAxpy and ScatterAxpy
+// kernels on a chunk of nv vectors (the array index plus one) whose last
+// vector has rem lanes.
+var (
+	gather512 = [8]func(nk int, y, w *float32, ldw int, idx *int32, alpha *float32, rem int){
+		gatherAxpyAVX512_1, gatherAxpyAVX512_2, gatherAxpyAVX512_3, gatherAxpyAVX512_4,
+		gatherAxpyAVX512_5, gatherAxpyAVX512_6, gatherAxpyAVX512_7, gatherAxpyAVX512_8,
+	}
+	gather256 = [8]func(nk int, y, w *float32, ldw int, idx *int32, alpha *float32, rem int){
+		gatherAxpyAVX2_1, gatherAxpyAVX2_2, gatherAxpyAVX2_3, gatherAxpyAVX2_4,
+		gatherAxpyAVX2_5, gatherAxpyAVX2_6, gatherAxpyAVX2_7, gatherAxpyAVX2_8,
+	}
+	scatter512 = [8]func(nk int, w *float32, ldw int, idx *int32, alpha, x *float32, rem int){
+		scatterAxpyAVX512_1, scatterAxpyAVX512_2, scatterAxpyAVX512_3, scatterAxpyAVX512_4,
+		scatterAxpyAVX512_5, scatterAxpyAVX512_6, scatterAxpyAVX512_7, scatterAxpyAVX512_8,
+	}
+	scatter256 = [8]func(nk int, w *float32, ldw int, idx *int32, alpha, x *float32, rem int){
+		scatterAxpyAVX2_1, scatterAxpyAVX2_2, scatterAxpyAVX2_3, scatterAxpyAVX2_4,
+		scatterAxpyAVX2_5, scatterAxpyAVX2_6, scatterAxpyAVX2_7, scatterAxpyAVX2_8,
+	}
+)
+
+// chunks calls f(j0, nv, rem) for the column chunks of a row of n floats:
+// up to 8 vectors of lanes each, the last one with rem lanes.
+func chunks(n, lanes int, f func(j0, nv, rem int)) {
+	for j0 := 0; j0 < n; j0 += 8 * lanes {
+		w := min(8*lanes, n-j0)
+		nv := (w + lanes - 1) / lanes
+		f(j0, nv, w-(nv-1)*lanes)
+	}
+}
+
 // asmKernels are the generated elementwise kernels of one level, on
 // element counts and base pointers.
 type asmKernels struct {
@@ -148,12 +180,30 @@ var (
 // exported wrappers have checked the lengths; these return early on
 // empty slices, where there is no element to point at.
 func asmImpl(l Level) impl {
-	ks, sgemm := &kernels256, sgemmAVX2
+	ks, sgemm, lanes := &kernels256, sgemmAVX2, 8
+	gk, sk := &gather256, &scatter256
 	if l == AVX512 {
-		ks, sgemm = &kernels512, sgemmAVX512
+		ks, sgemm, lanes = &kernels512, sgemmAVX512, 16
+		gk, sk = &gather512, &scatter512
 	}
 	return impl{
 		level: l,
+		gather: func(y, w []float32, ldw int, idx []int32, alpha []float32) {
+			if len(y) == 0 || len(idx) == 0 {
+				return
+			}
+			chunks(len(y), lanes, func(j0, nv, rem int) {
+				gk[nv-1](len(idx), &y[j0], &w[j0], ldw, &idx[0], &alpha[0], rem)
+			})
+		},
+		scatter: func(w []float32, ldw int, idx []int32, alpha, x []float32) {
+			if len(x) == 0 || len(idx) == 0 {
+				return
+			}
+			chunks(len(x), lanes, func(j0, nv, rem int) {
+				sk[nv-1](len(idx), &w[j0], ldw, &idx[0], &alpha[0], &x[j0], rem)
+			})
+		},
 		rngFill: func(blocks int, dst []float32, st *[4][rngLanes]uint64) {
 			_ = dst[blocks*rngBlock-1]
 			ks.rngFill(blocks, &dst[0], &st[0][0])

@@ -90,6 +90,10 @@ func main() {
 		s.pointAdam()
 		s.rngFill()
 		s.normalTransform()
+		for nv := 1; nv <= 8; nv++ {
+			s.gatherAxpy(nv)
+			s.scatterAxpy(nv)
+		}
 	}
 	Generate()
 }
@@ -978,6 +982,149 @@ func (s isa) normalTransform() {
 	ADDQ(U32(128), dst)
 	DECQ(nb)
 	JNZ(LabelRef("loop"))
+	VZEROUPPER()
+	RET()
+}
+
+// ---------------------------------------------------------------------------
+// Sparse rows: GatherAxpy and ScatterAxpy (kern.go) on a chunk of nv
+// vectors of columns, the last one masked to rem lanes. Each product is
+// rounded before it is added, as in a sequence of Saxpy calls.
+
+// chunkMask prepares the tail mask of rem lanes and returns the masked
+// load and store of a chunk's last vector.
+func (s isa) chunkMask(rem GPVirtual) (load func(m Mem, x VecVirtual), store func(x VecVirtual, m Mem)) {
+	if s.avx512 {
+		t := GP32()
+		MOVL(U32(0xffff), t)
+		BZHIL(rem.As32(), t, t)
+		km := K()
+		KMOVW(t, km)
+		return func(m Mem, x VecVirtual) { VMOVUPS_Z(m, km, x) },
+			func(x VecVirtual, m Mem) { VMOVUPS(x, km, m) }
+	}
+	maddr := GP64()
+	LEAQ(maskTab, maddr)
+	NEGQ(rem)
+	mk := s.vec()
+	VMOVUPS(Mem{Base: maddr, Index: rem, Scale: 4, Disp: 32}, mk)
+	return func(m Mem, x VecVirtual) { VMASKMOVPS(m, mk, x) },
+		func(x VecVirtual, m Mem) { VMASKMOVPS(x, mk, m) }
+}
+
+func (s isa) gatherAxpy(nv int) {
+	name := fmt.Sprintf("gatherAxpy%s_%d", s.name, nv)
+	TEXT(name, NOSPLIT, "func(nk int, y, w *float32, ldw int, idx *int32, alpha *float32, rem int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is GatherAxpy on %d vectors of y.", name, nv))
+	nk := Load(Param("nk"), GP64())
+	y := Load(Param("y"), GP64())
+	w := Load(Param("w"), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	idx := Load(Param("idx"), GP64())
+	alpha := Load(Param("alpha"), GP64())
+	rem := GP64()
+	Load(Param("rem"), rem)
+	SHLQ(U8(2), ldw)
+	ld, st := s.chunkMask(rem)
+	vb := 4 * s.lanes
+	acc := make([]VecVirtual, nv)
+	for v := range nv {
+		acc[v] = s.vec()
+		if v == nv-1 {
+			ld(Mem{Base: y, Disp: v * vb}, acc[v])
+		} else {
+			VMOVUPS(Mem{Base: y, Disp: v * vb}, acc[v])
+		}
+	}
+	TESTQ(nk, nk)
+	JZ(LabelRef("done"))
+	Label("loop")
+	row := GP64()
+	MOVLQSX(Mem{Base: idx}, row)
+	IMULQ(ldw, row)
+	ADDQ(w, row)
+	bc := s.vec()
+	VBROADCASTSS(Mem{Base: alpha}, bc)
+	for v := range nv {
+		t := s.vec()
+		if v == nv-1 {
+			ld(Mem{Base: row, Disp: v * vb}, t)
+		} else {
+			VMOVUPS(Mem{Base: row, Disp: v * vb}, t)
+		}
+		VMULPS(bc, t, t)
+		VADDPS(t, acc[v], acc[v])
+	}
+	ADDQ(U8(4), idx)
+	ADDQ(U8(4), alpha)
+	DECQ(nk)
+	JNZ(LabelRef("loop"))
+	Label("done")
+	for v := range nv {
+		if v == nv-1 {
+			st(acc[v], Mem{Base: y, Disp: v * vb})
+		} else {
+			VMOVUPS(acc[v], Mem{Base: y, Disp: v * vb})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+func (s isa) scatterAxpy(nv int) {
+	name := fmt.Sprintf("scatterAxpy%s_%d", s.name, nv)
+	TEXT(name, NOSPLIT, "func(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is ScatterAxpy on %d vectors of x.", name, nv))
+	nk := Load(Param("nk"), GP64())
+	w := Load(Param("w"), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	idx := Load(Param("idx"), GP64())
+	alpha := Load(Param("alpha"), GP64())
+	x := Load(Param("x"), GP64())
+	rem := GP64()
+	Load(Param("rem"), rem)
+	SHLQ(U8(2), ldw)
+	ld, st := s.chunkMask(rem)
+	vb := 4 * s.lanes
+	xv := make([]VecVirtual, nv)
+	for v := range nv {
+		xv[v] = s.vec()
+		if v == nv-1 {
+			ld(Mem{Base: x, Disp: v * vb}, xv[v])
+		} else {
+			VMOVUPS(Mem{Base: x, Disp: v * vb}, xv[v])
+		}
+	}
+	TESTQ(nk, nk)
+	JZ(LabelRef("done"))
+	Label("loop")
+	row := GP64()
+	MOVLQSX(Mem{Base: idx}, row)
+	IMULQ(ldw, row)
+	ADDQ(w, row)
+	bc := s.vec()
+	VBROADCASTSS(Mem{Base: alpha}, bc)
+	for v := range nv {
+		t, r := s.vec(), s.vec()
+		VMULPS(bc, xv[v], t)
+		m := Mem{Base: row, Disp: v * vb}
+		if v == nv-1 {
+			ld(m, r)
+			VADDPS(t, r, r)
+			st(r, m)
+		} else {
+			VMOVUPS(m, r)
+			VADDPS(t, r, r)
+			VMOVUPS(r, m)
+		}
+	}
+	ADDQ(U8(4), idx)
+	ADDQ(U8(4), alpha)
+	DECQ(nk)
+	JNZ(LabelRef("loop"))
+	Label("done")
 	VZEROUPPER()
 	RET()
 }
