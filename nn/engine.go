@@ -122,6 +122,7 @@ type net32 struct {
 	xsq  []float32   // its square, for the variance products
 	wC   []float32   // canonical (Out×In) copies of the weight blocks of layers >= 1
 	rows []int       // data rows of the current batch
+	vsq  []float32   // a sparse row's squared values, In
 }
 
 func newNet32(a Arch, maxBatch int, backward bool) net32 {
@@ -137,6 +138,7 @@ func newNet32(a Arch, maxBatch int, backward bool) net32 {
 		x:    make([]float32, maxBatch*a.In()),
 		wC:   make([]float32, a.n),
 		rows: make([]int, maxBatch),
+		vsq:  make([]float32, a.In()),
 	}
 	if backward {
 		nt.grad = make([][]float32, len(a.layers))
@@ -201,38 +203,42 @@ func affine(z, a []float32, wT, b []float32, n int, ly Layer) {
 
 // gatherAffine is affine for the first layer with a sparse input: row i of
 // z is b plus the sum over the non-zero entries (c, v) of data row
-// rows[i] of v^p times row c of W_T, p = 1 for the means and 2 for the
-// variances of the local reparameterization trick.
-func gatherAffine(z []float32, d *View, rows []int, wT, b []float32, ly Layer, squared bool) {
+// rows[i] of v^p times row c of W_T (kern.GatherAxpy), p = 1 for the means
+// and 2 for the variances of the local reparameterization trick; sq is
+// scratch for the squared values, of length at least In.
+func gatherAffine(z []float32, d *View, rows []int, wT, b []float32, ly Layer, squared bool, sq []float32) {
 	for i, r := range rows {
 		zi := z[i*ly.Out : (i+1)*ly.Out]
 		copy(zi, b)
 		cols, vals := d.nz.row(r)
-		for k, c := range cols {
-			v := vals[k]
-			if squared {
-				v *= v
-			}
-			kern.Saxpy(v, wT[int(c)*ly.Out:(int(c)+1)*ly.Out], zi)
+		if squared {
+			vals = squareInto(sq, vals)
 		}
+		kern.GatherAxpy(zi, wT, ly.Out, cols, vals)
 	}
 }
 
 // scatterGrad is the first layer's weight gradient for a sparse input:
 // dW_T += x^T G, adding v^p times row i of G into row c of dW_T for every
-// non-zero entry (c, v) of data row rows[i] (p as in gatherAffine).
-func scatterGrad(dwT, g []float32, d *View, rows []int, ly Layer, squared bool) {
+// non-zero entry (c, v) of data row rows[i] (kern.ScatterAxpy; p and sq
+// as in gatherAffine).
+func scatterGrad(dwT, g []float32, d *View, rows []int, ly Layer, squared bool, sq []float32) {
 	for i, r := range rows {
-		gi := g[i*ly.Out : (i+1)*ly.Out]
 		cols, vals := d.nz.row(r)
-		for k, c := range cols {
-			v := vals[k]
-			if squared {
-				v *= v
-			}
-			kern.Saxpy(v, gi, dwT[int(c)*ly.Out:(int(c)+1)*ly.Out])
+		if squared {
+			vals = squareInto(sq, vals)
 		}
+		kern.ScatterAxpy(dwT, ly.Out, cols, vals, g[i*ly.Out:(i+1)*ly.Out])
 	}
+}
+
+// squareInto writes v∘v into dst and returns it (len(v) entries).
+func squareInto(dst, v []float32) []float32 {
+	dst = dst[:len(v)]
+	for k, x := range v {
+		dst[k] = x * x
+	}
+	return dst
 }
 
 // fill32 sets every row of the row-major matrix z (len(b) columns) to b.
@@ -263,7 +269,7 @@ func (nt *net32) forward(w []float32, d *View, n int) bool {
 		z := nt.act[l][:n*ly.Out]
 		switch {
 		case l == 0 && sparse:
-			gatherAffine(z, d, nt.rows[:n], ly.Weights32(w), ly.Bias32(w), ly, false)
+			gatherAffine(z, d, nt.rows[:n], ly.Weights32(w), ly.Bias32(w), ly, false, nil)
 		case l == 0:
 			affine(z, nt.x[:n*ly.In], ly.Weights32(w), ly.Bias32(w), n, ly)
 		default:
@@ -289,7 +295,7 @@ func (nt *net32) backward(dw []float32, d *View, n int, sparse bool) {
 		g := nt.grad[l][:n*ly.Out]
 		colSum32(ly.Bias32(dw), g, ly.Out)
 		if l == 0 && sparse {
-			scatterGrad(ly.Weights32(dw), g, d, nt.rows[:n], ly, false)
+			scatterGrad(ly.Weights32(dw), g, d, nt.rows[:n], ly, false, nil)
 			continue
 		}
 		var in []float32
@@ -547,8 +553,8 @@ func (e *evaluator32) forwardLocal(mu []float32, d *View, n int) bool {
 func (nt *net32) lrtFirst(z, v []float32, d *View, n int, sparse bool, mu, s2, xsq []float32) {
 	ly := nt.arch.layers[0]
 	if sparse {
-		gatherAffine(z, d, nt.rows[:n], ly.Weights32(mu), ly.Bias32(mu), ly, false)
-		gatherAffine(v, d, nt.rows[:n], ly.Weights32(s2), ly.Bias32(s2), ly, true)
+		gatherAffine(z, d, nt.rows[:n], ly.Weights32(mu), ly.Bias32(mu), ly, false, nil)
+		gatherAffine(v, d, nt.rows[:n], ly.Weights32(s2), ly.Bias32(s2), ly, true, nt.vsq)
 		return
 	}
 	affine(z, nt.x[:n*ly.In], ly.Weights32(mu), ly.Bias32(mu), n, ly)
@@ -587,8 +593,8 @@ func (e *evaluator32) backwardLocal(dMu, dS2 []float32, d *View, n int, sparse b
 		colSum32(ly.Bias32(dMu), g, ly.Out)
 		colSum32(ly.Bias32(dS2), dv, ly.Out)
 		if l == 0 && sparse {
-			scatterGrad(ly.Weights32(dMu), g, d, e.rows[:n], ly, false)
-			scatterGrad(ly.Weights32(dS2), dv, d, e.rows[:n], ly, true)
+			scatterGrad(ly.Weights32(dMu), g, d, e.rows[:n], ly, false, nil)
+			scatterGrad(ly.Weights32(dS2), dv, d, e.rows[:n], ly, true, e.vsq)
 			continue
 		}
 		var in, sq []float32
