@@ -3646,31 +3646,31 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_1(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS.Z (DI), K1, Z0
+	VMOVUPS.Z (CX), K1, Z0
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z1
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z1
 	VMULPS       Z1, Z0, Z1
-	VMOVUPS.Z    (DI), K1, Z2
+	VMOVUPS.Z    (CX), K1, Z2
 	VADDPS       Z1, Z2, Z2
-	VMOVUPS      Z2, K1, (DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z2, K1, (CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -3723,36 +3723,36 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_2(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS   (DI), Z0
-	VMOVUPS.Z 64(DI), K1, Z1
+	VMOVUPS   (CX), Z0
+	VMOVUPS.Z 64(CX), K1, Z1
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z2
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z3
-	VMOVUPS      (DI), Z4
+	VMOVUPS      (CX), Z4
 	VADDPS       Z3, Z4, Z4
-	VMOVUPS      Z4, (DI)
+	VMOVUPS      Z4, (CX)
 	VMULPS       Z2, Z1, Z2
-	VMOVUPS.Z    64(DI), K1, Z3
+	VMOVUPS.Z    64(CX), K1, Z3
 	VADDPS       Z2, Z3, Z3
-	VMOVUPS      Z3, K1, 64(DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z3, K1, 64(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -3810,41 +3810,41 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_3(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS.Z 128(DI), K1, Z2
+	VMOVUPS   (CX), Z0
+	VMOVUPS   64(CX), Z1
+	VMOVUPS.Z 128(CX), K1, Z2
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z3
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z3
 	VMULPS       Z3, Z0, Z4
-	VMOVUPS      (DI), Z5
+	VMOVUPS      (CX), Z5
 	VADDPS       Z4, Z5, Z5
-	VMOVUPS      Z5, (DI)
+	VMOVUPS      Z5, (CX)
 	VMULPS       Z3, Z1, Z4
-	VMOVUPS      64(DI), Z5
+	VMOVUPS      64(CX), Z5
 	VADDPS       Z4, Z5, Z5
-	VMOVUPS      Z5, 64(DI)
+	VMOVUPS      Z5, 64(CX)
 	VMULPS       Z3, Z2, Z3
-	VMOVUPS.Z    128(DI), K1, Z4
+	VMOVUPS.Z    128(CX), K1, Z4
 	VADDPS       Z3, Z4, Z4
-	VMOVUPS      Z4, K1, 128(DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z4, K1, 128(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -3907,46 +3907,46 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_4(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS   128(DI), Z2
-	VMOVUPS.Z 192(DI), K1, Z3
+	VMOVUPS   (CX), Z0
+	VMOVUPS   64(CX), Z1
+	VMOVUPS   128(CX), Z2
+	VMOVUPS.Z 192(CX), K1, Z3
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z4
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z5
-	VMOVUPS      (DI), Z6
+	VMOVUPS      (CX), Z6
 	VADDPS       Z5, Z6, Z6
-	VMOVUPS      Z6, (DI)
+	VMOVUPS      Z6, (CX)
 	VMULPS       Z4, Z1, Z5
-	VMOVUPS      64(DI), Z6
+	VMOVUPS      64(CX), Z6
 	VADDPS       Z5, Z6, Z6
-	VMOVUPS      Z6, 64(DI)
+	VMOVUPS      Z6, 64(CX)
 	VMULPS       Z4, Z2, Z5
-	VMOVUPS      128(DI), Z6
+	VMOVUPS      128(CX), Z6
 	VADDPS       Z5, Z6, Z6
-	VMOVUPS      Z6, 128(DI)
+	VMOVUPS      Z6, 128(CX)
 	VMULPS       Z4, Z3, Z4
-	VMOVUPS.Z    192(DI), K1, Z5
+	VMOVUPS.Z    192(CX), K1, Z5
 	VADDPS       Z4, Z5, Z5
-	VMOVUPS      Z5, K1, 192(DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z5, K1, 192(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -4014,51 +4014,51 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_5(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS   128(DI), Z2
-	VMOVUPS   192(DI), Z3
-	VMOVUPS.Z 256(DI), K1, Z4
+	VMOVUPS   (CX), Z0
+	VMOVUPS   64(CX), Z1
+	VMOVUPS   128(CX), Z2
+	VMOVUPS   192(CX), Z3
+	VMOVUPS.Z 256(CX), K1, Z4
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z5
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z5
 	VMULPS       Z5, Z0, Z6
-	VMOVUPS      (DI), Z7
+	VMOVUPS      (CX), Z7
 	VADDPS       Z6, Z7, Z7
-	VMOVUPS      Z7, (DI)
+	VMOVUPS      Z7, (CX)
 	VMULPS       Z5, Z1, Z6
-	VMOVUPS      64(DI), Z7
+	VMOVUPS      64(CX), Z7
 	VADDPS       Z6, Z7, Z7
-	VMOVUPS      Z7, 64(DI)
+	VMOVUPS      Z7, 64(CX)
 	VMULPS       Z5, Z2, Z6
-	VMOVUPS      128(DI), Z7
+	VMOVUPS      128(CX), Z7
 	VADDPS       Z6, Z7, Z7
-	VMOVUPS      Z7, 128(DI)
+	VMOVUPS      Z7, 128(CX)
 	VMULPS       Z5, Z3, Z6
-	VMOVUPS      192(DI), Z7
+	VMOVUPS      192(CX), Z7
 	VADDPS       Z6, Z7, Z7
-	VMOVUPS      Z7, 192(DI)
+	VMOVUPS      Z7, 192(CX)
 	VMULPS       Z5, Z4, Z5
-	VMOVUPS.Z    256(DI), K1, Z6
+	VMOVUPS.Z    256(CX), K1, Z6
 	VADDPS       Z5, Z6, Z6
-	VMOVUPS      Z6, K1, 256(DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z6, K1, 256(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -4131,56 +4131,56 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_6(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS   128(DI), Z2
-	VMOVUPS   192(DI), Z3
-	VMOVUPS   256(DI), Z4
-	VMOVUPS.Z 320(DI), K1, Z5
+	VMOVUPS   (CX), Z0
+	VMOVUPS   64(CX), Z1
+	VMOVUPS   128(CX), Z2
+	VMOVUPS   192(CX), Z3
+	VMOVUPS   256(CX), Z4
+	VMOVUPS.Z 320(CX), K1, Z5
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z6
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z7
-	VMOVUPS      (DI), Z8
+	VMOVUPS      (CX), Z8
 	VADDPS       Z7, Z8, Z8
-	VMOVUPS      Z8, (DI)
+	VMOVUPS      Z8, (CX)
 	VMULPS       Z6, Z1, Z7
-	VMOVUPS      64(DI), Z8
+	VMOVUPS      64(CX), Z8
 	VADDPS       Z7, Z8, Z8
-	VMOVUPS      Z8, 64(DI)
+	VMOVUPS      Z8, 64(CX)
 	VMULPS       Z6, Z2, Z7
-	VMOVUPS      128(DI), Z8
+	VMOVUPS      128(CX), Z8
 	VADDPS       Z7, Z8, Z8
-	VMOVUPS      Z8, 128(DI)
+	VMOVUPS      Z8, 128(CX)
 	VMULPS       Z6, Z3, Z7
-	VMOVUPS      192(DI), Z8
+	VMOVUPS      192(CX), Z8
 	VADDPS       Z7, Z8, Z8
-	VMOVUPS      Z8, 192(DI)
+	VMOVUPS      Z8, 192(CX)
 	VMULPS       Z6, Z4, Z7
-	VMOVUPS      256(DI), Z8
+	VMOVUPS      256(CX), Z8
 	VADDPS       Z7, Z8, Z8
-	VMOVUPS      Z8, 256(DI)
+	VMOVUPS      Z8, 256(CX)
 	VMULPS       Z6, Z5, Z6
-	VMOVUPS.Z    320(DI), K1, Z7
+	VMOVUPS.Z    320(CX), K1, Z7
 	VADDPS       Z6, Z7, Z7
-	VMOVUPS      Z7, K1, 320(DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z7, K1, 320(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -4258,61 +4258,61 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_7(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS   128(DI), Z2
-	VMOVUPS   192(DI), Z3
-	VMOVUPS   256(DI), Z4
-	VMOVUPS   320(DI), Z5
-	VMOVUPS.Z 384(DI), K1, Z6
+	VMOVUPS   (CX), Z0
+	VMOVUPS   64(CX), Z1
+	VMOVUPS   128(CX), Z2
+	VMOVUPS   192(CX), Z3
+	VMOVUPS   256(CX), Z4
+	VMOVUPS   320(CX), Z5
+	VMOVUPS.Z 384(CX), K1, Z6
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z7
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z7
 	VMULPS       Z7, Z0, Z8
-	VMOVUPS      (DI), Z9
+	VMOVUPS      (CX), Z9
 	VADDPS       Z8, Z9, Z9
-	VMOVUPS      Z9, (DI)
+	VMOVUPS      Z9, (CX)
 	VMULPS       Z7, Z1, Z8
-	VMOVUPS      64(DI), Z9
+	VMOVUPS      64(CX), Z9
 	VADDPS       Z8, Z9, Z9
-	VMOVUPS      Z9, 64(DI)
+	VMOVUPS      Z9, 64(CX)
 	VMULPS       Z7, Z2, Z8
-	VMOVUPS      128(DI), Z9
+	VMOVUPS      128(CX), Z9
 	VADDPS       Z8, Z9, Z9
-	VMOVUPS      Z9, 128(DI)
+	VMOVUPS      Z9, 128(CX)
 	VMULPS       Z7, Z3, Z8
-	VMOVUPS      192(DI), Z9
+	VMOVUPS      192(CX), Z9
 	VADDPS       Z8, Z9, Z9
-	VMOVUPS      Z9, 192(DI)
+	VMOVUPS      Z9, 192(CX)
 	VMULPS       Z7, Z4, Z8
-	VMOVUPS      256(DI), Z9
+	VMOVUPS      256(CX), Z9
 	VADDPS       Z8, Z9, Z9
-	VMOVUPS      Z9, 256(DI)
+	VMOVUPS      Z9, 256(CX)
 	VMULPS       Z7, Z5, Z8
-	VMOVUPS      320(DI), Z9
+	VMOVUPS      320(CX), Z9
 	VADDPS       Z8, Z9, Z9
-	VMOVUPS      Z9, 320(DI)
+	VMOVUPS      Z9, 320(CX)
 	VMULPS       Z7, Z6, Z7
-	VMOVUPS.Z    384(DI), K1, Z8
+	VMOVUPS.Z    384(CX), K1, Z8
 	VADDPS       Z7, Z8, Z8
-	VMOVUPS      Z8, K1, 384(DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z8, K1, 384(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -4395,66 +4395,66 @@ done:
 // Requires: AVX, AVX512F, BMI2
 TEXT ·scatterAxpyAVX512_8(SB), NOSPLIT, $0-56
 	MOVQ      nk+0(FP), AX
-	MOVQ      w+8(FP), CX
-	MOVQ      ldw+16(FP), DX
-	MOVQ      idx+24(FP), BX
-	MOVQ      alpha+32(FP), SI
-	MOVQ      x+40(FP), DI
+	MOVQ      x+40(FP), CX
+	MOVQ      w+8(FP), DX
+	MOVQ      ldw+16(FP), BX
+	MOVQ      idx+24(FP), SI
+	MOVQ      alpha+32(FP), DI
 	MOVQ      rem+48(FP), R8
-	SHLQ      $0x02, DX
+	SHLQ      $0x02, BX
 	MOVL      $0x0000ffff, R9
 	BZHIL     R8, R9, R9
 	KMOVW     R9, K1
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS   128(DI), Z2
-	VMOVUPS   192(DI), Z3
-	VMOVUPS   256(DI), Z4
-	VMOVUPS   320(DI), Z5
-	VMOVUPS   384(DI), Z6
-	VMOVUPS.Z 448(DI), K1, Z7
+	VMOVUPS   (CX), Z0
+	VMOVUPS   64(CX), Z1
+	VMOVUPS   128(CX), Z2
+	VMOVUPS   192(CX), Z3
+	VMOVUPS   256(CX), Z4
+	VMOVUPS   320(CX), Z5
+	VMOVUPS   384(CX), Z6
+	VMOVUPS.Z 448(CX), K1, Z7
 	TESTQ     AX, AX
 	JZ        done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Z8
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Z8
 	VMULPS       Z8, Z0, Z9
-	VMOVUPS      (DI), Z10
+	VMOVUPS      (CX), Z10
 	VADDPS       Z9, Z10, Z10
-	VMOVUPS      Z10, (DI)
+	VMOVUPS      Z10, (CX)
 	VMULPS       Z8, Z1, Z9
-	VMOVUPS      64(DI), Z10
+	VMOVUPS      64(CX), Z10
 	VADDPS       Z9, Z10, Z10
-	VMOVUPS      Z10, 64(DI)
+	VMOVUPS      Z10, 64(CX)
 	VMULPS       Z8, Z2, Z9
-	VMOVUPS      128(DI), Z10
+	VMOVUPS      128(CX), Z10
 	VADDPS       Z9, Z10, Z10
-	VMOVUPS      Z10, 128(DI)
+	VMOVUPS      Z10, 128(CX)
 	VMULPS       Z8, Z3, Z9
-	VMOVUPS      192(DI), Z10
+	VMOVUPS      192(CX), Z10
 	VADDPS       Z9, Z10, Z10
-	VMOVUPS      Z10, 192(DI)
+	VMOVUPS      Z10, 192(CX)
 	VMULPS       Z8, Z4, Z9
-	VMOVUPS      256(DI), Z10
+	VMOVUPS      256(CX), Z10
 	VADDPS       Z9, Z10, Z10
-	VMOVUPS      Z10, 256(DI)
+	VMOVUPS      Z10, 256(CX)
 	VMULPS       Z8, Z5, Z9
-	VMOVUPS      320(DI), Z10
+	VMOVUPS      320(CX), Z10
 	VADDPS       Z9, Z10, Z10
-	VMOVUPS      Z10, 320(DI)
+	VMOVUPS      Z10, 320(CX)
 	VMULPS       Z8, Z6, Z9
-	VMOVUPS      384(DI), Z10
+	VMOVUPS      384(CX), Z10
 	VADDPS       Z9, Z10, Z10
-	VMOVUPS      Z10, 384(DI)
+	VMOVUPS      Z10, 384(CX)
 	VMULPS       Z8, Z7, Z8
-	VMOVUPS.Z    448(DI), K1, Z9
+	VMOVUPS.Z    448(CX), K1, Z9
 	VADDPS       Z8, Z9, Z9
-	VMOVUPS      Z9, K1, 448(DI)
-	ADDQ         $0x04, BX
+	VMOVUPS      Z9, K1, 448(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -7461,31 +7461,31 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_1(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMASKMOVPS (DI), Y0, Y1
+	VMASKMOVPS (CX), Y0, Y1
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y2
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y1, Y2
-	VMASKMOVPS   (DI), Y0, Y3
+	VMASKMOVPS   (CX), Y0, Y3
 	VADDPS       Y2, Y3, Y3
-	VMASKMOVPS   Y3, Y0, (DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y3, Y0, (CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -7538,36 +7538,36 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_2(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMOVUPS    (DI), Y1
-	VMASKMOVPS 32(DI), Y0, Y2
+	VMOVUPS    (CX), Y1
+	VMASKMOVPS 32(CX), Y0, Y2
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y3
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y3
 	VMULPS       Y3, Y1, Y4
-	VMOVUPS      (DI), Y5
+	VMOVUPS      (CX), Y5
 	VADDPS       Y4, Y5, Y5
-	VMOVUPS      Y5, (DI)
+	VMOVUPS      Y5, (CX)
 	VMULPS       Y3, Y2, Y3
-	VMASKMOVPS   32(DI), Y0, Y4
+	VMASKMOVPS   32(CX), Y0, Y4
 	VADDPS       Y3, Y4, Y4
-	VMASKMOVPS   Y4, Y0, 32(DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y4, Y0, 32(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -7625,41 +7625,41 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_3(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMOVUPS    (DI), Y1
-	VMOVUPS    32(DI), Y2
-	VMASKMOVPS 64(DI), Y0, Y3
+	VMOVUPS    (CX), Y1
+	VMOVUPS    32(CX), Y2
+	VMASKMOVPS 64(CX), Y0, Y3
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y4
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y4
 	VMULPS       Y4, Y1, Y5
-	VMOVUPS      (DI), Y6
+	VMOVUPS      (CX), Y6
 	VADDPS       Y5, Y6, Y6
-	VMOVUPS      Y6, (DI)
+	VMOVUPS      Y6, (CX)
 	VMULPS       Y4, Y2, Y5
-	VMOVUPS      32(DI), Y6
+	VMOVUPS      32(CX), Y6
 	VADDPS       Y5, Y6, Y6
-	VMOVUPS      Y6, 32(DI)
+	VMOVUPS      Y6, 32(CX)
 	VMULPS       Y4, Y3, Y4
-	VMASKMOVPS   64(DI), Y0, Y5
+	VMASKMOVPS   64(CX), Y0, Y5
 	VADDPS       Y4, Y5, Y5
-	VMASKMOVPS   Y5, Y0, 64(DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y5, Y0, 64(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -7722,46 +7722,46 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_4(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMOVUPS    (DI), Y1
-	VMOVUPS    32(DI), Y2
-	VMOVUPS    64(DI), Y3
-	VMASKMOVPS 96(DI), Y0, Y4
+	VMOVUPS    (CX), Y1
+	VMOVUPS    32(CX), Y2
+	VMOVUPS    64(CX), Y3
+	VMASKMOVPS 96(CX), Y0, Y4
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y5
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y5
 	VMULPS       Y5, Y1, Y6
-	VMOVUPS      (DI), Y7
+	VMOVUPS      (CX), Y7
 	VADDPS       Y6, Y7, Y7
-	VMOVUPS      Y7, (DI)
+	VMOVUPS      Y7, (CX)
 	VMULPS       Y5, Y2, Y6
-	VMOVUPS      32(DI), Y7
+	VMOVUPS      32(CX), Y7
 	VADDPS       Y6, Y7, Y7
-	VMOVUPS      Y7, 32(DI)
+	VMOVUPS      Y7, 32(CX)
 	VMULPS       Y5, Y3, Y6
-	VMOVUPS      64(DI), Y7
+	VMOVUPS      64(CX), Y7
 	VADDPS       Y6, Y7, Y7
-	VMOVUPS      Y7, 64(DI)
+	VMOVUPS      Y7, 64(CX)
 	VMULPS       Y5, Y4, Y5
-	VMASKMOVPS   96(DI), Y0, Y6
+	VMASKMOVPS   96(CX), Y0, Y6
 	VADDPS       Y5, Y6, Y6
-	VMASKMOVPS   Y6, Y0, 96(DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y6, Y0, 96(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -7829,51 +7829,51 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_5(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMOVUPS    (DI), Y1
-	VMOVUPS    32(DI), Y2
-	VMOVUPS    64(DI), Y3
-	VMOVUPS    96(DI), Y4
-	VMASKMOVPS 128(DI), Y0, Y5
+	VMOVUPS    (CX), Y1
+	VMOVUPS    32(CX), Y2
+	VMOVUPS    64(CX), Y3
+	VMOVUPS    96(CX), Y4
+	VMASKMOVPS 128(CX), Y0, Y5
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y6
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y6
 	VMULPS       Y6, Y1, Y7
-	VMOVUPS      (DI), Y8
+	VMOVUPS      (CX), Y8
 	VADDPS       Y7, Y8, Y8
-	VMOVUPS      Y8, (DI)
+	VMOVUPS      Y8, (CX)
 	VMULPS       Y6, Y2, Y7
-	VMOVUPS      32(DI), Y8
+	VMOVUPS      32(CX), Y8
 	VADDPS       Y7, Y8, Y8
-	VMOVUPS      Y8, 32(DI)
+	VMOVUPS      Y8, 32(CX)
 	VMULPS       Y6, Y3, Y7
-	VMOVUPS      64(DI), Y8
+	VMOVUPS      64(CX), Y8
 	VADDPS       Y7, Y8, Y8
-	VMOVUPS      Y8, 64(DI)
+	VMOVUPS      Y8, 64(CX)
 	VMULPS       Y6, Y4, Y7
-	VMOVUPS      96(DI), Y8
+	VMOVUPS      96(CX), Y8
 	VADDPS       Y7, Y8, Y8
-	VMOVUPS      Y8, 96(DI)
+	VMOVUPS      Y8, 96(CX)
 	VMULPS       Y6, Y5, Y6
-	VMASKMOVPS   128(DI), Y0, Y7
+	VMASKMOVPS   128(CX), Y0, Y7
 	VADDPS       Y6, Y7, Y7
-	VMASKMOVPS   Y7, Y0, 128(DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y7, Y0, 128(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -7946,56 +7946,56 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_6(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMOVUPS    (DI), Y1
-	VMOVUPS    32(DI), Y2
-	VMOVUPS    64(DI), Y3
-	VMOVUPS    96(DI), Y4
-	VMOVUPS    128(DI), Y5
-	VMASKMOVPS 160(DI), Y0, Y6
+	VMOVUPS    (CX), Y1
+	VMOVUPS    32(CX), Y2
+	VMOVUPS    64(CX), Y3
+	VMOVUPS    96(CX), Y4
+	VMOVUPS    128(CX), Y5
+	VMASKMOVPS 160(CX), Y0, Y6
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y7
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y7
 	VMULPS       Y7, Y1, Y8
-	VMOVUPS      (DI), Y9
+	VMOVUPS      (CX), Y9
 	VADDPS       Y8, Y9, Y9
-	VMOVUPS      Y9, (DI)
+	VMOVUPS      Y9, (CX)
 	VMULPS       Y7, Y2, Y8
-	VMOVUPS      32(DI), Y9
+	VMOVUPS      32(CX), Y9
 	VADDPS       Y8, Y9, Y9
-	VMOVUPS      Y9, 32(DI)
+	VMOVUPS      Y9, 32(CX)
 	VMULPS       Y7, Y3, Y8
-	VMOVUPS      64(DI), Y9
+	VMOVUPS      64(CX), Y9
 	VADDPS       Y8, Y9, Y9
-	VMOVUPS      Y9, 64(DI)
+	VMOVUPS      Y9, 64(CX)
 	VMULPS       Y7, Y4, Y8
-	VMOVUPS      96(DI), Y9
+	VMOVUPS      96(CX), Y9
 	VADDPS       Y8, Y9, Y9
-	VMOVUPS      Y9, 96(DI)
+	VMOVUPS      Y9, 96(CX)
 	VMULPS       Y7, Y5, Y8
-	VMOVUPS      128(DI), Y9
+	VMOVUPS      128(CX), Y9
 	VADDPS       Y8, Y9, Y9
-	VMOVUPS      Y9, 128(DI)
+	VMOVUPS      Y9, 128(CX)
 	VMULPS       Y7, Y6, Y7
-	VMASKMOVPS   160(DI), Y0, Y8
+	VMASKMOVPS   160(CX), Y0, Y8
 	VADDPS       Y7, Y8, Y8
-	VMASKMOVPS   Y8, Y0, 160(DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y8, Y0, 160(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -8073,61 +8073,61 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_7(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMOVUPS    (DI), Y1
-	VMOVUPS    32(DI), Y2
-	VMOVUPS    64(DI), Y3
-	VMOVUPS    96(DI), Y4
-	VMOVUPS    128(DI), Y5
-	VMOVUPS    160(DI), Y6
-	VMASKMOVPS 192(DI), Y0, Y7
+	VMOVUPS    (CX), Y1
+	VMOVUPS    32(CX), Y2
+	VMOVUPS    64(CX), Y3
+	VMOVUPS    96(CX), Y4
+	VMOVUPS    128(CX), Y5
+	VMOVUPS    160(CX), Y6
+	VMASKMOVPS 192(CX), Y0, Y7
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y8
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y8
 	VMULPS       Y8, Y1, Y9
-	VMOVUPS      (DI), Y10
+	VMOVUPS      (CX), Y10
 	VADDPS       Y9, Y10, Y10
-	VMOVUPS      Y10, (DI)
+	VMOVUPS      Y10, (CX)
 	VMULPS       Y8, Y2, Y9
-	VMOVUPS      32(DI), Y10
+	VMOVUPS      32(CX), Y10
 	VADDPS       Y9, Y10, Y10
-	VMOVUPS      Y10, 32(DI)
+	VMOVUPS      Y10, 32(CX)
 	VMULPS       Y8, Y3, Y9
-	VMOVUPS      64(DI), Y10
+	VMOVUPS      64(CX), Y10
 	VADDPS       Y9, Y10, Y10
-	VMOVUPS      Y10, 64(DI)
+	VMOVUPS      Y10, 64(CX)
 	VMULPS       Y8, Y4, Y9
-	VMOVUPS      96(DI), Y10
+	VMOVUPS      96(CX), Y10
 	VADDPS       Y9, Y10, Y10
-	VMOVUPS      Y10, 96(DI)
+	VMOVUPS      Y10, 96(CX)
 	VMULPS       Y8, Y5, Y9
-	VMOVUPS      128(DI), Y10
+	VMOVUPS      128(CX), Y10
 	VADDPS       Y9, Y10, Y10
-	VMOVUPS      Y10, 128(DI)
+	VMOVUPS      Y10, 128(CX)
 	VMULPS       Y8, Y6, Y9
-	VMOVUPS      160(DI), Y10
+	VMOVUPS      160(CX), Y10
 	VADDPS       Y9, Y10, Y10
-	VMOVUPS      Y10, 160(DI)
+	VMOVUPS      Y10, 160(CX)
 	VMULPS       Y8, Y7, Y8
-	VMASKMOVPS   192(DI), Y0, Y9
+	VMASKMOVPS   192(CX), Y0, Y9
 	VADDPS       Y8, Y9, Y9
-	VMASKMOVPS   Y9, Y0, 192(DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y9, Y0, 192(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 
@@ -8210,66 +8210,66 @@ done:
 // Requires: AVX
 TEXT ·scatterAxpyAVX2_8(SB), NOSPLIT, $0-56
 	MOVQ       nk+0(FP), AX
-	MOVQ       w+8(FP), CX
-	MOVQ       ldw+16(FP), DX
-	MOVQ       idx+24(FP), BX
-	MOVQ       alpha+32(FP), SI
-	MOVQ       x+40(FP), DI
+	MOVQ       x+40(FP), CX
+	MOVQ       w+8(FP), DX
+	MOVQ       ldw+16(FP), BX
+	MOVQ       idx+24(FP), SI
+	MOVQ       alpha+32(FP), DI
 	MOVQ       rem+48(FP), R8
-	SHLQ       $0x02, DX
+	SHLQ       $0x02, BX
 	LEAQ       masktab<>+0(SB), R9
 	NEGQ       R8
 	VMOVUPS    32(R9)(R8*4), Y0
-	VMOVUPS    (DI), Y1
-	VMOVUPS    32(DI), Y2
-	VMOVUPS    64(DI), Y3
-	VMOVUPS    96(DI), Y4
-	VMOVUPS    128(DI), Y5
-	VMOVUPS    160(DI), Y6
-	VMOVUPS    192(DI), Y7
-	VMASKMOVPS 224(DI), Y0, Y8
+	VMOVUPS    (CX), Y1
+	VMOVUPS    32(CX), Y2
+	VMOVUPS    64(CX), Y3
+	VMOVUPS    96(CX), Y4
+	VMOVUPS    128(CX), Y5
+	VMOVUPS    160(CX), Y6
+	VMOVUPS    192(CX), Y7
+	VMASKMOVPS 224(CX), Y0, Y8
 	TESTQ      AX, AX
 	JZ         done
 
 loop:
-	MOVLQSX      (BX), DI
-	IMULQ        DX, DI
-	ADDQ         CX, DI
-	VBROADCASTSS (SI), Y9
+	MOVLQSX      (SI), CX
+	IMULQ        BX, CX
+	ADDQ         DX, CX
+	VBROADCASTSS (DI), Y9
 	VMULPS       Y9, Y1, Y10
-	VMOVUPS      (DI), Y11
+	VMOVUPS      (CX), Y11
 	VADDPS       Y10, Y11, Y11
-	VMOVUPS      Y11, (DI)
+	VMOVUPS      Y11, (CX)
 	VMULPS       Y9, Y2, Y10
-	VMOVUPS      32(DI), Y11
+	VMOVUPS      32(CX), Y11
 	VADDPS       Y10, Y11, Y11
-	VMOVUPS      Y11, 32(DI)
+	VMOVUPS      Y11, 32(CX)
 	VMULPS       Y9, Y3, Y10
-	VMOVUPS      64(DI), Y11
+	VMOVUPS      64(CX), Y11
 	VADDPS       Y10, Y11, Y11
-	VMOVUPS      Y11, 64(DI)
+	VMOVUPS      Y11, 64(CX)
 	VMULPS       Y9, Y4, Y10
-	VMOVUPS      96(DI), Y11
+	VMOVUPS      96(CX), Y11
 	VADDPS       Y10, Y11, Y11
-	VMOVUPS      Y11, 96(DI)
+	VMOVUPS      Y11, 96(CX)
 	VMULPS       Y9, Y5, Y10
-	VMOVUPS      128(DI), Y11
+	VMOVUPS      128(CX), Y11
 	VADDPS       Y10, Y11, Y11
-	VMOVUPS      Y11, 128(DI)
+	VMOVUPS      Y11, 128(CX)
 	VMULPS       Y9, Y6, Y10
-	VMOVUPS      160(DI), Y11
+	VMOVUPS      160(CX), Y11
 	VADDPS       Y10, Y11, Y11
-	VMOVUPS      Y11, 160(DI)
+	VMOVUPS      Y11, 160(CX)
 	VMULPS       Y9, Y7, Y10
-	VMOVUPS      192(DI), Y11
+	VMOVUPS      192(CX), Y11
 	VADDPS       Y10, Y11, Y11
-	VMOVUPS      Y11, 192(DI)
+	VMOVUPS      Y11, 192(CX)
 	VMULPS       Y9, Y8, Y9
-	VMASKMOVPS   224(DI), Y0, Y10
+	VMASKMOVPS   224(CX), Y0, Y10
 	VADDPS       Y9, Y10, Y10
-	VMASKMOVPS   Y10, Y0, 224(DI)
-	ADDQ         $0x04, BX
+	VMASKMOVPS   Y10, Y0, 224(CX)
 	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
 	DECQ         AX
 	JNZ          loop
 

@@ -91,8 +91,8 @@ func main() {
 		s.rngFill()
 		s.normalTransform()
 		for nv := 1; nv <= 8; nv++ {
-			s.gatherAxpy(nv)
-			s.scatterAxpy(nv)
+			s.sparseAxpy(nv, false)
+			s.sparseAxpy(nv, true)
 		}
 	}
 	Generate()
@@ -1012,13 +1012,25 @@ func (s isa) chunkMask(rem GPVirtual) (load func(m Mem, x VecVirtual), store fun
 		func(x VecVirtual, m Mem) { VMASKMOVPS(x, mk, m) }
 }
 
-func (s isa) gatherAxpy(nv int) {
-	name := fmt.Sprintf("gatherAxpy%s_%d", s.name, nv)
-	TEXT(name, NOSPLIT, "func(nk int, y, w *float32, ldw int, idx *int32, alpha *float32, rem int)")
+// sparseAxpy generates GatherAxpy (scatter false: y += alpha_k w_row(k),
+// y in registers) or ScatterAxpy (scatter true: w_row(k) += alpha_k x, x
+// in registers) on one chunk of nv vectors. The operand kept in
+// registers is the parameter v, the rows are in w.
+func (s isa) sparseAxpy(nv int, scatter bool) {
+	name, sig := "gatherAxpy", "func(nk int, y, w *float32, ldw int, idx *int32, alpha *float32, rem int)"
+	if scatter {
+		name, sig = "scatterAxpy", "func(nk int, w *float32, ldw int, idx *int32, alpha, x *float32, rem int)"
+	}
+	name = fmt.Sprintf("%s%s_%d", name, s.name, nv)
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is GatherAxpy on %d vectors of y.", name, nv))
+	Doc(fmt.Sprintf("%s is the kernel on %d vectors of columns.", name, nv))
+	vp := "y"
+	if scatter {
+		vp = "x"
+	}
 	nk := Load(Param("nk"), GP64())
-	y := Load(Param("y"), GP64())
+	vec := Load(Param(vp), GP64())
 	w := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	idx := Load(Param("idx"), GP64())
@@ -1028,14 +1040,24 @@ func (s isa) gatherAxpy(nv int) {
 	SHLQ(U8(2), ldw)
 	ld, st := s.chunkMask(rem)
 	vb := 4 * s.lanes
-	acc := make([]VecVirtual, nv)
-	for v := range nv {
-		acc[v] = s.vec()
+	load := func(m Mem, x VecVirtual, v int) {
 		if v == nv-1 {
-			ld(Mem{Base: y, Disp: v * vb}, acc[v])
+			ld(m, x)
 		} else {
-			VMOVUPS(Mem{Base: y, Disp: v * vb}, acc[v])
+			VMOVUPS(m, x)
 		}
+	}
+	store := func(x VecVirtual, m Mem, v int) {
+		if v == nv-1 {
+			st(x, m)
+		} else {
+			VMOVUPS(x, m)
+		}
+	}
+	reg := make([]VecVirtual, nv)
+	for v := range nv {
+		reg[v] = s.vec()
+		load(Mem{Base: vec, Disp: v * vb}, reg[v], v)
 	}
 	TESTQ(nk, nk)
 	JZ(LabelRef("done"))
@@ -1047,77 +1069,18 @@ func (s isa) gatherAxpy(nv int) {
 	bc := s.vec()
 	VBROADCASTSS(Mem{Base: alpha}, bc)
 	for v := range nv {
-		t := s.vec()
-		if v == nv-1 {
-			ld(Mem{Base: row, Disp: v * vb}, t)
-		} else {
-			VMOVUPS(Mem{Base: row, Disp: v * vb}, t)
-		}
-		VMULPS(bc, t, t)
-		VADDPS(t, acc[v], acc[v])
-	}
-	ADDQ(U8(4), idx)
-	ADDQ(U8(4), alpha)
-	DECQ(nk)
-	JNZ(LabelRef("loop"))
-	Label("done")
-	for v := range nv {
-		if v == nv-1 {
-			st(acc[v], Mem{Base: y, Disp: v * vb})
-		} else {
-			VMOVUPS(acc[v], Mem{Base: y, Disp: v * vb})
-		}
-	}
-	VZEROUPPER()
-	RET()
-}
-
-func (s isa) scatterAxpy(nv int) {
-	name := fmt.Sprintf("scatterAxpy%s_%d", s.name, nv)
-	TEXT(name, NOSPLIT, "func(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is ScatterAxpy on %d vectors of x.", name, nv))
-	nk := Load(Param("nk"), GP64())
-	w := Load(Param("w"), GP64())
-	ldw := Load(Param("ldw"), GP64())
-	idx := Load(Param("idx"), GP64())
-	alpha := Load(Param("alpha"), GP64())
-	x := Load(Param("x"), GP64())
-	rem := GP64()
-	Load(Param("rem"), rem)
-	SHLQ(U8(2), ldw)
-	ld, st := s.chunkMask(rem)
-	vb := 4 * s.lanes
-	xv := make([]VecVirtual, nv)
-	for v := range nv {
-		xv[v] = s.vec()
-		if v == nv-1 {
-			ld(Mem{Base: x, Disp: v * vb}, xv[v])
-		} else {
-			VMOVUPS(Mem{Base: x, Disp: v * vb}, xv[v])
-		}
-	}
-	TESTQ(nk, nk)
-	JZ(LabelRef("done"))
-	Label("loop")
-	row := GP64()
-	MOVLQSX(Mem{Base: idx}, row)
-	IMULQ(ldw, row)
-	ADDQ(w, row)
-	bc := s.vec()
-	VBROADCASTSS(Mem{Base: alpha}, bc)
-	for v := range nv {
-		t, r := s.vec(), s.vec()
-		VMULPS(bc, xv[v], t)
 		m := Mem{Base: row, Disp: v * vb}
-		if v == nv-1 {
-			ld(m, r)
+		t := s.vec()
+		if scatter {
+			r := s.vec()
+			VMULPS(bc, reg[v], t)
+			load(m, r, v)
 			VADDPS(t, r, r)
-			st(r, m)
+			store(r, m, v)
 		} else {
-			VMOVUPS(m, r)
-			VADDPS(t, r, r)
-			VMOVUPS(r, m)
+			load(m, t, v)
+			VMULPS(bc, t, t)
+			VADDPS(t, reg[v], reg[v])
 		}
 	}
 	ADDQ(U8(4), idx)
@@ -1125,6 +1088,11 @@ func (s isa) scatterAxpy(nv int) {
 	DECQ(nk)
 	JNZ(LabelRef("loop"))
 	Label("done")
+	if !scatter {
+		for v := range nv {
+			store(reg[v], Mem{Base: vec, Disp: v * vb}, v)
+		}
+	}
 	VZEROUPPER()
 	RET()
 }
