@@ -177,6 +177,10 @@ func (d *Dashboard) Trained(b string, _ int, version int64, elbo float64) {
 // Refined implements bandit.Observer.
 func (d *Dashboard) Refined(string, time.Duration) {}
 
+// Sampled implements bandit.Observer; the dashboard reads the banks'
+// counters from the agents' status instead.
+func (d *Dashboard) Sampled(string, float64, time.Duration, int64, bool) {}
+
 // Bank implements bandit.Observer.
 func (d *Dashboard) Bank(string, int) {}
 

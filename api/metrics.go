@@ -32,6 +32,10 @@ type Metrics struct {
 	httpDuration     *prometheus.HistogramVec
 	bankCounters     *bankCollector
 	refinementErrors prometheus.Counter
+	sampleUses       *prometheus.HistogramVec
+	sampleAge        *prometheus.HistogramVec
+	sampleBehind     *prometheus.HistogramVec
+	beyondBounds     *prometheus.CounterVec
 }
 
 var (
@@ -52,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"bandit"}),
 		decisionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "refinery_decision_seconds",
-			Help:    "Time to answer a decision request, from the body read to the response (waiting for the bank and the durable write included).",
+			Help:    "Time to answer a decision request, from the body read to the response (the durable write included).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 		trainerIters: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -98,7 +102,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bankCounters: &bankCollector{desc: prometheus.NewDesc("refinery_refined_samples_total",
 			"Refined samples by what became of them: produced (banked), discarded (stale before use), used (uses by decisions), reused (uses beyond a sample's first).",
 			[]string{"bandit", "outcome"}, nil)},
+		sampleUses: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "refinery_decision_sample_uses",
+			Help:    "Per decision on refined samples: the mean number of decisions its samples have served, this one included (policy.max_sample_uses bounds it).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12), // 1 .. 2048
+		}, []string{"bandit"}),
+		sampleAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "refinery_decision_sample_age_seconds",
+			Help:    "Per decision on refined samples: the age of its oldest sample since it was banked (policy.max_sample_age bounds it).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10ms .. 82s
+		}, []string{"bandit"}),
+		sampleBehind: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "refinery_decision_sample_versions_behind",
+			Help:    "Per decision on refined samples: how many posterior versions its oldest sample is behind the newest published (policy.max_versions_behind bounds it).",
+			Buckets: []float64{0, 1, 2, 3, 5, 8, 13, 21},
+		}, []string{"bandit"}),
+		beyondBounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "refinery_decisions_beyond_bounds_total",
+			Help: "Decisions that found fewer usable refined samples than they need and acted on the freshest samples past their bounds.",
+		}, []string{"bandit"}),
 	}
+	reg.MustRegister(m.sampleUses, m.sampleAge, m.sampleBehind, m.beyondBounds)
 	reg.MustRegister(m.decisions, m.rewards, m.decisionSeconds, m.trainerIters, m.elbo, m.modelVersion,
 		m.bankDepth, m.refinementSecs, m.storeBatchSize, m.storeCommitSecs, m.httpRequests, m.httpDuration, m.bankCounters)
 	return m
@@ -124,6 +148,16 @@ func (m *Metrics) Trained(b string, iterations int, version int64, elbo float64)
 
 // Refined implements bandit.Observer.
 func (m *Metrics) Refined(_ string, d time.Duration) { m.refinementSecs.Observe(d.Seconds()) }
+
+// Sampled implements bandit.Observer.
+func (m *Metrics) Sampled(b string, uses float64, age time.Duration, behind int64, beyond bool) {
+	m.sampleUses.WithLabelValues(b).Observe(uses)
+	m.sampleAge.WithLabelValues(b).Observe(age.Seconds())
+	m.sampleBehind.WithLabelValues(b).Observe(float64(behind))
+	if beyond {
+		m.beyondBounds.WithLabelValues(b).Inc()
+	}
+}
 
 // Bank implements bandit.Observer.
 func (m *Metrics) Bank(b string, depth int) { m.bankDepth.WithLabelValues(b).Set(float64(depth)) }

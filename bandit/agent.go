@@ -165,7 +165,11 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.lin = lin
 	}
 	if cfg.Policy.Kind == RefinedTS {
-		a.bank = newBank(cfg.Refinement.BankSize, cfg.Policy.MaxReuse, cfg.Refinement.MaxStaleness)
+		a.bank = newBank(cfg.Refinement.BankSize, bankBounds{
+			maxUses:   cfg.Policy.MaxSampleUses,
+			maxAge:    time.Duration(*cfg.Policy.MaxSampleAge),
+			maxBehind: int64(*cfg.Policy.MaxVersionsBehind),
+		}, a.clock)
 		a.bank.onSpace = func() {
 			a.obs.Bank(a.name, a.bank.status().Depth)
 			pool.kick()
@@ -415,7 +419,11 @@ func (a *Agent) trainLoop() {
 		}
 		start := time.Now()
 		err := a.trainSafely(ctx)
-		if wait := minInterval - time.Since(start); wait > 0 {
+		took := time.Since(start)
+		// The trainer's CPU budget: at most training.cpu_share of a core
+		// on average, and a retraining at most every min_interval.
+		rest := time.Duration(float64(took) * (1/a.cfg.Training.CPUShare - 1))
+		if wait := max(minInterval-took, rest); wait > 0 {
 			select {
 			case <-a.done:
 				return
@@ -486,7 +494,7 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
 	iters := 0
 	if a.q != nil {
-		st, err := a.fitNetwork(ctx)
+		st, err := a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
 		if err != nil {
 			// Go back to the last published posterior.
 			a.q.CopyFrom(prev.q)
@@ -508,10 +516,20 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 	return rerr
 }
 
+// budget returns the ELBO iterations of a retraining after newRows new
+// rewards: IterationsPerReward per reward, at most Iterations.
+func (c TrainingConfig) budget(newRows int) int {
+	return min(c.Iterations, max(newRows, 1)*c.IterationsPerReward)
+}
+
 // fitNetwork refits the reward standardization to every row, rewrites
 // the posterior for it (nn.Restandardize keeps its predictions in reward
-// units), and runs the configured ELBO iterations on all rows.
-func (a *Agent) fitNetwork(ctx context.Context) (posterior.RunStats, error) {
+// units), and runs up to budget ELBO iterations on all rows from the
+// previous posterior (a warm start), in ten chunks when
+// training.stop_tolerance > 0: it stops after a chunk whose mean
+// minibatch ELBO (RunStats.MeanELBO, the mean of the chunk's last tenth)
+// is within that fraction of the previous chunk's.
+func (a *Agent) fitNetwork(ctx context.Context, budget int) (posterior.RunStats, error) {
 	view := a.data.View()
 	std := nn.FitStandardization(view)
 	if std != a.std {
@@ -525,11 +543,32 @@ func (a *Agent) fitNetwork(ctx context.Context) (posterior.RunStats, error) {
 		a.fit = true
 	}
 	a.tr.SetLikelihood(a.likelihood(view))
-	st, err := a.tr.Run(ctx, a.q, a.cfg.Training.Iterations, a.trng)
-	if err != nil {
-		return st, fmt.Errorf("train %s on %d rows: %w", a.name, view.Len(), err)
+	tol := *a.cfg.Training.StopTolerance
+	chunk := budget
+	if tol > 0 {
+		chunk = max(budget/10, 1)
 	}
-	return st, nil
+	var total posterior.RunStats
+	prev := math.NaN()
+	for total.Iterations < budget {
+		st, err := a.tr.Run(ctx, a.q, min(chunk, budget-total.Iterations), a.trng)
+		if err == nil && st.Iterations == 0 {
+			break
+		}
+		if total.Iterations == 0 {
+			total.FirstELBO = st.FirstELBO
+		}
+		total.Iterations += st.Iterations
+		total.LastELBO, total.MeanELBO = st.LastELBO, st.MeanELBO
+		if err != nil {
+			return total, fmt.Errorf("train %s on %d rows: %w", a.name, view.Len(), err)
+		}
+		if math.Abs(st.MeanELBO-prev) <= tol*math.Abs(prev) {
+			break // converged (never with prev NaN)
+		}
+		prev = st.MeanELBO
+	}
+	return total, nil
 }
 
 // persist saves m as a snapshot unless it is saved already (or, with
@@ -668,6 +707,18 @@ type Propensity struct {
 	// whose argmax frequencies are the probabilities (0 when exact).
 	Samples int `json:"samples"`
 	Groups  int `json:"groups"`
+	// For refined samples (estimator "refined-pool"): SampleUses is the
+	// mean number of decisions the decision's samples have served, this
+	// one included; SampleAgeSeconds the age of the oldest since it was
+	// banked; VersionsBehind how many posterior versions the oldest is
+	// behind the newest published; BeyondBounds is true when the bank
+	// had fewer usable samples than the decision needs and it acted on
+	// the freshest samples past policy.max_sample_uses, max_sample_age
+	// or max_versions_behind.
+	SampleUses       float64 `json:"sample_uses,omitempty"`
+	SampleAgeSeconds float64 `json:"sample_age_seconds,omitempty"`
+	VersionsBehind   int64   `json:"versions_behind,omitempty"`
+	BeyondBounds     bool    `json:"beyond_bounds,omitempty"`
 }
 
 // Outcome is the answer to a DecideRequest.
@@ -841,32 +892,30 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 	p := a.predictor()
 	defer a.predictors.Put(p)
 	if a.cfg.Policy.Kind == RefinedTS && m.lik != nil {
-		wait := time.Duration(*a.cfg.Policy.MaxWait)
 		if a.step != nil {
 			if err := a.refineNow(ctx, m, S); err != nil {
 				return nil, err
 			}
-			wait = 0
 		}
-		got, others, ok := a.bank.take(ctx, S, a.cfg.Refinement.BankSize, wait, rng)
-		if ok {
+		if t, ok := a.bank.take(S, rng); ok {
 			a.obs.Bank(a.name, a.bank.status().Depth)
-			pool := make([]float64, (len(got)+len(others))*arms) // predictions in reward units
-			version := got[0].version
-			for i, r := range slices.Concat(got, others) {
+			pool := make([]float64, len(t.pool)*arms) // predictions in reward units
+			version := t.got[0].version
+			for i, r := range t.pool {
 				p.Predict(pool[i*arms:(i+1)*arms], r.w, x, r.std)
-				version = min(version, r.version)
+				if i < S {
+					version = min(version, r.version)
+				}
 			}
 			policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
 			pd.Sample = SampleRefined
-			// The oldest posterior version the samples were refined from
-			// (older than the current one only with
-			// refinement.max_staleness > 0).
+			// The oldest posterior version the samples were refined from.
 			d.ModelVersion = version
-			return &Propensity{Estimator: "refined-pool", Samples: len(got) + len(others), Groups: M}, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
+			a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
+			return &Propensity{
+				Estimator: "refined-pool", Samples: len(t.pool), Groups: M,
+				SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
+			}, nil
 		}
 	}
 	pool := p.SampleLocal(nil, m.q.Mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g

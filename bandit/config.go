@@ -138,14 +138,28 @@ type PolicyConfig struct {
 	// 0.05 (the larger of the paper's two baselines). Greedy has 0; the
 	// other kinds have none.
 	Epsilon *float64 `json:"epsilon,omitempty"`
-	// MaxReuse is how many decisions one refined sample may serve;
-	// default 1 (every decision acts on fresh samples), 1..1000.
-	MaxReuse int `json:"max_reuse"`
-	// MaxWait is how long a refined-ts decision waits for the bank to
-	// hold Samples usable refined samples before it falls back to
-	// mean-field samples (and says so); default "50ms", 0..10s; "0s"
-	// never waits.
-	MaxWait *Duration `json:"max_wait"`
+	// MaxSampleUses is how many decisions one refined sample may
+	// serve; default 1000, 1..1000000. A sample drawn independently of
+	// the contexts stays a valid posterior draw for each of them
+	// (batched Thompson sampling), so reuse costs diversity between
+	// decisions, not validity: bench/mushroom-reuse measures its regret.
+	// 1 is the paper's offline protocol, fresh samples for every
+	// decision.
+	MaxSampleUses int `json:"max_sample_uses"`
+	// MaxSampleAge is how long after it was banked a refined sample may
+	// serve decisions; default "30s", 1ms..24h.
+	MaxSampleAge *Duration `json:"max_sample_age"`
+	// MaxVersionsBehind is how many posterior versions older than the
+	// newest published one a refined sample may be and still serve;
+	// default 3, 0..1000 (0: only samples of the newest posterior).
+	//
+	// Decisions never wait for refinement: a refined-ts decision draws
+	// its samples from those within these bounds, and when the bank has
+	// fewer than Samples of them it acts on the freshest refined samples
+	// past their bounds and says so (the decision's propensity block,
+	// refinery_decisions_beyond_bounds_total). Mean-field samples serve
+	// only before the bank's first refined samples.
+	MaxVersionsBehind *int `json:"max_versions_behind"`
 	// PropensitySamples is M, the number of groups of Samples draws
 	// (the decision's own group included) from which the
 	// Thompson-sampling policies estimate each arm's probability of
@@ -174,10 +188,28 @@ type ModelConfig struct {
 // Iterations Adam iterations of the ELBO on minibatches of all stored
 // rewarded decisions, then publishes a new posterior version.
 type TrainingConfig struct {
-	// Iterations per retraining; default 500 (the paper retrains with
-	// 500 iterations after every reward; the service retrains once per
-	// batch of rewards that arrived meanwhile), 1..100000.
+	// Iterations is the most Adam iterations of one retraining; default
+	// 500, 1..100000.
 	Iterations int `json:"iterations"`
+	// IterationsPerReward: a retraining runs this many iterations per
+	// reward that arrived since the last one, at most Iterations;
+	// default 20, 1..100000. The posterior is warm-started from the
+	// previous one, so the work follows the new data. The paper's
+	// offline protocol (500 iterations after every reward) is 500 here
+	// and in Iterations.
+	IterationsPerReward int `json:"iterations_per_reward"`
+	// StopTolerance stops a retraining early once the mean minibatch
+	// ELBO of a tenth of its iterations changes by at most this
+	// fraction of its magnitude from the previous tenth; default 0.001,
+	// 0 (never stop early)..1.
+	StopTolerance *float64 `json:"stop_tolerance"`
+	// CPUShare is the average share of one core the bandit's trainer
+	// may take: after a retraining that took d, the next starts no
+	// sooner than d (1/CPUShare - 1) later (and no sooner than
+	// MinInterval after its start); default 0.25, (0, 1]. The
+	// refinement workers (one per core less one, shared by every
+	// refined-ts bandit) and the request path take the rest.
+	CPUShare float64 `json:"cpu_share"`
 	// BatchSize of the minibatches; default 64 (Section 4.3), 1..4096.
 	BatchSize int `json:"batch_size"`
 	// LR is Adam's learning rate; default 1e-3 (Section 4.3).
@@ -210,10 +242,6 @@ type RefinementConfig struct {
 	// BankSize is the most refined samples the bank keeps ready;
 	// default 16, 1..1000.
 	BankSize int `json:"bank_size"`
-	// MaxStaleness is how many posterior versions old a refined sample
-	// may be and still be used; default 0: a sample is discarded as soon
-	// as a newer posterior is published.
-	MaxStaleness int `json:"max_staleness"`
 }
 
 // RewardConfig says what happens to decisions that get no reward.
@@ -233,8 +261,12 @@ type RewardConfig struct {
 const (
 	DefaultSamples           = 3
 	DefaultEpsilon           = 0.05
-	DefaultMaxReuse          = 1
-	DefaultMaxWait           = 50 * time.Millisecond
+	DefaultMaxSampleUses     = 1000
+	DefaultMaxSampleAge      = 30 * time.Second
+	DefaultMaxVersionsBehind = 3
+	DefaultIterationsPerRew  = 20
+	DefaultStopTolerance     = 0.001
+	DefaultCPUShare          = 0.25
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 0.01
@@ -410,12 +442,16 @@ func (c *Config) SetDefaults() {
 			p.Epsilon = &e
 		}
 	}
-	if p.MaxReuse == 0 {
-		p.MaxReuse = DefaultMaxReuse
+	if p.MaxSampleUses == 0 {
+		p.MaxSampleUses = DefaultMaxSampleUses
 	}
-	if p.MaxWait == nil {
-		d := Duration(DefaultMaxWait)
-		p.MaxWait = &d
+	if p.MaxSampleAge == nil {
+		d := Duration(DefaultMaxSampleAge)
+		p.MaxSampleAge = &d
+	}
+	if p.MaxVersionsBehind == nil {
+		v := DefaultMaxVersionsBehind
+		p.MaxVersionsBehind = &v
 	}
 	if p.PropensitySamples == 0 {
 		p.PropensitySamples = DefaultPropensitySamples
@@ -446,6 +482,16 @@ func (c *Config) SetDefaults() {
 	if t.MinInterval == nil {
 		d := Duration(DefaultMinInterval)
 		t.MinInterval = &d
+	}
+	if t.IterationsPerReward == 0 {
+		t.IterationsPerReward = DefaultIterationsPerRew
+	}
+	if t.StopTolerance == nil {
+		v := DefaultStopTolerance
+		t.StopTolerance = &v
+	}
+	if t.CPUShare == 0 {
+		t.CPUShare = DefaultCPUShare
 	}
 	r := &c.Refinement
 	if r.Fractions == nil {
@@ -586,11 +632,14 @@ func (c *Config) validatePolicy(v *validator) {
 		v.add("policy.kind", fmt.Sprintf("unknown policy %q: want one of refined-ts, mf-ts, eps-greedy, greedy, uniform, linear-ts", p.Kind))
 	}
 	v.intRange("policy.samples", p.Samples, 1, 100)
-	v.intRange("policy.max_reuse", p.MaxReuse, 1, 1000)
-	v.intRange("policy.propensity_samples", p.PropensitySamples, 1, 10000)
-	if p.MaxWait != nil && (*p.MaxWait < 0 || time.Duration(*p.MaxWait) > 10*time.Second) {
-		v.add("policy.max_wait", "want a duration between 0s and 10s")
+	v.intRange("policy.max_sample_uses", p.MaxSampleUses, 1, 1000000)
+	if p.MaxVersionsBehind != nil {
+		v.intRange("policy.max_versions_behind", *p.MaxVersionsBehind, 0, 1000)
 	}
+	if p.MaxSampleAge != nil && (*p.MaxSampleAge < Duration(time.Millisecond) || time.Duration(*p.MaxSampleAge) > 24*time.Hour) {
+		v.add("policy.max_sample_age", "want a duration between 1ms and 24h")
+	}
+	v.intRange("policy.propensity_samples", p.PropensitySamples, 1, 10000)
 	switch {
 	case p.Epsilon != nil && p.Kind != EpsGreedy && p.Kind != Greedy:
 		v.add("policy.epsilon", "epsilon applies to eps-greedy only")
@@ -626,6 +675,11 @@ func (c *Config) validateModel(v *validator) {
 	v.intRange("training.batch_size", t.BatchSize, 1, 4096)
 	v.positive("training.lr", t.LR, 1)
 	v.intRange("training.snapshot_every", t.SnapshotEvery, 1, 1000000)
+	v.intRange("training.iterations_per_reward", t.IterationsPerReward, 1, 100000)
+	if t.StopTolerance != nil && !(*t.StopTolerance >= 0 && *t.StopTolerance <= 1) {
+		v.add("training.stop_tolerance", "want a number in [0, 1]")
+	}
+	v.positive("training.cpu_share", t.CPUShare, 1)
 	if t.MinInterval != nil && (*t.MinInterval < 0 || time.Duration(*t.MinInterval) > time.Hour) {
 		v.add("training.min_interval", "want a duration between 0s and 1h")
 	}
@@ -639,7 +693,6 @@ func (c *Config) validateModel(v *validator) {
 	v.positive("refinement.lr", r.LR, 1)
 	v.intRange("refinement.batch_size", r.BatchSize, 1, 4096)
 	v.intRange("refinement.bank_size", r.BankSize, 1, 1000)
-	v.intRange("refinement.max_staleness", r.MaxStaleness, 0, 1000)
 }
 
 // validateCost checks the budgets of a configuration that is otherwise

@@ -1,13 +1,16 @@
 package bandit_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
 )
 
 func TestParseConfigFillsTheDefaults(t *testing.T) {
@@ -18,13 +21,14 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	}
 	p, m, tr, r := cfg.Policy, cfg.Model, cfg.Training, cfg.Refinement
 	switch {
-	case p.Kind != bandit.RefinedTS || p.Samples != 3 || p.MaxReuse != 1 || *p.MaxWait != bandit.Duration(bandit.DefaultMaxWait) || p.PropensitySamples != 32 || p.Epsilon != nil:
+	case p.Kind != bandit.RefinedTS || p.Samples != 3 || p.MaxSampleUses != 1000 || *p.MaxSampleAge != bandit.Duration(30*time.Second) || *p.MaxVersionsBehind != 3 || p.PropensitySamples != 32 || p.Epsilon != nil:
 		t.Errorf("policy %+v", p)
 	case !reflect.DeepEqual(m.Hidden, []int{100, 100}) || m.PriorVariance != 1 || m.InitSigma != 0.01:
 		t.Errorf("model %+v", m)
-	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval):
+	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval) ||
+		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0.001 || tr.CPUShare != 0.25:
 		t.Errorf("training %+v", tr)
-	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16 || r.MaxStaleness != 0:
+	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16:
 		t.Errorf("refinement %+v", r)
 	case cfg.Reward.Default != nil || cfg.Reward.Wait == nil || *cfg.Reward.Wait != bandit.Duration(bandit.DefaultRewardWait):
 		t.Errorf("reward %+v", cfg.Reward)
@@ -67,8 +71,13 @@ func TestParseConfigNamesTheField(t *testing.T) {
 		{"values on a numeric feature", `{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric", "values": ["x"]}]}`, "features[0].values"},
 		{"a zero scale", `{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric", "scale": 0}]}`, "features[0].scale"},
 		{"samples out of range", `{` + base + `, "policy": {"samples": 1000}}`, "policy.samples"},
-		{"a negative max_wait", `{` + base + `, "policy": {"max_wait": "-1s"}}`, "policy.max_wait"},
-		{"a max_wait that is not a duration", `{` + base + `, "policy": {"max_wait": "soon"}}`, "policy.max_wait"},
+		{"a negative max_sample_age", `{` + base + `, "policy": {"max_sample_age": "-1s"}}`, "policy.max_sample_age"},
+		{"a max_sample_age that is not a duration", `{` + base + `, "policy": {"max_sample_age": "soon"}}`, "policy.max_sample_age"},
+		{"no use of a sample", `{` + base + `, "policy": {"max_sample_uses": -1}}`, "policy.max_sample_uses"},
+		{"a negative max_versions_behind", `{` + base + `, "policy": {"max_versions_behind": -1}}`, "policy.max_versions_behind"},
+		{"a stop tolerance above 1", `{` + base + `, "training": {"stop_tolerance": 2}}`, "training.stop_tolerance"},
+		{"a CPU share above 1", `{` + base + `, "training": {"cpu_share": 1.5}}`, "training.cpu_share"},
+		{"no iteration per reward", `{` + base + `, "training": {"iterations_per_reward": -3}}`, "training.iterations_per_reward"},
 		{"epsilon on refined-ts", `{` + base + `, "policy": {"epsilon": 0.1}}`, "policy.epsilon"},
 		{"nonzero epsilon on greedy", `{` + base + `, "policy": {"kind": "greedy", "epsilon": 0.1}}`, "policy.epsilon"},
 		{"too many hidden layers", `{` + base + `, "model": {"hidden": [1,1,1,1,1,1,1,1,1]}}`, "model.hidden"},
@@ -131,5 +140,31 @@ func TestEncoder(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Errors[0].Field != tt.field {
 			t.Errorf("Encode(%s) = %v, want an error naming %s", tt.ctx, err, tt.field)
 		}
+	}
+}
+
+// A configuration stored by an earlier release (policy.max_reuse,
+// policy.max_wait, refinement.max_staleness) loads with its bounds
+// carried over.
+func TestServiceLoadsLegacyConfigurations(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	raw := `{"name": "old", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}],
+		"policy": {"kind": "refined-ts", "max_reuse": 4, "max_wait": "50ms"},
+		"model": {"hidden": [4]}, "refinement": {"max_staleness": 1}}`
+	if err := st.CreateBandit(ctx, &bandit.Bandit{Name: "old", Config: json.RawMessage(raw)}); err != nil {
+		t.Fatal(err)
+	}
+	svc := bandit.NewService(st, bandit.ServiceConfig{Seed: 1, Workers: 1})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Agent("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := a.Config().Policy; p.MaxSampleUses != 4 || *p.MaxVersionsBehind != 1 {
+		t.Errorf("loaded policy %+v, want max_sample_uses 4 and max_versions_behind 1", p)
 	}
 }

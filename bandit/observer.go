@@ -21,16 +21,21 @@ type Observer interface {
 	Refined(bandit string, d time.Duration)
 	// Bank is called when a bank's depth may have changed.
 	Bank(bandit string, depth int)
+	// Sampled is called for every decision on refined samples with the
+	// mean uses of its samples (this one included), the oldest's age and
+	// versions behind, and whether they were past their bounds.
+	Sampled(bandit string, uses float64, age time.Duration, behind int64, beyond bool)
 }
 
 // NopObserver ignores everything.
 type NopObserver struct{}
 
-func (NopObserver) Decided(string, string, SampleKind)  {}
-func (NopObserver) Rewarded(string)                     {}
-func (NopObserver) Trained(string, int, int64, float64) {}
-func (NopObserver) Refined(string, time.Duration)       {}
-func (NopObserver) Bank(string, int)                    {}
+func (NopObserver) Decided(string, string, SampleKind)                  {}
+func (NopObserver) Rewarded(string)                                     {}
+func (NopObserver) Trained(string, int, int64, float64)                 {}
+func (NopObserver) Refined(string, time.Duration)                       {}
+func (NopObserver) Bank(string, int)                                    {}
+func (NopObserver) Sampled(string, float64, time.Duration, int64, bool) {}
 
 var _ Observer = NopObserver{}
 
@@ -67,6 +72,12 @@ func (m multiObserver) Refined(b string, d time.Duration) {
 func (m multiObserver) Bank(b string, depth int) {
 	for _, o := range m {
 		o.Bank(b, depth)
+	}
+}
+
+func (m multiObserver) Sampled(b string, uses float64, age time.Duration, behind int64, beyond bool) {
+	for _, o := range m {
+		o.Sampled(b, uses, age, behind, beyond)
 	}
 }
 

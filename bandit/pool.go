@@ -160,7 +160,7 @@ func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefin
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var superseded <-chan struct{} // nil: never
-	if a.cfg.Refinement.MaxStaleness == 0 {
+	if *a.cfg.Policy.MaxVersionsBehind == 0 {
 		superseded = m.superseded
 	}
 	stop := make(chan struct{})

@@ -18,7 +18,10 @@ import (
 // ServiceConfig configures a Service. The zero value is ready to use.
 type ServiceConfig struct {
 	// Workers is the number of refinement workers shared by every
-	// refined-ts bandit; zero means runtime.GOMAXPROCS(0), the cores.
+	// refined-ts bandit; zero means one per core less one, at least one
+	// (runtime.GOMAXPROCS), so that serving keeps a core. With each
+	// trainer's training.cpu_share, this is how the cores are split
+	// between refinement, training and the request path.
 	Workers int
 	// Seed seeds every random source; zero means a random seed.
 	Seed uint64
@@ -64,7 +67,7 @@ type Service struct {
 // bandits, and Close when done.
 func NewService(st Store, cfg ServiceConfig) *Service {
 	if cfg.Workers <= 0 && cfg.Step == nil {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+		cfg.Workers = max(runtime.GOMAXPROCS(0)-1, 1)
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = mrand.Uint64()
@@ -112,7 +115,7 @@ func (s *Service) Load(ctx context.Context) error {
 		if have {
 			continue
 		}
-		cfg, err := ParseConfig(b.Config)
+		cfg, err := ParseConfig(migrateConfig(b.Config))
 		if err != nil {
 			return fmt.Errorf("load bandit %s: stored configuration: %w", b.Name, err)
 		}
@@ -235,4 +238,50 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	s.pool.close()
 	return errors.Join(errs...)
+}
+
+// migrateConfig rewrites a stored configuration of an earlier release
+// to the current fields: policy.max_reuse became policy.max_sample_uses,
+// refinement.max_staleness policy.max_versions_behind, and
+// policy.max_wait is gone (decisions never wait for refinement). Anything
+// else, or JSON it cannot read, is returned as it is for ParseConfig to
+// judge.
+func migrateConfig(raw json.RawMessage) json.RawMessage {
+	var c map[string]json.RawMessage
+	if json.Unmarshal(raw, &c) != nil {
+		return raw
+	}
+	var pol, ref map[string]json.RawMessage
+	if json.Unmarshal(c["policy"], &pol) != nil || json.Unmarshal(c["refinement"], &ref) != nil {
+		return raw
+	}
+	_, wait := pol["max_wait"]
+	reuse, hasReuse := pol["max_reuse"]
+	stale, hasStale := ref["max_staleness"]
+	if !wait && !hasReuse && !hasStale {
+		return raw
+	}
+	delete(pol, "max_wait")
+	delete(pol, "max_reuse")
+	delete(ref, "max_staleness")
+	if _, ok := pol["max_sample_uses"]; hasReuse && !ok {
+		pol["max_sample_uses"] = reuse
+	}
+	if _, ok := pol["max_versions_behind"]; hasStale && !ok {
+		pol["max_versions_behind"] = stale
+	}
+	var err error
+	if c["policy"], err = json.Marshal(pol); err != nil {
+		return raw
+	}
+	if ref != nil {
+		if c["refinement"], err = json.Marshal(ref); err != nil {
+			return raw
+		}
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		return raw
+	}
+	return out
 }

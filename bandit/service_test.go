@@ -35,7 +35,7 @@ func smallConfig(kind bandit.PolicyKind) *bandit.Config {
 		},
 		Policy:     bandit.PolicyConfig{Kind: kind},
 		Model:      bandit.ModelConfig{Hidden: []int{8}},
-		Training:   bandit.TrainingConfig{Iterations: 50, SnapshotEvery: 1, MinInterval: new(bandit.Duration)},
+		Training:   bandit.TrainingConfig{Iterations: 50, IterationsPerReward: 50, CPUShare: 1, SnapshotEvery: 1, MinInterval: new(bandit.Duration)},
 		Refinement: bandit.RefinementConfig{Iterations: 20, BankSize: 6},
 	}
 }

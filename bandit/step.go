@@ -61,8 +61,9 @@ func (c *ManualClock) Advance(d time.Duration) {
 //
 // The paper's offline protocol (Havasi et al. 2021, Section 4.3: 500 ELBO
 // iterations after every reward, fresh refined samples for every
-// decision) is TrainEvery 1 with training.iterations 500,
-// policy.max_reuse 1 and refinement.max_staleness 0.
+// decision) is TrainEvery 1 with training.iterations and
+// training.iterations_per_reward 500, training.stop_tolerance 0 and
+// policy.max_sample_uses 1.
 type StepConfig struct {
 	// Clock is the agents' clock; nil means a ManualClock that stays at
 	// the Unix epoch.

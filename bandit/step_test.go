@@ -108,7 +108,7 @@ func TestThompsonPropensitiesMatchFrequencies(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := smallConfig(kind)
-			cfg.Policy.MaxReuse = 1000
+			cfg.Policy.MaxSampleUses = 100000
 			cfg.Refinement.BankSize = 12
 			cfg.Model.InitSigma = 0.3 // a wide posterior: refined samples that disagree
 			a, err := svc.Create(ctx, cfg)
@@ -176,6 +176,63 @@ func TestThompsonPropensitiesMatchFrequencies(t *testing.T) {
 				if tol := 4*math.Sqrt(f*(1-f)/n) + 0.01; math.Abs(f-meanP[k]) > tol {
 					t.Errorf("arm %d chosen in %.4f of decisions, mean propensity %.4f; want within %.4f", k, f, meanP[k], tol)
 				}
+			}
+		})
+	}
+}
+
+// trainedIterations records the iterations of every retraining.
+type trainedIterations struct {
+	bandit.NopObserver
+	iters []int
+}
+
+func (o *trainedIterations) Trained(_ string, iterations int, _ int64, _ float64) {
+	o.iters = append(o.iters, iterations)
+}
+
+// The trainer's work follows the data: a retraining runs
+// training.iterations_per_reward iterations per reward that arrived
+// since the last one, at most training.iterations, and stops early once
+// the ELBO stops moving (stop_tolerance 1 accepts any change: it stops
+// after its second tenth).
+func TestTrainerBudgetFollowsTheRewards(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		trainEvery int
+		tolerance  float64
+		want       int
+	}{
+		{"3 rewards at 7 iterations each", 3, 0, 21},
+		{"20 rewards capped at 100 iterations", 20, 0, 100},
+		{"an early stop after two tenths of 100", 20, 1, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			obs := &trainedIterations{}
+			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 3, Observer: obs, Step: &bandit.StepConfig{TrainEvery: tc.trainEvery}})
+			defer svc.Close(ctx)
+			if err := svc.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cfg := smallConfig(bandit.MeanFieldTS)
+			cfg.Training.Iterations, cfg.Training.IterationsPerReward = 100, 7
+			cfg.Training.StopTolerance = &tc.tolerance
+			a, err := svc.Create(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 * tc.trainEvery {
+				o, err := a.Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(`{"color": "red", "size": 1}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Reward(ctx, o.Decision.EventID, float64(i%3)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want := []int{tc.want, tc.want}; !slices.Equal(obs.iters, want) {
+				t.Errorf("retrainings ran %v iterations, want %v", obs.iters, want)
 			}
 		})
 	}

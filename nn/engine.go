@@ -57,9 +57,11 @@ func (a Arch) FromEngine(dst []float64, src []float32) {
 }
 
 // Evaluator32 is the fast engine's evaluator for one goroutine: the same
-// estimate as Evaluator.ExpectedLogLik, with the same noise draws from the
-// same rng (the same calls in the same order), on float32 vectors in the
-// layout ToEngine writes:
+// estimate as Evaluator.ExpectedLogLik on float32 vectors in the layout
+// ToEngine writes. Its normals come from a kern.RNG seeded with one
+// rng.Uint64 per call; under Options.ReferenceNoise they are the float64
+// evaluator's own draws from rng (the same calls in the same order), so
+// that both engines see the same noise:
 //
 //	ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, hyper, rows, rng)
 //
@@ -80,6 +82,34 @@ func (l *Likelihood) NewEvaluator32(maxBatch int) Evaluator32 {
 	return newEvaluator32(l, maxBatch)
 }
 
+// noise is the fast engine's source of standard normals for one call: a
+// kern.RNG seeded with one draw of the caller's rng, or, when reference
+// is set, the caller's rng.NormFloat64 itself (the float64 path's draws).
+type noise struct {
+	reference bool
+	rng       *rand.Rand
+	gen       kern.RNG
+}
+
+// start begins a call that draws from rng.
+func (z *noise) start(rng *rand.Rand) {
+	z.rng = rng
+	if !z.reference {
+		z.gen.Seed(rng.Uint64())
+	}
+}
+
+// fill writes standard normals into dst.
+func (z *noise) fill(dst []float32) {
+	if !z.reference {
+		z.gen.Normals(dst)
+		return
+	}
+	for i := range dst {
+		dst[i] = float32(z.rng.NormFloat64())
+	}
+}
+
 // net32 holds the buffers of a float32 forward and backward pass through an
 // Arch for batches of at most max rows. It is the forward code of the
 // fast evaluator and of the Predictor's float32 path.
@@ -92,6 +122,7 @@ type net32 struct {
 	xsq  []float32   // its square, for the variance products
 	wC   []float32   // canonical (Out×In) copies of the weight blocks of layers >= 1
 	rows []int       // data rows of the current batch
+	vsq  []float32   // a sparse row's squared values, In
 }
 
 func newNet32(a Arch, maxBatch int, backward bool) net32 {
@@ -107,6 +138,7 @@ func newNet32(a Arch, maxBatch int, backward bool) net32 {
 		x:    make([]float32, maxBatch*a.In()),
 		wC:   make([]float32, a.n),
 		rows: make([]int, maxBatch),
+		vsq:  make([]float32, a.In()),
 	}
 	if backward {
 		nt.grad = make([][]float32, len(a.layers))
@@ -171,38 +203,42 @@ func affine(z, a []float32, wT, b []float32, n int, ly Layer) {
 
 // gatherAffine is affine for the first layer with a sparse input: row i of
 // z is b plus the sum over the non-zero entries (c, v) of data row
-// rows[i] of v^p times row c of W_T, p = 1 for the means and 2 for the
-// variances of the local reparameterization trick.
-func gatherAffine(z []float32, d *View, rows []int, wT, b []float32, ly Layer, squared bool) {
+// rows[i] of v^p times row c of W_T (kern.GatherAxpy), p = 1 for the means
+// and 2 for the variances of the local reparameterization trick; sq is
+// scratch for the squared values, of length at least In.
+func gatherAffine(z []float32, d *View, rows []int, wT, b []float32, ly Layer, squared bool, sq []float32) {
 	for i, r := range rows {
 		zi := z[i*ly.Out : (i+1)*ly.Out]
 		copy(zi, b)
 		cols, vals := d.nz.row(r)
-		for k, c := range cols {
-			v := vals[k]
-			if squared {
-				v *= v
-			}
-			kern.Saxpy(v, wT[int(c)*ly.Out:(int(c)+1)*ly.Out], zi)
+		if squared {
+			vals = squareInto(sq, vals)
 		}
+		kern.GatherAxpy(zi, wT, ly.Out, cols, vals)
 	}
 }
 
 // scatterGrad is the first layer's weight gradient for a sparse input:
 // dW_T += x^T G, adding v^p times row i of G into row c of dW_T for every
-// non-zero entry (c, v) of data row rows[i] (p as in gatherAffine).
-func scatterGrad(dwT, g []float32, d *View, rows []int, ly Layer, squared bool) {
+// non-zero entry (c, v) of data row rows[i] (kern.ScatterAxpy; p and sq
+// as in gatherAffine).
+func scatterGrad(dwT, g []float32, d *View, rows []int, ly Layer, squared bool, sq []float32) {
 	for i, r := range rows {
-		gi := g[i*ly.Out : (i+1)*ly.Out]
 		cols, vals := d.nz.row(r)
-		for k, c := range cols {
-			v := vals[k]
-			if squared {
-				v *= v
-			}
-			kern.Saxpy(v, gi, dwT[int(c)*ly.Out:(int(c)+1)*ly.Out])
+		if squared {
+			vals = squareInto(sq, vals)
 		}
+		kern.ScatterAxpy(dwT, ly.Out, cols, vals, g[i*ly.Out:(i+1)*ly.Out])
 	}
+}
+
+// squareInto writes v∘v into dst and returns it (len(v) entries).
+func squareInto(dst, v []float32) []float32 {
+	dst = dst[:len(v)]
+	for k, x := range v {
+		dst[k] = x * x
+	}
+	return dst
 }
 
 // fill32 sets every row of the row-major matrix z (len(b) columns) to b.
@@ -233,7 +269,7 @@ func (nt *net32) forward(w []float32, d *View, n int) bool {
 		z := nt.act[l][:n*ly.Out]
 		switch {
 		case l == 0 && sparse:
-			gatherAffine(z, d, nt.rows[:n], ly.Weights32(w), ly.Bias32(w), ly, false)
+			gatherAffine(z, d, nt.rows[:n], ly.Weights32(w), ly.Bias32(w), ly, false, nil)
 		case l == 0:
 			affine(z, nt.x[:n*ly.In], ly.Weights32(w), ly.Bias32(w), n, ly)
 		default:
@@ -259,7 +295,7 @@ func (nt *net32) backward(dw []float32, d *View, n int, sparse bool) {
 		g := nt.grad[l][:n*ly.Out]
 		colSum32(ly.Bias32(dw), g, ly.Out)
 		if l == 0 && sparse {
-			scatterGrad(ly.Weights32(dw), g, d, nt.rows[:n], ly, false)
+			scatterGrad(ly.Weights32(dw), g, d, nt.rows[:n], ly, false, nil)
 			continue
 		}
 		var in []float32
@@ -282,6 +318,7 @@ func (nt *net32) backward(dw []float32, d *View, n int, sparse bool) {
 type evaluator32 struct {
 	lik *Likelihood
 	net32
+	noise noise
 
 	// WeightReparam: the weight sample and its noise (engine layout).
 	w, eps []float32
@@ -297,7 +334,7 @@ type evaluator32 struct {
 
 func newEvaluator32(lik *Likelihood, maxBatch int) *evaluator32 {
 	a := lik.arch
-	e := &evaluator32{lik: lik, net32: newNet32(a, maxBatch, true)}
+	e := &evaluator32{lik: lik, net32: newNet32(a, maxBatch, true), noise: noise{reference: lik.opt.ReferenceNoise}}
 	switch lik.opt.Estimator {
 	case WeightReparam:
 		e.w = make([]float32, a.n)
@@ -385,16 +422,17 @@ func (e *evaluator32) ExpectedLogLik(dMu, dSigma []float32, dHyper []float64, mu
 		e.canonical(e.wC, mu)
 		return e.pointLogLik(dMu, dHyper, mu, rows, s2)
 	case WeightReparam:
-		// w = mu + sigma∘eps with eps drawn in the canonical order, as
-		// evaluator.sampleWeights; dMu = g, dSigma = g∘eps.
-		e.sampleWeights(mu, sigma, rng)
+		// w = mu + sigma∘eps; dMu = g, dSigma = g∘eps.
+		e.noise.start(rng)
+		e.sampleWeights(mu, sigma)
 		ll := e.pointLogLik(dMu, dHyper, e.w, rows, s2)
 		for j, g := range dMu {
 			dSigma[j] = g * e.eps[j]
 		}
 		return ll
 	default:
-		return e.localReparam(dMu, dSigma, dHyper, mu, sigma, rows, s2, rng)
+		e.noise.start(rng)
+		return e.localReparam(dMu, dSigma, dHyper, mu, sigma, rows, s2)
 	}
 }
 
@@ -421,10 +459,20 @@ func (e *evaluator32) numRows(rows []int) int {
 	return len(rows)
 }
 
-// sampleWeights draws eps ~ N(0, I) in the order of the canonical flat
-// vector (the draws of evaluator.sampleWeights) and sets w = mu +
-// sigma∘eps in the engine layout and wC to w's canonical weights.
-func (e *evaluator32) sampleWeights(mu, sigma []float32, rng *rand.Rand) {
+// sampleWeights draws eps ~ N(0, I) and sets w = mu + sigma∘eps in the
+// engine layout and wC to w's canonical weights. With reference noise
+// the normals are drawn in the order of the canonical flat vector, as
+// evaluator.sampleWeights draws them.
+func (e *evaluator32) sampleWeights(mu, sigma []float32) {
+	if !e.noise.reference {
+		e.noise.fill(e.eps)
+		for j, z := range e.eps {
+			e.w[j] = mu[j] + sigma[j]*z
+		}
+		e.canonical(e.wC, e.w)
+		return
+	}
+	rng := e.noise.rng
 	for _, ly := range e.arch.layers {
 		w, ep := ly.Weights32(e.w), ly.Weights32(e.eps)
 		m, s := ly.Weights32(mu), ly.Weights32(sigma)
@@ -449,7 +497,7 @@ func (e *evaluator32) sampleWeights(mu, sigma []float32, rng *rand.Rand) {
 
 // localReparam is evaluator.localReparam on the fast engine: dSigma first
 // accumulates dL/d(sigma^2), then is multiplied by 2 sigma.
-func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, sigma []float32, rows []int, s2n float64, rng *rand.Rand) float64 {
+func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, sigma []float32, rows []int, s2n float64) float64 {
 	kern.Square(e.s2, sigma)
 	e.canonical(e.wC, mu)
 	e.canonical(e.s2C, e.s2)
@@ -458,7 +506,7 @@ func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, 
 	var ss float64
 	for lo := 0; lo < n; lo += e.max {
 		m := e.batch(rows, lo, min(lo+e.max, n))
-		sparse := e.forwardLocal(mu, d, m, rng)
+		sparse := e.forwardLocal(mu, d, m)
 		ss += e.outGrad(m, s2n)
 		e.backwardLocal(dMu, dSigma, d, m, sparse)
 	}
@@ -475,9 +523,10 @@ func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, 
 //	V_l = (A_{l-1}∘A_{l-1}) (sigma_W∘sigma_W)^T + 1 (sigma_b∘sigma_b)^T,
 //	Z_l = M_l + sqrt(V_l)∘E_l,   A_l = relu(Z_l) for hidden layers,
 //
-// with E_l drawn row by row from rng as the float64 evaluator draws it.
-// It reports whether the first layer took the sparse path.
-func (e *evaluator32) forwardLocal(mu []float32, d *View, n int, rng *rand.Rand) bool {
+// with E_l drawn row by row (as the float64 evaluator draws it, with
+// reference noise). It reports whether the first layer took the sparse
+// path.
+func (e *evaluator32) forwardLocal(mu []float32, d *View, n int) bool {
 	last := e.last()
 	sparse := e.sparseInput(d, n, e.xsq)
 	for l, ly := range e.arch.layers {
@@ -488,7 +537,7 @@ func (e *evaluator32) forwardLocal(mu []float32, d *View, n int, rng *rand.Rand)
 		} else {
 			lrtMoments(z, sd, e.act[l-1][:n*ly.In], e.sq[l][:n*ly.In], mu, e.s2, ly, n)
 		}
-		lrtSample(z, sd, e.leps[l][:n*ly.Out], rng)
+		lrtSample(z, sd, e.leps[l][:n*ly.Out], &e.noise)
 		if l < last {
 			kern.Relu(z)
 		}
@@ -504,8 +553,8 @@ func (e *evaluator32) forwardLocal(mu []float32, d *View, n int, rng *rand.Rand)
 func (nt *net32) lrtFirst(z, v []float32, d *View, n int, sparse bool, mu, s2, xsq []float32) {
 	ly := nt.arch.layers[0]
 	if sparse {
-		gatherAffine(z, d, nt.rows[:n], ly.Weights32(mu), ly.Bias32(mu), ly, false)
-		gatherAffine(v, d, nt.rows[:n], ly.Weights32(s2), ly.Bias32(s2), ly, true)
+		gatherAffine(z, d, nt.rows[:n], ly.Weights32(mu), ly.Bias32(mu), ly, false, nil)
+		gatherAffine(v, d, nt.rows[:n], ly.Weights32(s2), ly.Bias32(s2), ly, true, nt.vsq)
 		return
 	}
 	affine(z, nt.x[:n*ly.In], ly.Weights32(mu), ly.Bias32(mu), n, ly)
@@ -521,12 +570,10 @@ func lrtMoments(z, v, a, sq, mu, s2 []float32, ly Layer, n int) {
 	affine(v, sq, ly.Weights32(s2), ly.Bias32(s2), n, ly)
 }
 
-// lrtSample draws eps row-major from rng and sets v = sqrt(v) and
+// lrtSample draws eps (row-major) from nz and sets v = sqrt(v) and
 // z = z + v∘eps (kern.LRTForward), leaving the noise in eps.
-func lrtSample(z, v, eps []float32, rng *rand.Rand) {
-	for i := range eps {
-		eps[i] = float32(rng.NormFloat64())
-	}
+func lrtSample(z, v, eps []float32, nz *noise) {
+	nz.fill(eps)
 	kern.LRTForward(z, v, eps)
 }
 
@@ -546,8 +593,8 @@ func (e *evaluator32) backwardLocal(dMu, dS2 []float32, d *View, n int, sparse b
 		colSum32(ly.Bias32(dMu), g, ly.Out)
 		colSum32(ly.Bias32(dS2), dv, ly.Out)
 		if l == 0 && sparse {
-			scatterGrad(ly.Weights32(dMu), g, d, e.rows[:n], ly, false)
-			scatterGrad(ly.Weights32(dS2), dv, d, e.rows[:n], ly, true)
+			scatterGrad(ly.Weights32(dMu), g, d, e.rows[:n], ly, false, nil)
+			scatterGrad(ly.Weights32(dS2), dv, d, e.rows[:n], ly, true, e.vsq)
 			continue
 		}
 		var in, sq []float32

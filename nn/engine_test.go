@@ -71,7 +71,8 @@ func TestEngineLayoutRoundTrip(t *testing.T) {
 }
 
 // TestFastEngineMatchesReference evaluates every estimator on both
-// engines with the same seed, hence the same noise draws, on dense and
+// engines with the same seed and reference noise, hence the same noise
+// draws, on dense and
 // one-hot contexts (the first layer's dense and gathered paths), on all
 // rows (several chunks) and on a minibatch with repeated rows.
 func TestFastEngineMatchesReference(t *testing.T) {
@@ -90,7 +91,7 @@ func TestFastEngineMatchesReference(t *testing.T) {
 				p := pc.p
 				a := p.arch
 				n := a.NumParams()
-				lik := NewLikelihood(a, p.data, Options{Estimator: est, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}})
+				lik := NewLikelihood(a, p.data, Options{Estimator: est, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}, ReferenceNoise: true})
 				mu, sigma := round32(p.mu), round32(p.sigma)
 				mu32, sig32 := make([]float32, n), make([]float32, n)
 				a.ToEngine(mu32, mu)
@@ -216,6 +217,7 @@ func TestFastPredictorMatchesReference(t *testing.T) {
 			std := Standardization{Shift: 2, Scale: 3}
 			fast, ref := NewPredictor(p.arch, 16), NewPredictor(p.arch, 16)
 			ref.Reference = true
+			fast.noise.reference = true
 			mu := round32(p.mu)
 			sig2 := make([]float64, len(mu))
 			for j, s := range round32(p.sigma) {

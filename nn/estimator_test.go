@@ -34,20 +34,35 @@ func (m *moments) se(i int) float64 {
 }
 
 // estimate runs ExpectedLogLik with seeds 1..reps and returns the moments of
-// the vector (value, dMu..., dSigma..., dHyper...).
-func estimate(lik *Likelihood, p problem, hyper []float64, rows []int, reps int) *moments {
+// the vector (value, dMu..., dSigma..., dHyper...), on the float64
+// evaluator or, if fast, on the fast engine with its own noise (kern.RNG).
+func estimate(lik *Likelihood, p problem, hyper []float64, rows []int, reps int, fast bool) *moments {
 	n := p.arch.NumParams()
 	nh := lik.NumHyper()
 	ev := lik.NewEvaluator(len(p.data.y))
+	ev32 := lik.NewEvaluator32(len(p.data.y))
+	mu, sig := make([]float32, n), make([]float32, n)
+	dMu, dSig := make([]float32, n), make([]float32, n)
+	p.arch.ToEngine(mu, p.mu)
+	p.arch.ToEngine(sig, p.sigma)
 	v := make([]float64, 1+2*n+nh)
 	m := newMoments(len(v))
 	for s := range reps {
 		rng := rand.New(rand.NewPCG(uint64(s)+1, 77))
-		v[0] = ev.ExpectedLogLik(v[1:1+n], v[1+n:1+2*n], v[1+2*n:], p.mu, p.sigma, hyper, rows, rng)
+		if fast {
+			v[0] = ev32.ExpectedLogLik(dMu, dSig, v[1+2*n:], mu, sig, hyper, rows, rng)
+			p.arch.FromEngine(v[1:1+n], dMu)
+			p.arch.FromEngine(v[1+n:1+2*n], dSig)
+		} else {
+			v[0] = ev.ExpectedLogLik(v[1:1+n], v[1+n:1+2*n], v[1+2*n:], p.mu, p.sigma, hyper, rows, rng)
+		}
 		m.add(v)
 	}
 	return m
 }
+
+// engineNames names the fast argument of estimate in subtests.
+var engineNames = map[bool]string{false: "reference", true: "fast engine"}
 
 // zTol is the number of combined standard errors by which two Monte Carlo
 // means (or a mean and an exact value) may differ. About 120 components are
@@ -61,6 +76,12 @@ const zTol = 4.5
 // two stochastic estimators: both are unbiased for E_q[sum log p] and its
 // gradient, so their means must agree within zTol combined standard errors.
 func TestLocalAndWeightReparamAreUnbiasedForTheSameExpectation(t *testing.T) {
+	for _, fast := range []bool{false, true} {
+		t.Run(engineNames[fast], func(t *testing.T) { testUnbiased(t, fast) })
+	}
+}
+
+func testUnbiased(t *testing.T, fast bool) {
 	const reps = 4000
 	for _, learn := range []bool{false, true} {
 		p := newProblem(3, []int{4, 5}, 3, 11, 21)
@@ -71,8 +92,8 @@ func TestLocalAndWeightReparamAreUnbiasedForTheSameExpectation(t *testing.T) {
 		wr := NewLikelihood(p.arch, p.data, opt)
 		hyper := p.hyper[:lrt.NumHyper()]
 		rows := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-		a := estimate(lrt, p, hyper, rows, reps)
-		b := estimate(wr, p, hyper, rows, reps)
+		a := estimate(lrt, p, hyper, rows, reps, fast)
+		b := estimate(wr, p, hyper, rows, reps, fast)
 		worst := 0.0
 		for i := range a.sum {
 			se := math.Hypot(a.se(i), b.se(i))
@@ -103,6 +124,12 @@ func TestLocalAndWeightReparamAreUnbiasedForTheSameExpectation(t *testing.T) {
 //	dE/dmu       = the gradient of log p at w = mu,
 //	dE/dsigma_{W,ak} = -Scale^2 x_ik^2 sigma_{W,ak} / s2,  dE/dsigma_{b,a} = -Scale^2 sigma_{b,a} / s2.
 func TestLinearModelMatchesClosedForm(t *testing.T) {
+	for _, fast := range []bool{false, true} {
+		t.Run(engineNames[fast], func(t *testing.T) { testLinearClosedForm(t, fast) })
+	}
+}
+
+func testLinearClosedForm(t *testing.T, fast bool) {
 	const reps = 4000
 	p := newProblem(4, nil, 3, 13, 5)
 	std := Standardization{Shift: 2, Scale: 3}
@@ -127,13 +154,19 @@ func TestLinearModelMatchesClosedForm(t *testing.T) {
 	}
 	for _, est := range []Estimator{LocalReparam, WeightReparam} {
 		lik := NewLikelihood(p.arch, p.data, Options{Estimator: est, NoiseVar: s2, Standardization: std})
-		m := estimate(lik, p, nil, nil, reps)
+		m := estimate(lik, p, nil, nil, reps, fast)
+		// Components without noise are exact up to rounding: float64's,
+		// or float32's on the fast engine (fastTol, see engine_test.go).
+		exact := 1e-12
+		if fast {
+			exact = fastTol
+		}
 		worst := 0.0
 		for i, w := range want {
 			se := m.se(i)
 			d := math.Abs(m.mean(i) - w)
 			if se == 0 {
-				if relErr(m.mean(i), w, 1e-12) > 1e-12 {
+				if relErr(m.mean(i), w, 1e-12) > exact {
 					t.Errorf("%v component %d: mean %g with zero standard error, want %g", est, i, m.mean(i), w)
 				}
 				continue

@@ -58,6 +58,12 @@ type Options struct {
 	// Standardization maps rewards to the units the network fits. The
 	// zero value is the identity. See FitStandardization.
 	Standardization Standardization
+	// ReferenceNoise makes the fast engine (NewEvaluator32) draw its
+	// normals with rng.NormFloat64 in the order the float64 evaluator
+	// draws them, so that both engines see the same noise, for tests
+	// and comparisons. By default it draws them from a kern.RNG seeded
+	// with one rng.Uint64 per call, about ten times faster.
+	ReferenceNoise bool
 }
 
 // Likelihood is the Gaussian bandit likelihood of an MLP on a fixed View:

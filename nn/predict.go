@@ -29,6 +29,7 @@ type Predictor struct {
 	w32     []float32 // the weights (or SampleLocal's means) in the engine layout
 	nz      nonzeros  // the current chunk's non-zero entries
 	local32 *localScratch32
+	noise   noise // SampleLocal's normals on the fast engine
 }
 
 // NewPredictor returns a Predictor for networks of architecture a that
@@ -138,7 +139,8 @@ func (p *Predictor) Sample(dst, mu, sigma, x []float64, s Standardization, rng *
 // predictive draws of mean-field Thompson sampling. The first layer's
 // mean and variance are the same for every draw and computed once. Draws
 // are made in chunks of the Predictor's batch size; the normals are taken
-// from rng layer by layer, row by row within a chunk.
+// layer by layer, row by row within a chunk: from rng on the reference
+// path, from a kern.RNG seeded with one rng.Uint64 on the fast engine.
 //
 // If dst is nil a new slice is allocated; otherwise its length must be
 // draws*Out.
@@ -282,7 +284,9 @@ func newLocalScratch32(a Arch, maxBatch int) *localScratch32 {
 
 // sampleLocal32 is SampleLocal on the fast engine, with the forward code
 // of Evaluator32's local reparameterization (lrtFirst, lrtMoments,
-// lrtSample) and the normals drawn in the same order as the float64 path.
+// lrtSample), drawing its normals as Evaluator32 does: from a kern.RNG
+// seeded with one rng.Uint64, or (p.noise.reference, for tests) in the
+// float64 path's order from rng.
 func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Standardization, rng *rand.Rand) {
 	if p.local32 == nil {
 		p.local32 = newLocalScratch32(p.arch, p.max)
@@ -291,6 +295,7 @@ func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Stand
 	nt := &p.fast
 	p.arch.ToEngine(p.w32, mu)
 	p.arch.ToEngine(ls.s2, sig2)
+	p.noise.start(rng)
 	// The first layer: the same mean and variance for every draw.
 	ls.one.off, ls.one.idx, ls.one.val = ls.one.off[:0], ls.one.idx[:0], ls.one.val[:0]
 	ls.one.appendRow(x)
@@ -309,7 +314,7 @@ func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Stand
 			} else {
 				lrtMoments(z, sd, nt.act[l-1][:n*ly.In], ls.sq[l][:n*ly.In], p.w32, ls.s2, ly, n)
 			}
-			lrtSample(z, sd, ls.eps[l][:n*ly.Out], rng)
+			lrtSample(z, sd, ls.eps[l][:n*ly.Out], &p.noise)
 			if l < last {
 				kern.Relu(z)
 			}

@@ -12,8 +12,10 @@ import (
 
 // smallBandit returns a likelihood of a 2x16 ReLU network on 300 one-hot
 // rows of dimension 24 with 2 arms and learned noise, and a mean-field
-// posterior with He means and sigma 0.05 under a unit prior.
-func smallBandit(est nn.Estimator) (*nn.Likelihood, *MeanField) {
+// posterior with He means and sigma 0.05 under a unit prior. With
+// referenceNoise the fast engine draws the float64 path's normals
+// (nn.Options.ReferenceNoise).
+func smallBandit(est nn.Estimator, referenceNoise bool) (*nn.Likelihood, *MeanField) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	const dim = 24
 	d := nn.NewData(dim, 2)
@@ -34,7 +36,7 @@ func smallBandit(est nn.Estimator) (*nn.Likelihood, *MeanField) {
 		d.Append(x, arm, y)
 	}
 	arch := nn.NewArch(dim, []int{16, 16}, 2)
-	lik := nn.NewLikelihood(arch, d.View(), nn.Options{Estimator: est, LearnNoise: true, Standardization: nn.FitStandardization(d.View())})
+	lik := nn.NewLikelihood(arch, d.View(), nn.Options{Estimator: est, LearnNoise: true, Standardization: nn.FitStandardization(d.View()), ReferenceNoise: referenceNoise})
 	q := NewMeanField(arch.NumParams(), 1, ones(arch.NumParams(), 1), 0.05)
 	arch.InitHe(q.Mu, rng)
 	q.Hyper[0] = math.Log(4)
@@ -42,8 +44,8 @@ func smallBandit(est nn.Estimator) (*nn.Likelihood, *MeanField) {
 }
 
 // TestFastTrainerStepMatchesReference takes one trainer step on each
-// engine from the same posterior with the same seed (hence the same
-// minibatch and noise draws). Adam's first step moves every coordinate by
+// engine from the same posterior with the same seed and reference noise
+// (hence the same minibatch and noise draws). Adam's first step moves every coordinate by
 // LR g/(|g| + Eps), about LR sign(g): the engines must agree to float32
 // rounding of the parameters (1e-6 relative plus 1e-9) wherever the
 // reference gradient g is larger than 1e-4 of its largest entry. Below
@@ -63,7 +65,7 @@ func TestFastTrainerStepMatchesReference(t *testing.T) {
 				name += " point estimate"
 			}
 			t.Run(name, func(t *testing.T) {
-				lik, q0 := smallBandit(est)
+				lik, q0 := smallBandit(est, true)
 				const lr = 1e-3
 				cfg := TrainConfig{BatchSize: 32, LR: lr, Point: point}
 				ref, fast := q0.Clone(), q0.Clone()
@@ -109,7 +111,7 @@ func TestFastTrainerStepMatchesReference(t *testing.T) {
 // bit, the one the same refiner and seed give serially.
 func TestConcurrentRefinersMatchSerial(t *testing.T) {
 	forEngines(t, func(t *testing.T, reference bool) {
-		lik, q0 := smallBandit(nn.LocalReparam)
+		lik, q0 := smallBandit(nn.LocalReparam, false)
 		cfg := RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 100, BatchSize: 32, Reference: reference}
 		const workers, samples = 2, 3
 		run := func(w int) [][]float64 {
@@ -155,7 +157,7 @@ func TestConcurrentRefinersMatchSerial(t *testing.T) {
 }
 
 func TestFastRefinerAllocatesNothingPerSample(t *testing.T) {
-	lik, q0 := smallBandit(nn.LocalReparam)
+	lik, q0 := smallBandit(nn.LocalReparam, false)
 	ref, err := NewRefiner(lik, RefineConfig{Iterations: 20, BatchSize: 16})
 	if err != nil {
 		t.Fatal(err)

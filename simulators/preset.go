@@ -35,8 +35,8 @@ type Preset struct {
 //     of 100 ReLU units, standard normal prior, the mean-field posterior
 //     updated for 500 Adam iterations (lr 1e-3, batch 64) after every
 //     reward; refined samples with a_1 ~ N(0, 0.7), a_2 ~ N(0, 0.3) and
-//     500 refinement iterations, fresh for every decision (max_reuse 1,
-//     max_staleness 0); 3 samples per decision.
+//     500 refinement iterations, fresh for every decision
+//     (max_sample_uses 1); 3 samples per decision.
 //   - fast: the paper's prior, optimizer, refinement fractions and samples
 //     per decision with less work: a 2x32 ReLU network (4.9k parameters
 //     instead of 22k, about a fifth of the cost per iteration; mushroom is
@@ -53,10 +53,11 @@ func Presets() map[string]Preset {
 		Name:        "paper",
 		Description: "Havasi et al. (2021) Section 4.3: 2x100 ReLU, N(0,1) prior, 500 Adam iterations (lr 1e-3, batch 64) after every reward; refinement fractions 0.7/0.3 with 500 iterations, fresh samples for every decision; 3 samples per decision",
 		Bandit: bandit.Config{
-			Policy: bandit.PolicyConfig{Samples: 3, MaxReuse: 1},
+			Policy: bandit.PolicyConfig{Samples: 3, MaxSampleUses: 1},
 			Model:  bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1},
 			Training: bandit.TrainingConfig{
-				Iterations: 500, BatchSize: 64, LR: 1e-3,
+				Iterations: 500, IterationsPerReward: 500, StopTolerance: new(float64),
+				BatchSize: 64, LR: 1e-3,
 			},
 			Refinement: bandit.RefinementConfig{
 				Fractions:  []float64{0.7, 0.3},
@@ -72,6 +73,7 @@ func Presets() map[string]Preset {
 	fast.Bandit.Model.Hidden = []int{32, 32}
 	fast.TrainEvery = 10
 	fast.Bandit.Training.Iterations = 100
+	fast.Bandit.Training.IterationsPerReward = 10
 	fast.Bandit.Refinement.Fractions = []float64{0.7, 0.3}
 	fast.Bandit.Refinement.Iterations = 40
 	fast.Epsilons = []float64{0.01, 0.05}

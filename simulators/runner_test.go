@@ -23,9 +23,9 @@ func tinyPreset() Preset {
 		Name:        "tiny",
 		Description: "test preset",
 		Bandit: bandit.Config{
-			Policy:     bandit.PolicyConfig{Samples: 2},
+			Policy:     bandit.PolicyConfig{Samples: 2, MaxSampleUses: 1},
 			Model:      bandit.ModelConfig{Hidden: []int{8}},
-			Training:   bandit.TrainingConfig{Iterations: 20},
+			Training:   bandit.TrainingConfig{Iterations: 20, StopTolerance: new(float64)},
 			Refinement: bandit.RefinementConfig{Fractions: []float64{0.7, 0.3}, Iterations: 10},
 		},
 		TrainEvery: 10,

@@ -106,7 +106,7 @@ func TestServeRestartKeepsEveryAcknowledgedWrite(t *testing.T) {
 			{"name": "color", "type": "categorical", "values": []string{"red", "green", "blue"}},
 			{"name": "size", "type": "numeric"},
 		},
-		"policy":     map[string]any{"kind": "refined-ts", "max_wait": "2ms"},
+		"policy":     map[string]any{"kind": "refined-ts"},
 		"model":      map[string]any{"hidden": []int{8}},
 		"training":   map[string]any{"iterations": 30, "snapshot_every": 1, "min_interval": "50ms"},
 		"refinement": map[string]any{"iterations": 10, "bank_size": 6},

@@ -229,7 +229,7 @@ func runMushroom(t *testing.T, data *simulators.MushroomData, url string, steps,
 	c := newClient(t, m.URL())
 	const name = "mushrooms"
 	c.must(http.StatusCreated, "POST", "/v1/bandits", mushroomBandit(data, name, map[string]any{
-		"policy":     map[string]any{"kind": "refined-ts", "samples": 3, "max_wait": "5ms", "max_reuse": 4},
+		"policy":     map[string]any{"kind": "refined-ts", "samples": 3, "max_sample_uses": 4},
 		"model":      map[string]any{"hidden": []int{16}},
 		"training":   map[string]any{"iterations": 60, "snapshot_every": 5, "min_interval": "100ms"},
 		"refinement": map[string]any{"iterations": 20, "bank_size": 6},
@@ -329,7 +329,7 @@ func TestServeCommandLine(t *testing.T) {
 		args       []string
 		wantStderr string
 	}{
-		{"negative workers are refused", []string{"serve", "--workers", "-1"}, "refinery serve: --workers -1: want 0 (one per core) or more\n"},
+		{"negative workers are refused", []string{"serve", "--workers", "-1"}, "refinery serve: --workers -1: want 0 (one per core less one) or more\n"},
 		{"an unknown log level is refused", []string{"serve", "--log-level", "loud"}, "refinery serve: --log-level \"loud\": want debug, info, warn or error\n"},
 		{"arguments are refused", []string{"serve", "now"}, "refinery serve: unexpected argument \"now\"\n"},
 		{"an unknown simulation is refused", []string{"serve", "--simulate", "casino"}, "refinery serve: --simulate \"casino\": want mushroom or wheel\n"},

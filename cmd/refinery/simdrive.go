@@ -32,7 +32,7 @@ var simPolicies = []string{"refined-ts", "eps-greedy"}
 // iterations) so that a 2-core laptop keeps up with 20 decisions/s per
 // bandit: two hidden layers of 32, 100 ELBO iterations per retraining
 // at most once a second, refined samples of 40 iterations per
-// conditional optimization, each serving up to 4 decisions.
+// conditional optimization.
 var simModel = map[string]any{
 	"model":      map[string]any{"hidden": []int{32, 32}},
 	"training":   map[string]any{"iterations": 100, "min_interval": "1s"},
@@ -230,9 +230,6 @@ func (s *simDriver) create(ctx context.Context, base, name, policy string) error
 	cfg := map[string]any{"name": name, "arms": s.env.arms(), "features": s.env.features(), "policy": map[string]any{"kind": policy}}
 	for k, v := range simModel {
 		cfg[k] = v
-	}
-	if policy == "refined-ts" {
-		cfg["policy"] = map[string]any{"kind": policy, "max_reuse": 4}
 	}
 	for {
 		code, body, err := s.post(ctx, base+"/v1/bandits", cfg)
