@@ -124,6 +124,16 @@ func sgemmAVX512_6x3(k int, a *float32, rsA int, csA int, b *float32, ldb int, c
 //go:noescape
 func sgemmAVX512_6x4(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, rem int)
 
+// sgemmNarrowTNAVX512 is the narrow TN product for n columns on nv vectors of rows (see sgemmNarrowTN in asmgen).
+//
+//go:noescape
+func sgemmNarrowTNAVX512(n int, nv int, k int, a *float32, csA int, b *float32, ldb int, out *float32, rem int)
+
+// sgemmNarrowNNAVX512 is the narrow NN product for n columns (see sgemmNarrowNN in asmgen).
+//
+//go:noescape
+func sgemmNarrowNNAVX512(n int, m int, nvec int, a *float32, rsA int, bt *float32, ldbt int, c *float32, ldc int, rem int)
+
 // saxpyAVX512 is the saxpy kernel at level AVX512; n is the element count.
 //
 //go:noescape
@@ -398,6 +408,16 @@ func sgemmAVX2_4x3(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *
 //
 //go:noescape
 func sgemmAVX2_4x3m(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, rem int)
+
+// sgemmNarrowTNAVX2 is the narrow TN product for n columns on nv vectors of rows (see sgemmNarrowTN in asmgen).
+//
+//go:noescape
+func sgemmNarrowTNAVX2(n int, nv int, k int, a *float32, csA int, b *float32, ldb int, out *float32, rem int)
+
+// sgemmNarrowNNAVX2 is the narrow NN product for n columns (see sgemmNarrowNN in asmgen).
+//
+//go:noescape
+func sgemmNarrowNNAVX2(n int, m int, nvec int, a *float32, rsA int, bt *float32, ldbt int, c *float32, ldc int, rem int)
 
 // saxpyAVX2 is the saxpy kernel at level AVX2; n is the element count.
 //

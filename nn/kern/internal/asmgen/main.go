@@ -77,6 +77,7 @@ func main() {
 	}
 	for _, s := range []isa{avx512, avx2} {
 		s.sgemmKernels()
+		s.sgemmNarrow()
 		s.saxpy()
 		s.sdot()
 		s.relu()
@@ -260,6 +261,205 @@ func (s isa) sgemmKernel(mr, nv int, masked bool) {
 	RET()
 }
 
+// narrowTNVectors is the widest chunk of rows (in vectors) of the narrow
+// TN kernel for n columns: n*nv accumulators, nv loads of A, n broadcasts
+// of B and (AVX2) a mask must fit the registers.
+func (s isa) narrowTNVectors(n int) int {
+	if s.avx512 {
+		return min(8, (32-n)/(n+1))
+	}
+	return (15 - n) / (n + 1)
+}
+
+// sgemmNarrowTN generates the product for C with n <= 4 columns and A
+// given by columns (rsA = 1): it computes the transpose
+//
+//	out[j*W + i] = sum_p a[p*csA + i] * b[p*ldb + j],  i < W = nv*lanes,
+//
+// vectorized over the rows i of a chunk (the last vector masked to rem
+// lanes), n*nv accumulators, B broadcast. The caller adds out's
+// transpose into C.
+func (s isa) sgemmNarrowTN(n, nv int) {
+	loop := fmt.Sprintf("tn%dx%d", n, nv)
+	kk := Load(Param("k"), GP64())
+	pa := Load(Param("a"), GP64())
+	cs := Load(Param("csA"), GP64())
+	pb := Load(Param("b"), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	out := Load(Param("out"), GP64())
+	rem := GP64()
+	Load(Param("rem"), rem)
+	SHLQ(U8(2), cs)
+	SHLQ(U8(2), ldb)
+	ld, _ := s.chunkMask(rem)
+	vb := 4 * s.lanes
+	acc := make([][]VecVirtual, n)
+	for j := range n {
+		acc[j] = make([]VecVirtual, nv)
+		for v := range nv {
+			acc[j][v] = s.zero()
+		}
+	}
+	Label(loop)
+	av := make([]VecVirtual, nv)
+	for v := range nv {
+		av[v] = s.vec()
+		m := Mem{Base: pa, Disp: v * vb}
+		if v == nv-1 {
+			ld(m, av[v])
+		} else {
+			VMOVUPS(m, av[v])
+		}
+	}
+	for j := range n {
+		t := s.vec()
+		VBROADCASTSS(Mem{Base: pb, Disp: 4 * j}, t)
+		for v := range nv {
+			VFMADD231PS(av[v], t, acc[j][v])
+		}
+	}
+	ADDQ(cs, pa)
+	ADDQ(ldb, pb)
+	DECQ(kk)
+	JNZ(LabelRef(loop))
+	for j := range n {
+		for v := range nv {
+			VMOVUPS(acc[j][v], Mem{Base: out, Disp: (j*nv + v) * vb})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// sgemmNarrowNN generates the product for C with n <= 4 columns and A
+// given by rows (csA = 1): for each of the m rows i,
+//
+//	C[i*ldc + j] += sum_p a[i*rsA + p] * bt[j*ldbt + p],
+//
+// a dot product vectorized over p (the last vector masked to rem lanes)
+// against the transposed B, bt, which the caller zero-pads to whole
+// vectors.
+func (s isa) sgemmNarrowNN(n int) {
+	lbl := func(l string) string { return fmt.Sprintf("nn%d%s", n, l) }
+	mm := Load(Param("m"), GP64())
+	nvec := Load(Param("nvec"), GP64())
+	pa := Load(Param("a"), GP64())
+	rs := Load(Param("rsA"), GP64())
+	bt := Load(Param("bt"), GP64())
+	ldbt := Load(Param("ldbt"), GP64())
+	pc := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	rem := GP64()
+	Load(Param("rem"), rem)
+	SHLQ(U8(2), rs)
+	SHLQ(U8(2), ldbt)
+	SHLQ(U8(2), ldc)
+	ld, _ := s.chunkMask(rem)
+	vb := 4 * s.lanes
+	col := func(j int, p Register) Mem {
+		switch j {
+		case 0:
+			return Mem{Base: p}
+		case 1:
+			return Mem{Base: p, Index: ldbt, Scale: 1}
+		case 2:
+			return Mem{Base: p, Index: ldbt, Scale: 2}
+		}
+		return Mem{Base: p, Index: ldbt, Scale: 1} // j = 3 uses p + 2 ldbt
+	}
+
+	Label(lbl("row"))
+	acc := make([]VecVirtual, n)
+	for j := range n {
+		acc[j] = s.zero()
+	}
+	ra, rb, cnt := GP64(), GP64(), GP64()
+	MOVQ(pa, ra)
+	MOVQ(bt, rb)
+	MOVQ(nvec, cnt)
+	// Full vectors, then the masked last one.
+	DECQ(cnt)
+	JZ(LabelRef(lbl("last")))
+	Label(lbl("vec"))
+	x := s.vec()
+	VMOVUPS(Mem{Base: ra}, x)
+	s.narrowNNStep(n, x, acc, rb, ldbt, col)
+	ADDQ(U32(vb), ra)
+	ADDQ(U32(vb), rb)
+	DECQ(cnt)
+	JNZ(LabelRef(lbl("vec")))
+	Label(lbl("last"))
+	x = s.vec()
+	ld(Mem{Base: ra}, x)
+	s.narrowNNStep(n, x, acc, rb, ldbt, col)
+	for j := range n {
+		h := s.hsum(acc[j])
+		VADDSS(Mem{Base: pc, Disp: 4 * j}, h, h)
+		VMOVSS(h, Mem{Base: pc, Disp: 4 * j})
+	}
+	ADDQ(rs, pa)
+	ADDQ(ldc, pc)
+	DECQ(mm)
+	JNZ(LabelRef(lbl("row")))
+	VZEROUPPER()
+	RET()
+}
+
+// sgemmNarrow generates the two entry points of the narrow kernels:
+// sgemmNarrowTN dispatches on (n, nv) and sgemmNarrowNN on n to the
+// specialized bodies, so that Go calls them directly (a call through a
+// func value would make the caller's scratch arrays escape).
+func (s isa) sgemmNarrow() {
+	TEXT("sgemmNarrowTN"+s.name, NOSPLIT, "func(n, nv, k int, a *float32, csA int, b *float32, ldb int, out *float32, rem int)")
+	Pragma("noescape")
+	Doc("sgemmNarrowTN" + s.name + " is the narrow TN product for n columns on nv vectors of rows (see sgemmNarrowTN in asmgen).")
+	code := Load(Param("n"), GP64())
+	nv := Load(Param("nv"), GP64())
+	SHLQ(U8(4), code)
+	ADDQ(nv, code)
+	for n := 1; n <= 4; n++ {
+		for v := 1; v <= s.narrowTNVectors(n); v++ {
+			CMPQ(code, U32(16*n+v))
+			JE(LabelRef(fmt.Sprintf("body%dx%d", n, v)))
+		}
+	}
+	RET()
+	for n := 1; n <= 4; n++ {
+		for v := 1; v <= s.narrowTNVectors(n); v++ {
+			Label(fmt.Sprintf("body%dx%d", n, v))
+			s.sgemmNarrowTN(n, v)
+		}
+	}
+
+	TEXT("sgemmNarrowNN"+s.name, NOSPLIT, "func(n, m, nvec int, a *float32, rsA int, bt *float32, ldbt int, c *float32, ldc int, rem int)")
+	Pragma("noescape")
+	Doc("sgemmNarrowNN" + s.name + " is the narrow NN product for n columns (see sgemmNarrowNN in asmgen).")
+	nn := Load(Param("n"), GP64())
+	for n := 1; n <= 4; n++ {
+		CMPQ(nn, U32(n))
+		JE(LabelRef(fmt.Sprintf("body%d", n)))
+	}
+	RET()
+	for n := 1; n <= 4; n++ {
+		Label(fmt.Sprintf("body%d", n))
+		s.sgemmNarrowNN(n)
+	}
+}
+
+// narrowNNStep adds x times the current vector of each column of bt into
+// acc.
+func (s isa) narrowNNStep(n int, x VecVirtual, acc []VecVirtual, rb, ldbt Register, col func(int, Register) Mem) {
+	for j := range n {
+		if j == 3 {
+			r3 := GP64()
+			LEAQ(Mem{Base: rb, Index: ldbt, Scale: 2}, r3)
+			VFMADD231PS(col(j, r3), x, acc[j])
+			continue
+		}
+		VFMADD231PS(col(j, rb), x, acc[j])
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Elementwise kernels
 
@@ -404,25 +604,29 @@ func (s isa) sdot() {
 			x, y := a.ld(0), a.ld(1)
 			VFMADD231PS(x, y, acc)
 		},
-		func() {
-			var y VecVirtual
-			if s.avx512 {
-				y = YMM()
-				VEXTRACTF64X4(U8(1), acc, y)
-				VADDPS(acc.AsY(), y, y)
-			} else {
-				y = acc
-			}
-			x := XMM()
-			VEXTRACTF128(U8(1), y, x)
-			VADDPS(y.AsX(), x, x)
-			h := XMM()
-			VMOVHLPS(x, x, h)
-			VADDPS(h, x, x)
-			VMOVSHDUP(x, h)
-			VADDSS(h, x, x)
-			Store(x, ReturnIndex(0))
-		})
+		func() { Store(s.hsum(acc), ReturnIndex(0)) })
+}
+
+// hsum returns the sum of the lanes of acc in the low lane of a new
+// register.
+func (s isa) hsum(acc VecVirtual) VecVirtual {
+	var y VecVirtual
+	if s.avx512 {
+		y = YMM()
+		VEXTRACTF64X4(U8(1), acc, y)
+		VADDPS(acc.AsY(), y, y)
+	} else {
+		y = acc
+	}
+	x := XMM()
+	VEXTRACTF128(U8(1), y, x)
+	VADDPS(y.AsX(), x, x)
+	h := XMM()
+	VMOVHLPS(x, x, h)
+	VADDPS(h, x, x)
+	VMOVSHDUP(x, h)
+	VADDSS(h, x, x)
+	return x
 }
 
 func (s isa) relu() {
