@@ -87,7 +87,7 @@ bench-service: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refiner
 bench-service: BENCH_ADDR ?= 127.0.0.1:18090
 bench-service: BENCH_DURATION ?= 10s
 bench-service: BENCH_OUT ?= /tmp
-bench-service: build ## decisions/s and p50/p99 latency of serve over loopback at 1, 16, 64 clients, PostgreSQL on (schema refinery_bench): eps-greedy, then refined-ts with the bank warm (also with max_staleness 1); CPU profiles in $(BENCH_OUT)
+bench-service: build ## decisions/s and p50/p99 latency of serve over loopback at 1, 16, 64 clients, PostgreSQL on (schema refinery_bench): eps-greedy, then refined-ts with the bank warm (also without reuse, max_sample_uses 1); CPU profiles in $(BENCH_OUT)
 	psql "$$DATABASE_URL" -qc 'DROP SCHEMA IF EXISTS refinery_bench CASCADE' -c 'CREATE SCHEMA refinery_bench'
 	@set -e; case "$$DATABASE_URL" in *\?*) sep='&';; *) sep='?';; esac; \
 	$(BIN) serve --addr $(BENCH_ADDR) --database-url "$$DATABASE_URL$${sep}search_path=refinery_bench" --pprof --log-level warn & pid=$$!; \
@@ -95,4 +95,4 @@ bench-service: build ## decisions/s and p50/p99 latency of serve over loopback a
 	for i in $$(seq 100); do curl -sf http://$(BENCH_ADDR)/readyz >/dev/null && break; sleep 0.2; done; \
 	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy eps-greedy --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-eps-greedy.pprof; \
 	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-refined-ts.pprof; \
-	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --label 'refined-ts, max_staleness 1' --config '{"refinement": {"max_staleness": 1}}' --duration $(BENCH_DURATION) --concurrency 1,64
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --label 'refined-ts, no reuse' --config '{"policy": {"max_sample_uses": 1}}' --duration $(BENCH_DURATION) --concurrency 1,64
