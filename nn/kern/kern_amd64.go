@@ -11,11 +11,13 @@ import "golang.org/x/sys/cpu"
 //   - Relu, Square, ReluMask, LRTBackward and the square roots of
 //     LRTForward are exact operations or round each operation like the
 //     portable code, and give the same float32 results.
-//   - Saxpy, ReluBackward, LRTForward and the Adam updates round
-//     operation by operation in the portable code's order without fusing
-//     multiply-adds (see the package doc), and match it bit for bit.
+//   - Saxpy, GatherAxpy, ScatterAxpy, ReluBackward, LRTForward, the Adam
+//     updates and RNG.Normals round operation by operation in the
+//     portable code's order without fusing multiply-adds (see the package
+//     doc), and match it bit for bit.
 //   - Sgemm and Sdot accumulate with fused multiply-adds in their own
-//     order (register blocks of C; one vector accumulator for Sdot).
+//     order (register blocks of C, or for C of at most 4 columns the
+//     narrow kernels; one vector accumulator for Sdot).
 //   - Softplus evaluates exp and log in float32 (Cephes expf and logf
 //     polynomials): within 3 ulps of the float64 result (TestSoftplusUlps).
 //   - MeanFieldAdam and PointAdam run with the flush-to-zero and
@@ -27,7 +29,7 @@ import "golang.org/x/sys/cpu"
 // archLevels adds AVX2 and AVX512 to levels when the CPU has them.
 func archLevels(levels map[Level]impl) map[Level]impl {
 	x := cpu.X86
-	if x.HasAVX2 && x.HasFMA && x.HasBMI2 {
+	if x.HasAVX2 && x.HasFMA {
 		levels[AVX2] = asmImpl(AVX2)
 	}
 	if x.HasAVX512F && x.HasAVX512DQ && x.HasAVX512BW && x.HasAVX512VL && x.HasBMI2 {
