@@ -28,6 +28,14 @@ test: lint ## lint, then every test, then nn and posterior again on the portable
 	$(GO) test -count=1 -timeout 9m ./...
 	REFINERY_KERN=portable $(GO) test -count=1 -timeout 5m ./nn/... ./posterior/
 
+.PHONY: fuzz
+fuzz: ## every fuzz target of the decoders of outside input for 60s each (about 8 minutes), results into bench/fuzz.md
+	LOAD_BEFORE="$$(cut -d' ' -f1-3 /proc/loadavg)" FUZZTIME=60s OUT=bench/fuzz.md GO=$(GO) sh bench/fuzz.sh
+
+.PHONY: fuzz-short
+fuzz-short: ## every fuzz target for 10s each (make test runs their seed corpora)
+	FUZZTIME=10s GO=$(GO) sh bench/fuzz.sh
+
 .PHONY: run
 run: data build ## fetch the data if needed, build, and serve the live dashboard on ADDR (127.0.0.1:8080) with the mushroom simulator driving refined TS and epsilon-greedy (in-memory store, or $DATABASE_URL when set)
 	@echo "dashboard: http://$(ADDR)/ (Ctrl-C stops)"
