@@ -28,6 +28,14 @@ test: lint ## lint, then every test, then nn and posterior again on the portable
 	$(GO) test -count=1 -timeout 9m ./...
 	REFINERY_KERN=portable $(GO) test -count=1 -timeout 5m ./nn/... ./posterior/
 
+.PHONY: fuzz
+fuzz: ## every fuzz target of the decoders of outside input for 60s each (about 8 minutes), results into bench/fuzz.md
+	LOAD_BEFORE="$$(cut -d' ' -f1-3 /proc/loadavg)" FUZZTIME=60s OUT=bench/fuzz.md GO=$(GO) sh bench/fuzz.sh
+
+.PHONY: fuzz-short
+fuzz-short: ## every fuzz target for 10s each (make test runs their seed corpora)
+	FUZZTIME=10s GO=$(GO) sh bench/fuzz.sh
+
 .PHONY: run
 run: data build ## fetch the data if needed, build, and serve the live dashboard on ADDR (127.0.0.1:8080) with the mushroom simulator driving refined TS and epsilon-greedy (in-memory store, or $DATABASE_URL when set)
 	@echo "dashboard: http://$(ADDR)/ (Ctrl-C stops)"
@@ -87,7 +95,7 @@ bench-service: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refiner
 bench-service: BENCH_ADDR ?= 127.0.0.1:18090
 bench-service: BENCH_DURATION ?= 10s
 bench-service: BENCH_OUT ?= /tmp
-bench-service: build ## decisions/s and p50/p99 latency of serve over loopback at 1, 16, 64 clients, PostgreSQL on (schema refinery_bench): eps-greedy, then refined-ts with the bank warm (also with max_staleness 1); CPU profiles in $(BENCH_OUT)
+bench-service: build ## decisions/s and p50/p99 latency of serve over loopback at 1, 16, 64 clients, PostgreSQL on (schema refinery_bench): eps-greedy, then refined-ts with the bank warm (also without reuse, max_sample_uses 1); CPU profiles in $(BENCH_OUT)
 	psql "$$DATABASE_URL" -qc 'DROP SCHEMA IF EXISTS refinery_bench CASCADE' -c 'CREATE SCHEMA refinery_bench'
 	@set -e; case "$$DATABASE_URL" in *\?*) sep='&';; *) sep='?';; esac; \
 	$(BIN) serve --addr $(BENCH_ADDR) --database-url "$$DATABASE_URL$${sep}search_path=refinery_bench" --pprof --log-level warn & pid=$$!; \
@@ -95,4 +103,4 @@ bench-service: build ## decisions/s and p50/p99 latency of serve over loopback a
 	for i in $$(seq 100); do curl -sf http://$(BENCH_ADDR)/readyz >/dev/null && break; sleep 0.2; done; \
 	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy eps-greedy --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-eps-greedy.pprof; \
 	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-refined-ts.pprof; \
-	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --label 'refined-ts, max_staleness 1' --config '{"refinement": {"max_staleness": 1}}' --duration $(BENCH_DURATION) --concurrency 1,64
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --label 'refined-ts, no reuse' --config '{"policy": {"max_sample_uses": 1}}' --duration $(BENCH_DURATION) --concurrency 1,64

@@ -305,8 +305,18 @@ func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField
 		return nil, nil, fmt.Errorf("snapshot network %d-%v-%d does not match the configured %d-%v-%d",
 			meta.Inputs, meta.Hidden, meta.Arms, a.arch.In(), a.arch.Hidden(), a.arch.Out())
 	}
-	if !(meta.Scale > 0) {
-		return nil, nil, fmt.Errorf("snapshot standardization scale %g", meta.Scale)
+	if !(meta.Scale > 0) || !bounded([]float64{meta.Scale, meta.Shift}, math.MaxFloat64) {
+		return nil, nil, fmt.Errorf("snapshot standardization shift %g, scale %g", meta.Shift, meta.Scale)
+	}
+	// A snapshot is outside input too (issue 16): non-finite parameters
+	// or a non-positive prior variance would poison every decision.
+	if !bounded(q.Mu, math.MaxFloat64) || !bounded(q.Rho, math.MaxFloat64) || !bounded(q.Hyper, math.MaxFloat64) || (q.PriorMean != nil && !bounded(q.PriorMean, math.MaxFloat64)) {
+		return nil, nil, errors.New("snapshot has non-finite parameters")
+	}
+	for _, v := range q.PriorVar {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, nil, fmt.Errorf("snapshot prior variance %g", v)
+		}
 	}
 	return &meta, q, nil
 }

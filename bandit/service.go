@@ -18,7 +18,10 @@ import (
 // ServiceConfig configures a Service. The zero value is ready to use.
 type ServiceConfig struct {
 	// Workers is the number of refinement workers shared by every
-	// refined-ts bandit; zero means runtime.GOMAXPROCS(0), the cores.
+	// refined-ts bandit; zero means one per core less one, at least one
+	// (runtime.GOMAXPROCS), so that serving keeps a core. With each
+	// trainer's training.cpu_share, this is how the cores are split
+	// between refinement, training and the request path.
 	Workers int
 	// Seed seeds every random source; zero means a random seed.
 	Seed uint64
@@ -64,7 +67,7 @@ type Service struct {
 // bandits, and Close when done.
 func NewService(st Store, cfg ServiceConfig) *Service {
 	if cfg.Workers <= 0 && cfg.Step == nil {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+		cfg.Workers = max(runtime.GOMAXPROCS(0)-1, 1)
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = mrand.Uint64()

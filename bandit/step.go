@@ -52,7 +52,11 @@ func (c *ManualClock) Advance(d time.Duration) {
 // happens inside Agent.Reward once TrainEvery rewards have arrived since
 // the last training (all of them stored first); refinement happens inside
 // Agent.Decide when a refined-ts decision finds fewer than policy.samples
-// usable samples in the bank, and makes just the missing ones. Every
+// usable samples in the bank, and makes just the missing ones (so with
+// policy.max_sample_uses > 1 consecutive decisions share their samples
+// until a bound retires them, where a live service's workers keep the
+// bank full and each decision draws from up to refinement.bank_size of
+// them). Every
 // random draw comes from sources seeded by ServiceConfig.Seed, so with
 // decisions and rewards sent one at a time a run is a deterministic
 // function of the seed and the order of the calls, through the Go API or

@@ -17,6 +17,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/refinery-bandits/refinery/bandit"
 )
 
 // Summary describes a simulation: its configuration and, per policy, the
@@ -56,13 +58,31 @@ type PolicySummary struct {
 	// steps of a single run per second of its wall time.
 	WallSeconds    float64 `json:"wall_seconds"`
 	StepsPerSecond float64 `json:"steps_per_second"`
+	// Samples is the share of the decisions of the completed runs by
+	// the kind of sample they acted on (refined, mean-field, ...).
+	Samples map[bandit.SampleKind]float64 `json:"samples,omitempty"`
+	// Bandit is the configuration the service played, defaults filled
+	// in (BanditConfig), without its features (one numeric feature per
+	// input of the environment, or those of a --bandit-config file);
+	// TrainEvery and RewardDelay are the run's.
+	Bandit      *bandit.Config `json:"bandit,omitempty"`
+	TrainEvery  int            `json:"train_every"`
+	RewardDelay int            `json:"reward_delay"`
 }
 
 // Summarize aggregates results; only complete runs count.
 func Summarize(cfg RunConfig, results []*RunResult) Summary {
 	s := Summary{Env: cfg.Env.Name(), Steps: cfg.Steps, Seeds: cfg.Seeds, FirstSeed: max(cfg.FirstSeed, 1), Preset: cfg.Preset}
 	for _, p := range cfg.Policies {
-		ps := PolicySummary{Policy: p.Name}
+		ps := PolicySummary{Policy: p.Name, RewardDelay: cfg.RewardDelay, TrainEvery: max(cfg.Preset.TrainEvery, 1)}
+		if cfg.TrainEvery > 0 {
+			ps.TrainEvery = cfg.TrainEvery
+		}
+		if bc, err := BanditConfig(p, cfg.Env, cfg.Preset); err == nil {
+			bc.Features = nil
+			ps.Bandit = bc
+		}
+		var decided int
 		var exp, real []float64
 		var steps int
 		for _, r := range results {
@@ -78,6 +98,13 @@ func Summarize(cfg RunConfig, results []*RunResult) Summary {
 			}
 			exp = append(exp, r.Expected)
 			real = append(real, r.Realized)
+			for k, n := range r.Samples {
+				if ps.Samples == nil {
+					ps.Samples = map[bandit.SampleKind]float64{}
+				}
+				ps.Samples[k] += float64(n)
+				decided += n
+			}
 			ps.WallSeconds += r.Wall.Seconds()
 			steps += r.Steps
 		}
@@ -89,6 +116,9 @@ func Summarize(cfg RunConfig, results []*RunResult) Summary {
 		}
 		if ps.WallSeconds > 0 {
 			ps.StepsPerSecond = float64(steps) / ps.WallSeconds
+		}
+		for k := range ps.Samples {
+			ps.Samples[k] /= float64(decided)
 		}
 		s.Policies = append(s.Policies, ps)
 	}
@@ -222,13 +252,17 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		b.WriteString(" **Interrupted**: only completed runs are summarized.")
 	}
 	b.WriteString("\n\n")
-	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | steps/s per run |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | on refined samples | steps/s per run |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
 	ps := append([]PolicySummary(nil), s.Policies...)
 	sortPolicies(ps)
 	for _, p := range ps {
-		fmt.Fprintf(&b, "| %s | %d | %.1f ± %.1f | %.1f | %.1f ± %.1f | %.1f |\n",
-			p.Policy, p.Runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, p.StepsPerSecond)
+		refined := "-"
+		if share, ok := p.Samples[bandit.SampleRefined]; ok {
+			refined = fmt.Sprintf("%.1f%%", 100*share)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %.1f |\n",
+			p.Policy, p.Runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, p.StepsPerSecond)
 	}
 	fmt.Fprintf(&b, "\nPreset `%s`: %s.\n", s.Preset.Name, s.Preset.Description)
 	for _, e := range s.Errors {

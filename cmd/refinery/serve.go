@@ -68,7 +68,7 @@ type Main struct {
 	// NoMigrate skips applying the migrations on start.
 	NoMigrate bool
 	// Workers is the number of refinement workers; zero means one per
-	// core.
+	// core less one, at least one.
 	Workers int
 	// ShutdownTimeout bounds how long Close waits for in-flight
 	// requests; zero means 10s.
@@ -132,7 +132,7 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.StringVar(&m.Addr, "addr", m.Addr, "listen address (host:port)")
 	fs.StringVar(&m.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL); empty: the in-memory store")
 	fs.BoolVar(&m.NoMigrate, "no-migrate", false, "do not apply the database migrations on start")
-	fs.IntVar(&m.Workers, "workers", 0, "refinement workers shared by every refined-ts bandit (default one per core)")
+	fs.IntVar(&m.Workers, "workers", 0, "refinement workers shared by every refined-ts bandit (default one per core less one, at least one)")
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
 	fs.DurationVar(&m.DBWait, "db-wait", 2*time.Minute, "how long to retry at start while the database cannot be reached")
 	fs.IntVar(&m.MaxConns, "max-conns", DefaultMaxConns, "most open connections (also bounded by the file descriptor limit)")
@@ -170,7 +170,7 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 		return usageError{fmt.Errorf("--db-wait %v, --request-timeout %v: want >= 0 and > 0", m.DBWait, m.RequestTimeout)}
 	}
 	if m.Workers < 0 {
-		return usageError{fmt.Errorf("--workers %d: want 0 (one per core) or more", m.Workers)}
+		return usageError{fmt.Errorf("--workers %d: want 0 (one per core less one) or more", m.Workers)}
 	}
 	if m.Simulate != "" && m.Simulate != "mushroom" && m.Simulate != "wheel" {
 		return usageError{fmt.Errorf("--simulate %q: want mushroom or wheel", m.Simulate)}

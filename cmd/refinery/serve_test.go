@@ -329,7 +329,7 @@ func TestServeCommandLine(t *testing.T) {
 		args       []string
 		wantStderr string
 	}{
-		{"negative workers are refused", []string{"serve", "--workers", "-1"}, "refinery serve: --workers -1: want 0 (one per core) or more\n"},
+		{"negative workers are refused", []string{"serve", "--workers", "-1"}, "refinery serve: --workers -1: want 0 (one per core less one) or more\n"},
 		{"an unknown log level is refused", []string{"serve", "--log-level", "loud"}, "refinery serve: --log-level \"loud\": want debug, info, warn or error\n"},
 		{"arguments are refused", []string{"serve", "now"}, "refinery serve: unexpected argument \"now\"\n"},
 		{"an unknown simulation is refused", []string{"serve", "--simulate", "casino"}, "refinery serve: --simulate \"casino\": want mushroom or wheel\n"},

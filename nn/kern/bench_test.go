@@ -8,17 +8,10 @@ import (
 
 // benchLevels runs f as a sub-benchmark per available level.
 func benchLevels(b *testing.B, f func(b *testing.B)) {
-	for _, l := range []Level{Portable, AVX2, AVX512} {
-		if !Available(l) {
-			continue
-		}
-		b.Run(l.String(), func(b *testing.B) {
-			prev := Use(l)
-			defer Use(prev)
-			b.ReportAllocs()
-			f(b)
-		})
-	}
+	runLevels(b, Portable, func(b *testing.B) {
+		b.ReportAllocs()
+		f(b)
+	})
 }
 
 // reportFlops reports GFLOP/s for flops floating-point operations per

@@ -1,7 +1,8 @@
 // Package kern holds the float32 kernels of nn's fast engine: the matrix
-// product, the elementwise passes of the local reparameterization trick,
-// and the fused per-parameter update of a mean-field Gaussian (softplus,
-// KL gradient and Adam in one sweep).
+// product (dense, and GatherAxpy/ScatterAxpy for sparse rows), the
+// elementwise passes of the local reparameterization trick, the fused
+// per-parameter update of a mean-field Gaussian (softplus, KL gradient and
+// Adam in one sweep), and RNG, a source of standard normal noise.
 //
 // Every kernel has a portable Go implementation, which defines its
 // semantics and is the path taken on CPUs without the needed features.

@@ -11,11 +11,13 @@ import "golang.org/x/sys/cpu"
 //   - Relu, Square, ReluMask, LRTBackward and the square roots of
 //     LRTForward are exact operations or round each operation like the
 //     portable code, and give the same float32 results.
-//   - Saxpy, ReluBackward, LRTForward and the Adam updates round
-//     operation by operation in the portable code's order without fusing
-//     multiply-adds (see the package doc), and match it bit for bit.
+//   - Saxpy, GatherAxpy, ScatterAxpy, ReluBackward, LRTForward, the Adam
+//     updates and RNG.Normals round operation by operation in the
+//     portable code's order without fusing multiply-adds (see the package
+//     doc), and match it bit for bit.
 //   - Sgemm and Sdot accumulate with fused multiply-adds in their own
-//     order (register blocks of C; one vector accumulator for Sdot).
+//     order (register blocks of C, or for C of at most 4 columns the
+//     narrow kernels; one vector accumulator for Sdot).
 //   - Softplus evaluates exp and log in float32 (Cephes expf and logf
 //     polynomials): within 3 ulps of the float64 result (TestSoftplusUlps).
 //   - MeanFieldAdam and PointAdam run with the flush-to-zero and
@@ -27,7 +29,7 @@ import "golang.org/x/sys/cpu"
 // archLevels adds AVX2 and AVX512 to levels when the CPU has them.
 func archLevels(levels map[Level]impl) map[Level]impl {
 	x := cpu.X86
-	if x.HasAVX2 && x.HasFMA && x.HasBMI2 {
+	if x.HasAVX2 && x.HasFMA {
 		levels[AVX2] = asmImpl(AVX2)
 	}
 	if x.HasAVX512F && x.HasAVX512DQ && x.HasAVX512BW && x.HasAVX512VL && x.HasBMI2 {
@@ -89,13 +91,87 @@ func sgemmBlocked(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, 
 	}
 }
 
+// narrowVectors[avx512][n-1] is the widest chunk of rows, in vectors, of
+// the narrow TN kernels for n columns (asmgen's narrowTNVectors).
+var narrowVectors = [2][4]int{{7, 4, 3, 2}, {8, 8, 7, 5}}
+
+// sgemmNarrow runs Sgemm for C with at most 4 columns, where the blocked
+// kernels would fill 4 of 16 lanes or fewer (the network's output layer),
+// and reports whether it could: when A is given by columns (rsA = 1) and
+// m >= lanes, the TN kernels vectorize over the rows of C; when A is given
+// by rows (csA = 1) and k >= lanes, the NN kernels vectorize the dot
+// products over k. The asm kernels are called directly (not through func
+// values) so that the scratch arrays stay on the stack.
+func sgemmNarrow(avx512 bool, m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int) bool {
+	if n > 4 {
+		return false
+	}
+	lanes, lv := 8, 0
+	if avx512 {
+		lanes, lv = 16, 1
+	}
+	switch {
+	case rsA == 1 && m >= lanes:
+		// out holds the transpose of a chunk of C: n x (nv*lanes).
+		var out [512]float32
+		for i0 := 0; i0 < m; {
+			w := min(narrowVectors[lv][n-1]*lanes, m-i0)
+			nv := (w + lanes - 1) / lanes
+			rem := w - (nv-1)*lanes
+			if avx512 {
+				sgemmNarrowTNAVX512(n, nv, k, &a[i0], csA, &b[0], ldb, &out[0], rem)
+			} else {
+				sgemmNarrowTNAVX2(n, nv, k, &a[i0], csA, &b[0], ldb, &out[0], rem)
+			}
+			stride := nv * lanes
+			for j := range n {
+				for i, v := range out[j*stride : j*stride+w] {
+					c[(i0+i)*ldc+j] += v
+				}
+			}
+			i0 += w
+		}
+		return true
+	case csA == 1 && k >= lanes:
+		// bt holds the transpose of up to 256 rows of B, zero-padded to
+		// whole vectors.
+		var bt [4 * 256]float32
+		for p0 := 0; p0 < k; p0 += 256 {
+			kc := min(256, k-p0)
+			nvec := (kc + lanes - 1) / lanes
+			ldbt := nvec * lanes
+			for j := range n {
+				row := bt[j*ldbt : (j+1)*ldbt]
+				for p := range kc {
+					row[p] = b[(p0+p)*ldb+j]
+				}
+				clear(row[kc:])
+			}
+			rem := kc - (nvec-1)*lanes
+			if avx512 {
+				sgemmNarrowNNAVX512(n, m, nvec, &a[p0], rsA, &bt[0], ldbt, &c[0], ldc, rem)
+			} else {
+				sgemmNarrowNNAVX2(n, m, nvec, &a[p0], rsA, &bt[0], ldbt, &c[0], ldc, rem)
+			}
+		}
+		return true
+	}
+	return false
+}
+
 func sgemmAVX512(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int) {
+	if sgemmNarrow(true, m, n, k, a, rsA, csA, b, ldb, c, ldc) {
+		return
+	}
 	sgemmBlocked(m, n, k, a, rsA, csA, b, ldb, c, ldc, 16, 6, 4, func(mr, nv int, _ bool) sgemmKernel {
 		return sgemm512[mr-1][nv-1]
 	})
 }
 
 func sgemmAVX2(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int) {
+	if sgemmNarrow(false, m, n, k, a, rsA, csA, b, ldb, c, ldc) {
+		return
+	}
 	sgemmBlocked(m, n, k, a, rsA, csA, b, ldb, c, ldc, 8, 4, 3, func(mr, nv int, masked bool) sgemmKernel {
 		i := 0
 		if masked {

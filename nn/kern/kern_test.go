@@ -9,14 +9,20 @@ import (
 // eachLevel runs f once per kernel level this CPU supports.
 func eachLevel(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
+	runLevels(t, Portable, f)
+}
+
+// runLevels runs f as a subtest or sub-benchmark of tb at each available
+// level from the level from on, switching the kernels to it.
+func runLevels[T interface{ Run(string, func(T)) bool }](tb T, from Level, f func(T)) {
 	for _, l := range []Level{Portable, AVX2, AVX512} {
-		if !Available(l) {
+		if l < from || !Available(l) {
 			continue
 		}
-		t.Run(l.String(), func(t *testing.T) {
+		tb.Run(l.String(), func(tb T) {
 			prev := Use(l)
 			defer Use(prev)
-			f(t)
+			f(tb)
 		})
 	}
 }

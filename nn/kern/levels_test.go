@@ -21,16 +21,7 @@ const eps32 = 1.0 / (1 << 23)
 // simdLevels runs f once per non-portable level available.
 func simdLevels(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	for _, l := range []Level{AVX2, AVX512} {
-		if !Available(l) {
-			continue
-		}
-		t.Run(l.String(), func(t *testing.T) {
-			prev := Use(l)
-			defer Use(prev)
-			f(t)
-		})
-	}
+	runLevels(t, AVX2, f)
 }
 
 // ulps is the distance between a and b in float32 units in the last place
@@ -113,7 +104,10 @@ func TestSgemmLevelsAgainstFloat64(t *testing.T) {
 				check(m, n, k, true)
 			}
 		}
-		for _, sz := range [][3]int{{64, 100, 100}, {64, 2, 100}, {100, 2, 64}, {100, 100, 64}, {3, 1000, 5}, {1000, 3, 2}, {2, 5, 1000}} {
+		for _, sz := range [][3]int{{64, 100, 100}, {64, 2, 100}, {100, 2, 64}, {100, 100, 64}, {3, 1000, 5}, {1000, 3, 2}, {2, 5, 1000},
+			// Narrow C (n <= 4): several 256-deep slices of the NN
+			// kernels, several row chunks of the TN kernels.
+			{70, 3, 600}, {9, 4, 513}, {300, 4, 20}, {257, 1, 3}, {16, 2, 16}} {
 			check(sz[0], sz[1], sz[2], false)
 			check(sz[0], sz[1], sz[2], true)
 		}

@@ -124,6 +124,16 @@ func sgemmAVX512_6x3(k int, a *float32, rsA int, csA int, b *float32, ldb int, c
 //go:noescape
 func sgemmAVX512_6x4(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, rem int)
 
+// sgemmNarrowTNAVX512 is the narrow TN product for n columns on nv vectors of rows (see sgemmNarrowTN in asmgen).
+//
+//go:noescape
+func sgemmNarrowTNAVX512(n int, nv int, k int, a *float32, csA int, b *float32, ldb int, out *float32, rem int)
+
+// sgemmNarrowNNAVX512 is the narrow NN product for n columns (see sgemmNarrowNN in asmgen).
+//
+//go:noescape
+func sgemmNarrowNNAVX512(n int, m int, nvec int, a *float32, rsA int, bt *float32, ldbt int, c *float32, ldc int, rem int)
+
 // saxpyAVX512 is the saxpy kernel at level AVX512; n is the element count.
 //
 //go:noescape
@@ -199,82 +209,82 @@ func rngFillAVX512(blocks int, dst *float32, state *uint64)
 //go:noescape
 func normalTransformAVX512(blocks int, dst *float32)
 
-// gatherAxpyAVX512_1 is GatherAxpy on 1 vectors of y.
+// gatherAxpyAVX512_1 is the kernel on 1 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_1(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_1 is ScatterAxpy on 1 vectors of x.
+// scatterAxpyAVX512_1 is the kernel on 1 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_1(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX512_2 is GatherAxpy on 2 vectors of y.
+// gatherAxpyAVX512_2 is the kernel on 2 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_2(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_2 is ScatterAxpy on 2 vectors of x.
+// scatterAxpyAVX512_2 is the kernel on 2 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_2(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX512_3 is GatherAxpy on 3 vectors of y.
+// gatherAxpyAVX512_3 is the kernel on 3 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_3(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_3 is ScatterAxpy on 3 vectors of x.
+// scatterAxpyAVX512_3 is the kernel on 3 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_3(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX512_4 is GatherAxpy on 4 vectors of y.
+// gatherAxpyAVX512_4 is the kernel on 4 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_4(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_4 is ScatterAxpy on 4 vectors of x.
+// scatterAxpyAVX512_4 is the kernel on 4 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_4(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX512_5 is GatherAxpy on 5 vectors of y.
+// gatherAxpyAVX512_5 is the kernel on 5 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_5(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_5 is ScatterAxpy on 5 vectors of x.
+// scatterAxpyAVX512_5 is the kernel on 5 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_5(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX512_6 is GatherAxpy on 6 vectors of y.
+// gatherAxpyAVX512_6 is the kernel on 6 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_6(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_6 is ScatterAxpy on 6 vectors of x.
+// scatterAxpyAVX512_6 is the kernel on 6 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_6(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX512_7 is GatherAxpy on 7 vectors of y.
+// gatherAxpyAVX512_7 is the kernel on 7 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_7(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_7 is ScatterAxpy on 7 vectors of x.
+// scatterAxpyAVX512_7 is the kernel on 7 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_7(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX512_8 is GatherAxpy on 8 vectors of y.
+// gatherAxpyAVX512_8 is the kernel on 8 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX512_8(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX512_8 is ScatterAxpy on 8 vectors of x.
+// scatterAxpyAVX512_8 is the kernel on 8 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX512_8(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
@@ -399,6 +409,16 @@ func sgemmAVX2_4x3(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *
 //go:noescape
 func sgemmAVX2_4x3m(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, rem int)
 
+// sgemmNarrowTNAVX2 is the narrow TN product for n columns on nv vectors of rows (see sgemmNarrowTN in asmgen).
+//
+//go:noescape
+func sgemmNarrowTNAVX2(n int, nv int, k int, a *float32, csA int, b *float32, ldb int, out *float32, rem int)
+
+// sgemmNarrowNNAVX2 is the narrow NN product for n columns (see sgemmNarrowNN in asmgen).
+//
+//go:noescape
+func sgemmNarrowNNAVX2(n int, m int, nvec int, a *float32, rsA int, bt *float32, ldbt int, c *float32, ldc int, rem int)
+
 // saxpyAVX2 is the saxpy kernel at level AVX2; n is the element count.
 //
 //go:noescape
@@ -474,82 +494,82 @@ func rngFillAVX2(blocks int, dst *float32, state *uint64)
 //go:noescape
 func normalTransformAVX2(blocks int, dst *float32)
 
-// gatherAxpyAVX2_1 is GatherAxpy on 1 vectors of y.
+// gatherAxpyAVX2_1 is the kernel on 1 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_1(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_1 is ScatterAxpy on 1 vectors of x.
+// scatterAxpyAVX2_1 is the kernel on 1 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_1(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX2_2 is GatherAxpy on 2 vectors of y.
+// gatherAxpyAVX2_2 is the kernel on 2 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_2(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_2 is ScatterAxpy on 2 vectors of x.
+// scatterAxpyAVX2_2 is the kernel on 2 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_2(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX2_3 is GatherAxpy on 3 vectors of y.
+// gatherAxpyAVX2_3 is the kernel on 3 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_3(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_3 is ScatterAxpy on 3 vectors of x.
+// scatterAxpyAVX2_3 is the kernel on 3 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_3(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX2_4 is GatherAxpy on 4 vectors of y.
+// gatherAxpyAVX2_4 is the kernel on 4 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_4(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_4 is ScatterAxpy on 4 vectors of x.
+// scatterAxpyAVX2_4 is the kernel on 4 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_4(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX2_5 is GatherAxpy on 5 vectors of y.
+// gatherAxpyAVX2_5 is the kernel on 5 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_5(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_5 is ScatterAxpy on 5 vectors of x.
+// scatterAxpyAVX2_5 is the kernel on 5 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_5(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX2_6 is GatherAxpy on 6 vectors of y.
+// gatherAxpyAVX2_6 is the kernel on 6 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_6(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_6 is ScatterAxpy on 6 vectors of x.
+// scatterAxpyAVX2_6 is the kernel on 6 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_6(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX2_7 is GatherAxpy on 7 vectors of y.
+// gatherAxpyAVX2_7 is the kernel on 7 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_7(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_7 is ScatterAxpy on 7 vectors of x.
+// scatterAxpyAVX2_7 is the kernel on 7 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_7(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)
 
-// gatherAxpyAVX2_8 is GatherAxpy on 8 vectors of y.
+// gatherAxpyAVX2_8 is the kernel on 8 vectors of columns.
 //
 //go:noescape
 func gatherAxpyAVX2_8(nk int, y *float32, w *float32, ldw int, idx *int32, alpha *float32, rem int)
 
-// scatterAxpyAVX2_8 is ScatterAxpy on 8 vectors of x.
+// scatterAxpyAVX2_8 is the kernel on 8 vectors of columns.
 //
 //go:noescape
 func scatterAxpyAVX2_8(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)

@@ -77,6 +77,7 @@ func main() {
 	}
 	for _, s := range []isa{avx512, avx2} {
 		s.sgemmKernels()
+		s.sgemmNarrow()
 		s.saxpy()
 		s.sdot()
 		s.relu()
@@ -91,8 +92,8 @@ func main() {
 		s.rngFill()
 		s.normalTransform()
 		for nv := 1; nv <= 8; nv++ {
-			s.gatherAxpy(nv)
-			s.scatterAxpy(nv)
+			s.sparseAxpy(nv, false)
+			s.sparseAxpy(nv, true)
 		}
 	}
 	Generate()
@@ -260,6 +261,205 @@ func (s isa) sgemmKernel(mr, nv int, masked bool) {
 	RET()
 }
 
+// narrowTNVectors is the widest chunk of rows (in vectors) of the narrow
+// TN kernel for n columns: n*nv accumulators, nv loads of A, n broadcasts
+// of B and (AVX2) a mask must fit the registers.
+func (s isa) narrowTNVectors(n int) int {
+	if s.avx512 {
+		return min(8, (32-n)/(n+1))
+	}
+	return (15 - n) / (n + 1)
+}
+
+// sgemmNarrowTN generates the product for C with n <= 4 columns and A
+// given by columns (rsA = 1): it computes the transpose
+//
+//	out[j*W + i] = sum_p a[p*csA + i] * b[p*ldb + j],  i < W = nv*lanes,
+//
+// vectorized over the rows i of a chunk (the last vector masked to rem
+// lanes), n*nv accumulators, B broadcast. The caller adds out's
+// transpose into C.
+func (s isa) sgemmNarrowTN(n, nv int) {
+	loop := fmt.Sprintf("tn%dx%d", n, nv)
+	kk := Load(Param("k"), GP64())
+	pa := Load(Param("a"), GP64())
+	cs := Load(Param("csA"), GP64())
+	pb := Load(Param("b"), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	out := Load(Param("out"), GP64())
+	rem := GP64()
+	Load(Param("rem"), rem)
+	SHLQ(U8(2), cs)
+	SHLQ(U8(2), ldb)
+	ld, _ := s.chunkMask(rem)
+	vb := 4 * s.lanes
+	acc := make([][]VecVirtual, n)
+	for j := range n {
+		acc[j] = make([]VecVirtual, nv)
+		for v := range nv {
+			acc[j][v] = s.zero()
+		}
+	}
+	Label(loop)
+	av := make([]VecVirtual, nv)
+	for v := range nv {
+		av[v] = s.vec()
+		m := Mem{Base: pa, Disp: v * vb}
+		if v == nv-1 {
+			ld(m, av[v])
+		} else {
+			VMOVUPS(m, av[v])
+		}
+	}
+	for j := range n {
+		t := s.vec()
+		VBROADCASTSS(Mem{Base: pb, Disp: 4 * j}, t)
+		for v := range nv {
+			VFMADD231PS(av[v], t, acc[j][v])
+		}
+	}
+	ADDQ(cs, pa)
+	ADDQ(ldb, pb)
+	DECQ(kk)
+	JNZ(LabelRef(loop))
+	for j := range n {
+		for v := range nv {
+			VMOVUPS(acc[j][v], Mem{Base: out, Disp: (j*nv + v) * vb})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// sgemmNarrowNN generates the product for C with n <= 4 columns and A
+// given by rows (csA = 1): for each of the m rows i,
+//
+//	C[i*ldc + j] += sum_p a[i*rsA + p] * bt[j*ldbt + p],
+//
+// a dot product vectorized over p (the last vector masked to rem lanes)
+// against the transposed B, bt, which the caller zero-pads to whole
+// vectors.
+func (s isa) sgemmNarrowNN(n int) {
+	lbl := func(l string) string { return fmt.Sprintf("nn%d%s", n, l) }
+	mm := Load(Param("m"), GP64())
+	nvec := Load(Param("nvec"), GP64())
+	pa := Load(Param("a"), GP64())
+	rs := Load(Param("rsA"), GP64())
+	bt := Load(Param("bt"), GP64())
+	ldbt := Load(Param("ldbt"), GP64())
+	pc := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	rem := GP64()
+	Load(Param("rem"), rem)
+	SHLQ(U8(2), rs)
+	SHLQ(U8(2), ldbt)
+	SHLQ(U8(2), ldc)
+	ld, _ := s.chunkMask(rem)
+	vb := 4 * s.lanes
+	col := func(j int, p Register) Mem {
+		switch j {
+		case 0:
+			return Mem{Base: p}
+		case 1:
+			return Mem{Base: p, Index: ldbt, Scale: 1}
+		case 2:
+			return Mem{Base: p, Index: ldbt, Scale: 2}
+		}
+		return Mem{Base: p, Index: ldbt, Scale: 1} // j = 3 uses p + 2 ldbt
+	}
+
+	Label(lbl("row"))
+	acc := make([]VecVirtual, n)
+	for j := range n {
+		acc[j] = s.zero()
+	}
+	ra, rb, cnt := GP64(), GP64(), GP64()
+	MOVQ(pa, ra)
+	MOVQ(bt, rb)
+	MOVQ(nvec, cnt)
+	// Full vectors, then the masked last one.
+	DECQ(cnt)
+	JZ(LabelRef(lbl("last")))
+	Label(lbl("vec"))
+	x := s.vec()
+	VMOVUPS(Mem{Base: ra}, x)
+	s.narrowNNStep(n, x, acc, rb, ldbt, col)
+	ADDQ(U32(vb), ra)
+	ADDQ(U32(vb), rb)
+	DECQ(cnt)
+	JNZ(LabelRef(lbl("vec")))
+	Label(lbl("last"))
+	x = s.vec()
+	ld(Mem{Base: ra}, x)
+	s.narrowNNStep(n, x, acc, rb, ldbt, col)
+	for j := range n {
+		h := s.hsum(acc[j])
+		VADDSS(Mem{Base: pc, Disp: 4 * j}, h, h)
+		VMOVSS(h, Mem{Base: pc, Disp: 4 * j})
+	}
+	ADDQ(rs, pa)
+	ADDQ(ldc, pc)
+	DECQ(mm)
+	JNZ(LabelRef(lbl("row")))
+	VZEROUPPER()
+	RET()
+}
+
+// sgemmNarrow generates the two entry points of the narrow kernels:
+// sgemmNarrowTN dispatches on (n, nv) and sgemmNarrowNN on n to the
+// specialized bodies, so that Go calls them directly (a call through a
+// func value would make the caller's scratch arrays escape).
+func (s isa) sgemmNarrow() {
+	TEXT("sgemmNarrowTN"+s.name, NOSPLIT, "func(n, nv, k int, a *float32, csA int, b *float32, ldb int, out *float32, rem int)")
+	Pragma("noescape")
+	Doc("sgemmNarrowTN" + s.name + " is the narrow TN product for n columns on nv vectors of rows (see sgemmNarrowTN in asmgen).")
+	code := Load(Param("n"), GP64())
+	nv := Load(Param("nv"), GP64())
+	SHLQ(U8(4), code)
+	ADDQ(nv, code)
+	for n := 1; n <= 4; n++ {
+		for v := 1; v <= s.narrowTNVectors(n); v++ {
+			CMPQ(code, U32(16*n+v))
+			JE(LabelRef(fmt.Sprintf("body%dx%d", n, v)))
+		}
+	}
+	RET()
+	for n := 1; n <= 4; n++ {
+		for v := 1; v <= s.narrowTNVectors(n); v++ {
+			Label(fmt.Sprintf("body%dx%d", n, v))
+			s.sgemmNarrowTN(n, v)
+		}
+	}
+
+	TEXT("sgemmNarrowNN"+s.name, NOSPLIT, "func(n, m, nvec int, a *float32, rsA int, bt *float32, ldbt int, c *float32, ldc int, rem int)")
+	Pragma("noescape")
+	Doc("sgemmNarrowNN" + s.name + " is the narrow NN product for n columns (see sgemmNarrowNN in asmgen).")
+	nn := Load(Param("n"), GP64())
+	for n := 1; n <= 4; n++ {
+		CMPQ(nn, U32(n))
+		JE(LabelRef(fmt.Sprintf("body%d", n)))
+	}
+	RET()
+	for n := 1; n <= 4; n++ {
+		Label(fmt.Sprintf("body%d", n))
+		s.sgemmNarrowNN(n)
+	}
+}
+
+// narrowNNStep adds x times the current vector of each column of bt into
+// acc.
+func (s isa) narrowNNStep(n int, x VecVirtual, acc []VecVirtual, rb, ldbt Register, col func(int, Register) Mem) {
+	for j := range n {
+		if j == 3 {
+			r3 := GP64()
+			LEAQ(Mem{Base: rb, Index: ldbt, Scale: 2}, r3)
+			VFMADD231PS(col(j, r3), x, acc[j])
+			continue
+		}
+		VFMADD231PS(col(j, rb), x, acc[j])
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Elementwise kernels
 
@@ -404,25 +604,29 @@ func (s isa) sdot() {
 			x, y := a.ld(0), a.ld(1)
 			VFMADD231PS(x, y, acc)
 		},
-		func() {
-			var y VecVirtual
-			if s.avx512 {
-				y = YMM()
-				VEXTRACTF64X4(U8(1), acc, y)
-				VADDPS(acc.AsY(), y, y)
-			} else {
-				y = acc
-			}
-			x := XMM()
-			VEXTRACTF128(U8(1), y, x)
-			VADDPS(y.AsX(), x, x)
-			h := XMM()
-			VMOVHLPS(x, x, h)
-			VADDPS(h, x, x)
-			VMOVSHDUP(x, h)
-			VADDSS(h, x, x)
-			Store(x, ReturnIndex(0))
-		})
+		func() { Store(s.hsum(acc), ReturnIndex(0)) })
+}
+
+// hsum returns the sum of the lanes of acc in the low lane of a new
+// register.
+func (s isa) hsum(acc VecVirtual) VecVirtual {
+	var y VecVirtual
+	if s.avx512 {
+		y = YMM()
+		VEXTRACTF64X4(U8(1), acc, y)
+		VADDPS(acc.AsY(), y, y)
+	} else {
+		y = acc
+	}
+	x := XMM()
+	VEXTRACTF128(U8(1), y, x)
+	VADDPS(y.AsX(), x, x)
+	h := XMM()
+	VMOVHLPS(x, x, h)
+	VADDPS(h, x, x)
+	VMOVSHDUP(x, h)
+	VADDSS(h, x, x)
+	return x
 }
 
 func (s isa) relu() {
@@ -1012,13 +1216,25 @@ func (s isa) chunkMask(rem GPVirtual) (load func(m Mem, x VecVirtual), store fun
 		func(x VecVirtual, m Mem) { VMASKMOVPS(x, mk, m) }
 }
 
-func (s isa) gatherAxpy(nv int) {
-	name := fmt.Sprintf("gatherAxpy%s_%d", s.name, nv)
-	TEXT(name, NOSPLIT, "func(nk int, y, w *float32, ldw int, idx *int32, alpha *float32, rem int)")
+// sparseAxpy generates GatherAxpy (scatter false: y += alpha_k w_row(k),
+// y in registers) or ScatterAxpy (scatter true: w_row(k) += alpha_k x, x
+// in registers) on one chunk of nv vectors. The operand kept in
+// registers is the parameter v, the rows are in w.
+func (s isa) sparseAxpy(nv int, scatter bool) {
+	name, sig := "gatherAxpy", "func(nk int, y, w *float32, ldw int, idx *int32, alpha *float32, rem int)"
+	if scatter {
+		name, sig = "scatterAxpy", "func(nk int, w *float32, ldw int, idx *int32, alpha, x *float32, rem int)"
+	}
+	name = fmt.Sprintf("%s%s_%d", name, s.name, nv)
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is GatherAxpy on %d vectors of y.", name, nv))
+	Doc(fmt.Sprintf("%s is the kernel on %d vectors of columns.", name, nv))
+	vp := "y"
+	if scatter {
+		vp = "x"
+	}
 	nk := Load(Param("nk"), GP64())
-	y := Load(Param("y"), GP64())
+	vec := Load(Param(vp), GP64())
 	w := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	idx := Load(Param("idx"), GP64())
@@ -1028,14 +1244,24 @@ func (s isa) gatherAxpy(nv int) {
 	SHLQ(U8(2), ldw)
 	ld, st := s.chunkMask(rem)
 	vb := 4 * s.lanes
-	acc := make([]VecVirtual, nv)
-	for v := range nv {
-		acc[v] = s.vec()
+	load := func(m Mem, x VecVirtual, v int) {
 		if v == nv-1 {
-			ld(Mem{Base: y, Disp: v * vb}, acc[v])
+			ld(m, x)
 		} else {
-			VMOVUPS(Mem{Base: y, Disp: v * vb}, acc[v])
+			VMOVUPS(m, x)
 		}
+	}
+	store := func(x VecVirtual, m Mem, v int) {
+		if v == nv-1 {
+			st(x, m)
+		} else {
+			VMOVUPS(x, m)
+		}
+	}
+	reg := make([]VecVirtual, nv)
+	for v := range nv {
+		reg[v] = s.vec()
+		load(Mem{Base: vec, Disp: v * vb}, reg[v], v)
 	}
 	TESTQ(nk, nk)
 	JZ(LabelRef("done"))
@@ -1047,77 +1273,18 @@ func (s isa) gatherAxpy(nv int) {
 	bc := s.vec()
 	VBROADCASTSS(Mem{Base: alpha}, bc)
 	for v := range nv {
-		t := s.vec()
-		if v == nv-1 {
-			ld(Mem{Base: row, Disp: v * vb}, t)
-		} else {
-			VMOVUPS(Mem{Base: row, Disp: v * vb}, t)
-		}
-		VMULPS(bc, t, t)
-		VADDPS(t, acc[v], acc[v])
-	}
-	ADDQ(U8(4), idx)
-	ADDQ(U8(4), alpha)
-	DECQ(nk)
-	JNZ(LabelRef("loop"))
-	Label("done")
-	for v := range nv {
-		if v == nv-1 {
-			st(acc[v], Mem{Base: y, Disp: v * vb})
-		} else {
-			VMOVUPS(acc[v], Mem{Base: y, Disp: v * vb})
-		}
-	}
-	VZEROUPPER()
-	RET()
-}
-
-func (s isa) scatterAxpy(nv int) {
-	name := fmt.Sprintf("scatterAxpy%s_%d", s.name, nv)
-	TEXT(name, NOSPLIT, "func(nk int, w *float32, ldw int, idx *int32, alpha *float32, x *float32, rem int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is ScatterAxpy on %d vectors of x.", name, nv))
-	nk := Load(Param("nk"), GP64())
-	w := Load(Param("w"), GP64())
-	ldw := Load(Param("ldw"), GP64())
-	idx := Load(Param("idx"), GP64())
-	alpha := Load(Param("alpha"), GP64())
-	x := Load(Param("x"), GP64())
-	rem := GP64()
-	Load(Param("rem"), rem)
-	SHLQ(U8(2), ldw)
-	ld, st := s.chunkMask(rem)
-	vb := 4 * s.lanes
-	xv := make([]VecVirtual, nv)
-	for v := range nv {
-		xv[v] = s.vec()
-		if v == nv-1 {
-			ld(Mem{Base: x, Disp: v * vb}, xv[v])
-		} else {
-			VMOVUPS(Mem{Base: x, Disp: v * vb}, xv[v])
-		}
-	}
-	TESTQ(nk, nk)
-	JZ(LabelRef("done"))
-	Label("loop")
-	row := GP64()
-	MOVLQSX(Mem{Base: idx}, row)
-	IMULQ(ldw, row)
-	ADDQ(w, row)
-	bc := s.vec()
-	VBROADCASTSS(Mem{Base: alpha}, bc)
-	for v := range nv {
-		t, r := s.vec(), s.vec()
-		VMULPS(bc, xv[v], t)
 		m := Mem{Base: row, Disp: v * vb}
-		if v == nv-1 {
-			ld(m, r)
+		t := s.vec()
+		if scatter {
+			r := s.vec()
+			VMULPS(bc, reg[v], t)
+			load(m, r, v)
 			VADDPS(t, r, r)
-			st(r, m)
+			store(r, m, v)
 		} else {
-			VMOVUPS(m, r)
-			VADDPS(t, r, r)
-			VMOVUPS(r, m)
+			load(m, t, v)
+			VMULPS(bc, t, t)
+			VADDPS(t, reg[v], reg[v])
 		}
 	}
 	ADDQ(U8(4), idx)
@@ -1125,6 +1292,11 @@ func (s isa) scatterAxpy(nv int) {
 	DECQ(nk)
 	JNZ(LabelRef("loop"))
 	Label("done")
+	if !scatter {
+		for v := range nv {
+			store(reg[v], Mem{Base: vec, Disp: v * vb}, v)
+		}
+	}
 	VZEROUPPER()
 	RET()
 }
