@@ -52,11 +52,9 @@ func (c *ManualClock) Advance(d time.Duration) {
 // happens inside Agent.Reward once TrainEvery rewards have arrived since
 // the last training (all of them stored first); refinement happens inside
 // Agent.Decide when a refined-ts decision finds fewer than policy.samples
-// usable samples in the bank, and makes just the missing ones (so with
-// policy.max_sample_uses > 1 consecutive decisions share their samples
-// until a bound retires them, where a live service's workers keep the
-// bank full and each decision draws from up to refinement.bank_size of
-// them). Every
+// usable samples in the bank: it then fills the bank to
+// refinement.bank_size, as a live service's workers keep it full, and the
+// decision draws its samples from the bank as a live one does. Every
 // random draw comes from sources seeded by ServiceConfig.Seed, so with
 // decisions and rewards sent one at a time a run is a deterministic
 // function of the seed and the order of the calls, through the Go API or
@@ -66,8 +64,8 @@ func (c *ManualClock) Advance(d time.Duration) {
 // The paper's offline protocol (Havasi et al. 2021, Section 4.3: 500 ELBO
 // iterations after every reward, fresh refined samples for every
 // decision) is TrainEvery 1 with training.iterations and
-// training.iterations_per_reward 500, training.stop_tolerance 0 and
-// policy.max_sample_uses 1.
+// training.iterations_per_reward 500, training.stop_tolerance 0,
+// policy.max_sample_uses 1 and refinement.bank_size = policy.samples.
 type StepConfig struct {
 	// Clock is the agents' clock; nil means a ManualClock that stays at
 	// the Unix epoch.
@@ -86,8 +84,8 @@ func (c StepConfig) withDefaults() StepConfig {
 	return c
 }
 
-// refineNow refines, from m, the samples the bank lacks for a decision on
-// n of them (step mode; a.stepMu is held).
+// refineNow fills the bank from m when it has fewer than n usable
+// samples (step mode; a.stepMu is held).
 func (a *Agent) refineNow(ctx context.Context, m *model, n int) error {
 	if a.refiner == nil {
 		ref, err := posterior.NewRefiner(m.lik, a.refineCfg)
@@ -99,7 +97,10 @@ func (a *Agent) refineNow(ctx context.Context, m *model, n int) error {
 		a.refiner.SetLikelihood(m.lik)
 		a.refLik = m.lik
 	}
-	for a.bank.usable() < n && a.bank.reserve() {
+	if a.bank.usable() >= n {
+		return nil
+	}
+	for a.bank.reserve() {
 		w, st, err := a.refiner.Refine(ctx, nil, m.q, a.refRNG)
 		if err != nil {
 			a.bank.put(m.version, nil, m.std)

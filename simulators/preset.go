@@ -36,7 +36,7 @@ type Preset struct {
 //     updated for 500 Adam iterations (lr 1e-3, batch 64) after every
 //     reward; refined samples with a_1 ~ N(0, 0.7), a_2 ~ N(0, 0.3) and
 //     500 refinement iterations, fresh for every decision
-//     (max_sample_uses 1); 3 samples per decision.
+//     (max_sample_uses 1, bank_size 3); 3 samples per decision.
 //   - fast: the paper's prior, optimizer, refinement fractions and samples
 //     per decision with less work: a 2x32 ReLU network (4.9k parameters
 //     instead of 22k, about a fifth of the cost per iteration; mushroom is
@@ -62,6 +62,7 @@ func Presets() map[string]Preset {
 			Refinement: bandit.RefinementConfig{
 				Fractions:  []float64{0.7, 0.3},
 				Iterations: 500, LR: 1e-3, BatchSize: 64,
+				BankSize: 3, // = samples: the decision's own
 			},
 		},
 		TrainEvery: 1,

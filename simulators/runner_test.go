@@ -26,7 +26,7 @@ func tinyPreset() Preset {
 			Policy:     bandit.PolicyConfig{Samples: 2, MaxSampleUses: 1},
 			Model:      bandit.ModelConfig{Hidden: []int{8}},
 			Training:   bandit.TrainingConfig{Iterations: 20, StopTolerance: new(float64)},
-			Refinement: bandit.RefinementConfig{Fractions: []float64{0.7, 0.3}, Iterations: 10},
+			Refinement: bandit.RefinementConfig{Fractions: []float64{0.7, 0.3}, Iterations: 10, BankSize: 2},
 		},
 		TrainEvery: 10,
 		Epsilons:   []float64{0.1},
