@@ -66,6 +66,8 @@ func BenchmarkElementwise(b *testing.B) {
 	}{
 		{"Saxpy", 2, func() { Saxpy(1e-9, x, y) }},
 		{"Sdot", 2, func() { Sdot(x, y) }},
+		{"Mul", 2, func() { Mul(z, x, y, 2) }},
+		{"AddMul", 2, func() { AddMul(z, x, y, v) }},
 		{"Relu", 1, func() { Relu(z) }},
 		{"Square", 1, func() { Square(z, x) }},
 		{"LRTForward", 3, func() { LRTForward(z, v, x) }},
@@ -112,5 +114,18 @@ func BenchmarkAdam(b *testing.B) {
 			}
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/n, "ns/elem")
 		})
+	})
+}
+
+// BenchmarkTranspose transposes the 100x100 hidden weights (the engine's
+// canonical copy of its weights, twice an LRT iteration).
+func BenchmarkTranspose(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	src, dst := randSlice(rng, 100*100), make([]float32, 100*100)
+	benchLevels(b, func(b *testing.B) {
+		for b.Loop() {
+			Transpose(dst, src, 100, 100)
+		}
+		b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/1e4, "ns/elem")
 	})
 }

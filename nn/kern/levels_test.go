@@ -178,9 +178,9 @@ func TestExactKernels(t *testing.T) {
 	})
 }
 
-// TestUnfusedKernels checks Saxpy, ReluBackward and LRTForward, which
-// round operation by operation like the portable code, for equality
-// with it.
+// TestUnfusedKernels checks Saxpy, ReluBackward, LRTForward, Mul and
+// AddMul, which round operation by operation like the portable code, for
+// equality with it (and the last two against float64).
 func TestUnfusedKernels(t *testing.T) {
 	simdLevels(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))
@@ -215,6 +215,37 @@ func TestUnfusedKernels(t *testing.T) {
 			portableDo(func() { LRTForward(zw, vw, z) })
 			LRTForward(zg, vg, z)
 			close("LRTForward", zg, zw)
+
+			for _, alpha := range []float32{1, 2, float32(rng.NormFloat64())} {
+				mw, mg := make([]float32, n), make([]float32, n)
+				portableDo(func() { Mul(mw, x, y, alpha) })
+				Mul(mg, x, y, alpha)
+				close("Mul", mg, mw)
+				in := append([]float32(nil), y...)
+				Mul(in, x, in, alpha)
+				close("Mul in place", in, mw)
+				if alpha == 2 {
+					// 2xy is rounded once: the nearest float32 to the
+					// float64 product (exact in float64).
+					for i := range x {
+						if w := float32(2 * float64(x[i]) * float64(y[i])); mg[i] != w {
+							t.Fatalf("Mul(2) n=%d: [%d] = %g, want %g", n, i, mg[i], w)
+						}
+					}
+				}
+			}
+
+			aw, ag := make([]float32, n), append([]float32(nil), z...)
+			portableDo(func() { AddMul(aw, z, x, y) })
+			AddMul(ag, ag, x, y)
+			close("AddMul", ag, aw)
+			for i := range aw {
+				// Two roundings: within eps32 (|z| + |xy|) of the exact value.
+				exact := float64(z[i]) + float64(x[i])*float64(y[i])
+				if math.Abs(float64(aw[i])-exact) > eps32*(math.Abs(float64(z[i]))+math.Abs(float64(x[i])*float64(y[i]))) {
+					t.Fatalf("AddMul n=%d: [%d] = %g, want %g", n, i, aw[i], exact)
+				}
+			}
 		}
 	})
 }
@@ -476,4 +507,39 @@ func TestUseUnavailable(t *testing.T) {
 		}
 	}()
 	Use(Level(7))
+}
+
+// TestTranspose checks Transpose at every level for equality with the
+// definition, on all shapes from sizes up to 117 and a few larger ones,
+// with the rest of dst untouched.
+func TestTranspose(t *testing.T) {
+	eachLevel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(23, 24))
+		var shapes [][2]int
+		for _, r := range sizes[:len(sizes)-1] {
+			for _, c := range sizes[:len(sizes)-1] {
+				shapes = append(shapes, [2]int{r, c})
+			}
+		}
+		shapes = append(shapes, [2]int{1000, 9}, [2]int{8, 1000}, [2]int{300, 200})
+		for _, sh := range shapes {
+			r, c := sh[0], sh[1]
+			src := withOffset(rng, r*c)
+			dst := withOffset(rng, r*c+3)
+			tail := append([]float32(nil), dst[r*c:]...)
+			Transpose(dst, src, r, c)
+			for i := range r {
+				for j := range c {
+					if dst[j*r+i] != src[i*c+j] {
+						t.Fatalf("r,c=%d,%d: dst[%d] = %g, want src[%d] = %g", r, c, j*r+i, dst[j*r+i], i*c+j, src[i*c+j])
+					}
+				}
+			}
+			for i, v := range tail {
+				if dst[r*c+i] != v {
+					t.Fatalf("r,c=%d,%d: dst[%d] past r*c changed", r, c, r*c+i)
+				}
+			}
+		}
+	})
 }

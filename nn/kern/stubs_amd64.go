@@ -4,6 +4,11 @@
 
 package kern
 
+// transpose8x8 transposes nb 8x8 blocks side by side (see Transpose).
+//
+//go:noescape
+func transpose8x8(nb int, src *float32, lds int, dst *float32, ldd int)
+
 // sgemmAVX512_1x1 is the 1x1-vector microkernel of Sgemm at level AVX512.
 //
 //go:noescape
@@ -138,6 +143,16 @@ func sgemmNarrowNNAVX512(n int, m int, nvec int, a *float32, rsA int, bt *float3
 //
 //go:noescape
 func saxpyAVX512(n int, alpha float32, x *float32, y *float32)
+
+// mulAVX512 is the mul kernel at level AVX512; n is the element count.
+//
+//go:noescape
+func mulAVX512(n int, alpha float32, dst *float32, x *float32, y *float32)
+
+// addMulAVX512 is the addMul kernel at level AVX512; n is the element count.
+//
+//go:noescape
+func addMulAVX512(n int, dst *float32, a *float32, b *float32, c *float32)
 
 // sdotAVX512 is the sdot kernel at level AVX512; n is the element count.
 //
@@ -423,6 +438,16 @@ func sgemmNarrowNNAVX2(n int, m int, nvec int, a *float32, rsA int, bt *float32,
 //
 //go:noescape
 func saxpyAVX2(n int, alpha float32, x *float32, y *float32)
+
+// mulAVX2 is the mul kernel at level AVX2; n is the element count.
+//
+//go:noescape
+func mulAVX2(n int, alpha float32, dst *float32, x *float32, y *float32)
+
+// addMulAVX2 is the addMul kernel at level AVX2; n is the element count.
+//
+//go:noescape
+func addMulAVX2(n int, dst *float32, a *float32, b *float32, c *float32)
 
 // sdotAVX2 is the sdot kernel at level AVX2; n is the element count.
 //
