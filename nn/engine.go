@@ -154,9 +154,9 @@ func newNet32(a Arch, maxBatch int, backward bool) net32 {
 
 func (nt *net32) last() int { return len(nt.arch.layers) - 1 }
 
-// canonical writes the canonical (Out×In) copy of the weight blocks of the
-// engine-layout vector wE into nt.wC for layers >= 1, whose backward
-// products G W need it.
+// canonical writes into dst the canonical (Out×In) copies of the weight
+// blocks of layers >= 1 of the engine-layout vector wE, which the backward
+// products G W need.
 func (nt *net32) canonical(dst, wE []float32) {
 	for _, ly := range nt.arch.layers[1:] {
 		transposeBlock(ly.Weights32(dst), ly.Weights32(wE), ly.In, ly.Out)
@@ -197,7 +197,7 @@ func (nt *net32) sparseInput(d *View, n int, xsq []float32) bool {
 // affine sets z = 1 b^T + A W_T for the n rows of A (n×In) and a layer's
 // engine-layout weights W_T (In×Out) and bias b.
 func affine(z, a []float32, wT, b []float32, n int, ly Layer) {
-	fill32(z, b)
+	fillRows(z, b)
 	kern.Sgemm(n, ly.Out, ly.In, a, ly.In, 1, wT, ly.Out, z, ly.Out)
 }
 
@@ -239,13 +239,6 @@ func squareInto(dst, v []float32) []float32 {
 		dst[k] = x * x
 	}
 	return dst
-}
-
-// fill32 sets every row of the row-major matrix z (len(b) columns) to b.
-func fill32(z, b []float32) {
-	for i := 0; i < len(z); i += len(b) {
-		copy(z[i:i+len(b)], b)
-	}
 }
 
 // colSum32 adds the rows of the n×k matrix g into dst.
