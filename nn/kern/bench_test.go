@@ -66,6 +66,8 @@ func BenchmarkElementwise(b *testing.B) {
 	}{
 		{"Saxpy", 2, func() { Saxpy(1e-9, x, y) }},
 		{"Sdot", 2, func() { Sdot(x, y) }},
+		{"Mul", 2, func() { Mul(z, x, y, 2) }},
+		{"AddMul", 2, func() { AddMul(z, x, y, v) }},
 		{"Relu", 1, func() { Relu(z) }},
 		{"Square", 1, func() { Square(z, x) }},
 		{"LRTForward", 3, func() { LRTForward(z, v, x) }},

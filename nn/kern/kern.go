@@ -62,6 +62,8 @@ type impl struct {
 	level   Level
 	sgemm   func(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int)
 	saxpy   func(alpha float32, x, y []float32)
+	mul     func(dst, x, y []float32, alpha float32)
+	addMul  func(dst, a, b, c []float32)
 	sdot    func(x, y []float32) float32
 	relu    func(z []float32)
 	square  func(dst, src []float32)
@@ -82,6 +84,8 @@ var portable = impl{
 	level:   Portable,
 	sgemm:   sgemmGo,
 	saxpy:   saxpyGo,
+	mul:     mulGo,
+	addMul:  addMulGo,
 	sdot:    sdotGo,
 	relu:    reluGo,
 	square:  squareGo,
@@ -197,6 +201,43 @@ func saxpyGo(alpha float32, x, y []float32) {
 	y = y[:len(x)]
 	for i, v := range x {
 		y[i] += float32(alpha * v) // rounded product: see the package doc
+	}
+}
+
+// Mul sets dst = (alpha x)∘y elementwise, rounding alpha*x_i before the
+// second product: with alpha = 2 it is 2 x_i y_i exactly rounded once
+// (the chain rule d/dsigma = 2 sigma d/d(sigma^2)), with alpha = 1 the
+// Hadamard product. All three slices must have the same length; dst may
+// be x or y.
+func Mul(dst, x, y []float32, alpha float32) {
+	if len(x) != len(dst) || len(y) != len(dst) {
+		panic("kern: Mul length mismatch")
+	}
+	cur.mul(dst, x, y, alpha)
+}
+
+func mulGo(dst, x, y []float32, alpha float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	for i, v := range x {
+		dst[i] = float32(alpha*v) * y[i]
+	}
+}
+
+// AddMul sets dst = a + b∘c elementwise, rounding each product before
+// the sum (rounded product: see the package doc), e.g. the weights
+// mu + sigma∘eps of the weight reparameterization. All four slices must
+// have the same length; dst may be any of a, b and c.
+func AddMul(dst, a, b, c []float32) {
+	if len(a) != len(dst) || len(b) != len(dst) || len(c) != len(dst) {
+		panic("kern: AddMul length mismatch")
+	}
+	cur.addMul(dst, a, b, c)
+}
+
+func addMulGo(dst, a, b, c []float32) {
+	a, b, c = a[:len(dst)], b[:len(dst)], c[:len(dst)]
+	for i, v := range a {
+		dst[i] = v + float32(b[i]*c[i])
 	}
 }
 

@@ -11,7 +11,7 @@ import "golang.org/x/sys/cpu"
 //   - Relu, Square, ReluMask, LRTBackward and the square roots of
 //     LRTForward are exact operations or round each operation like the
 //     portable code, and give the same float32 results.
-//   - Saxpy, GatherAxpy, ScatterAxpy, ReluBackward, LRTForward, the Adam
+//   - Saxpy, Mul, AddMul, GatherAxpy, ScatterAxpy, ReluBackward, LRTForward, the Adam
 //     updates and RNG.Normals round operation by operation in the
 //     portable code's order without fusing multiply-adds (see the package
 //     doc), and match it bit for bit.
@@ -217,6 +217,8 @@ func chunks(n, lanes int, f func(j0, nv, rem int)) {
 // element counts and base pointers.
 type asmKernels struct {
 	saxpy      func(n int, alpha float32, x, y *float32)
+	mul        func(n int, alpha float32, dst, x, y *float32)
+	addMul     func(n int, dst, a, b, c *float32)
 	sdot       func(n int, x, y *float32) float32
 	relu       func(n int, z *float32)
 	square     func(n int, dst, src *float32)
@@ -235,7 +237,7 @@ type asmKernels struct {
 
 var (
 	kernels512 = asmKernels{
-		saxpy: saxpyAVX512, sdot: sdotAVX512, relu: reluAVX512, square: squareAVX512,
+		saxpy: saxpyAVX512, mul: mulAVX512, addMul: addMulAVX512, sdot: sdotAVX512, relu: reluAVX512, square: squareAVX512,
 		lrtFwd: lrtForwardAVX512, lrtBack: lrtBackwardAVX512, reluBk: reluBackwardAVX512,
 		reluMsk: reluMaskAVX512, soft: softplusAVX512,
 		mfAdam: meanFieldAdamAVX512, mfAdamMean: meanFieldAdamMeanAVX512,
@@ -243,7 +245,7 @@ var (
 		rngFill: rngFillAVX512, normXf: normalTransformAVX512,
 	}
 	kernels256 = asmKernels{
-		saxpy: saxpyAVX2, sdot: sdotAVX2, relu: reluAVX2, square: squareAVX2,
+		saxpy: saxpyAVX2, mul: mulAVX2, addMul: addMulAVX2, sdot: sdotAVX2, relu: reluAVX2, square: squareAVX2,
 		lrtFwd: lrtForwardAVX2, lrtBack: lrtBackwardAVX2, reluBk: reluBackwardAVX2,
 		reluMsk: reluMaskAVX2, soft: softplusAVX2,
 		mfAdam: meanFieldAdamAVX2, mfAdamMean: meanFieldAdamMeanAVX2,
@@ -292,6 +294,16 @@ func asmImpl(l Level) impl {
 		saxpy: func(alpha float32, x, y []float32) {
 			if len(x) > 0 {
 				ks.saxpy(len(x), alpha, &x[0], &y[0])
+			}
+		},
+		mul: func(dst, x, y []float32, alpha float32) {
+			if len(dst) > 0 {
+				ks.mul(len(dst), alpha, &dst[0], &x[0], &y[0])
+			}
+		},
+		addMul: func(dst, a, b, c []float32) {
+			if len(dst) > 0 {
+				ks.addMul(len(dst), &dst[0], &a[0], &b[0], &c[0])
 			}
 		},
 		sdot: func(x, y []float32) float32 {

@@ -3549,6 +3549,86 @@ done:
 	VZEROUPPER
 	RET
 
+// func mulAVX512(n int, alpha float32, dst *float32, x *float32, y *float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·mulAVX512(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), AX
+	MOVQ         dst+16(FP), CX
+	MOVQ         x+24(FP), DX
+	MOVQ         y+32(FP), BX
+	VBROADCASTSS alpha+8(FP), Z0
+	XORQ         SI, SI
+	MOVQ         AX, DI
+	ANDQ         $-16, DI
+
+loop:
+	CMPQ    SI, DI
+	JGE     tail
+	VMOVUPS (DX)(SI*4), Z1
+	VMOVUPS (BX)(SI*4), Z2
+	VMULPS  Z0, Z1, Z1
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, (CX)(SI*4)
+	ADDQ    $+16, SI
+	JMP     loop
+
+tail:
+	SUBQ      SI, AX
+	JZ        done
+	MOVL      $0x0000ffff, DI
+	BZHIL     AX, DI, DI
+	KMOVW     DI, K1
+	VMOVUPS.Z (DX)(SI*4), K1, Z1
+	VMOVUPS.Z (BX)(SI*4), K1, Z2
+	VMULPS    Z0, Z1, Z1
+	VMULPS    Z2, Z1, Z1
+	VMOVUPS   Z1, K1, (CX)(SI*4)
+
+done:
+	VZEROUPPER
+	RET
+
+// func addMulAVX512(n int, dst *float32, a *float32, b *float32, c *float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·addMulAVX512(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ a+16(FP), DX
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), SI
+	XORQ DI, DI
+	MOVQ AX, R8
+	ANDQ $-16, R8
+
+loop:
+	CMPQ    DI, R8
+	JGE     tail
+	VMOVUPS (DX)(DI*4), Z0
+	VMOVUPS (BX)(DI*4), Z1
+	VMOVUPS (SI)(DI*4), Z2
+	VMULPS  Z2, Z1, Z1
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, (CX)(DI*4)
+	ADDQ    $+16, DI
+	JMP     loop
+
+tail:
+	SUBQ      DI, AX
+	JZ        done
+	MOVL      $0x0000ffff, R8
+	BZHIL     AX, R8, R8
+	KMOVW     R8, K1
+	VMOVUPS.Z (DX)(DI*4), K1, Z0
+	VMOVUPS.Z (BX)(DI*4), K1, Z1
+	VMOVUPS.Z (SI)(DI*4), K1, Z2
+	VMULPS    Z2, Z1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (CX)(DI*4)
+
+done:
+	VZEROUPPER
+	RET
+
 // func sdotAVX512(n int, x *float32, y *float32) float32
 // Requires: AVX, AVX512DQ, AVX512F, BMI2, SSE
 TEXT ·sdotAVX512(SB), NOSPLIT, $0-28
@@ -8691,6 +8771,93 @@ tail:
 	VADDPS     Y1, Y2, Y2
 	VMOVUPS    (SI), Y0
 	VMASKMOVPS Y2, Y0, (DX)(BX*4)
+
+done:
+	VZEROUPPER
+	RET
+
+// func mulAVX2(n int, alpha float32, dst *float32, x *float32, y *float32)
+// Requires: AVX
+TEXT ·mulAVX2(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), AX
+	MOVQ         dst+16(FP), CX
+	MOVQ         x+24(FP), DX
+	MOVQ         y+32(FP), BX
+	VBROADCASTSS alpha+8(FP), Y0
+	XORQ         SI, SI
+	MOVQ         AX, DI
+	ANDQ         $-8, DI
+
+loop:
+	CMPQ    SI, DI
+	JGE     tail
+	VMOVUPS (DX)(SI*4), Y1
+	VMOVUPS (BX)(SI*4), Y2
+	VMULPS  Y0, Y1, Y1
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, (CX)(SI*4)
+	ADDQ    $+8, SI
+	JMP     loop
+
+tail:
+	SUBQ       SI, AX
+	JZ         done
+	LEAQ       masktab<>+0(SB), DI
+	NEGQ       AX
+	LEAQ       32(DI)(AX*4), DI
+	VMOVUPS    (DI), Y1
+	VMASKMOVPS (DX)(SI*4), Y1, Y1
+	VMOVUPS    (DI), Y2
+	VMASKMOVPS (BX)(SI*4), Y2, Y2
+	VMULPS     Y0, Y1, Y1
+	VMULPS     Y2, Y1, Y1
+	VMOVUPS    (DI), Y0
+	VMASKMOVPS Y1, Y0, (CX)(SI*4)
+
+done:
+	VZEROUPPER
+	RET
+
+// func addMulAVX2(n int, dst *float32, a *float32, b *float32, c *float32)
+// Requires: AVX
+TEXT ·addMulAVX2(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ a+16(FP), DX
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), SI
+	XORQ DI, DI
+	MOVQ AX, R8
+	ANDQ $-8, R8
+
+loop:
+	CMPQ    DI, R8
+	JGE     tail
+	VMOVUPS (DX)(DI*4), Y0
+	VMOVUPS (BX)(DI*4), Y1
+	VMOVUPS (SI)(DI*4), Y2
+	VMULPS  Y2, Y1, Y1
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, (CX)(DI*4)
+	ADDQ    $+8, DI
+	JMP     loop
+
+tail:
+	SUBQ       DI, AX
+	JZ         done
+	LEAQ       masktab<>+0(SB), R8
+	NEGQ       AX
+	LEAQ       32(R8)(AX*4), R8
+	VMOVUPS    (R8), Y0
+	VMASKMOVPS (DX)(DI*4), Y0, Y0
+	VMOVUPS    (R8), Y1
+	VMASKMOVPS (BX)(DI*4), Y1, Y1
+	VMOVUPS    (R8), Y2
+	VMASKMOVPS (SI)(DI*4), Y2, Y2
+	VMULPS     Y2, Y1, Y1
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    (R8), Y1
+	VMASKMOVPS Y0, Y1, (CX)(DI*4)
 
 done:
 	VZEROUPPER

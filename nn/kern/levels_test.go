@@ -178,9 +178,9 @@ func TestExactKernels(t *testing.T) {
 	})
 }
 
-// TestUnfusedKernels checks Saxpy, ReluBackward and LRTForward, which
-// round operation by operation like the portable code, for equality
-// with it.
+// TestUnfusedKernels checks Saxpy, ReluBackward, LRTForward, Mul and
+// AddMul, which round operation by operation like the portable code, for
+// equality with it (and the last two against float64).
 func TestUnfusedKernels(t *testing.T) {
 	simdLevels(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))
@@ -215,6 +215,37 @@ func TestUnfusedKernels(t *testing.T) {
 			portableDo(func() { LRTForward(zw, vw, z) })
 			LRTForward(zg, vg, z)
 			close("LRTForward", zg, zw)
+
+			for _, alpha := range []float32{1, 2, float32(rng.NormFloat64())} {
+				mw, mg := make([]float32, n), make([]float32, n)
+				portableDo(func() { Mul(mw, x, y, alpha) })
+				Mul(mg, x, y, alpha)
+				close("Mul", mg, mw)
+				in := append([]float32(nil), y...)
+				Mul(in, x, in, alpha)
+				close("Mul in place", in, mw)
+				if alpha == 2 {
+					// 2xy is rounded once: the nearest float32 to the
+					// float64 product (exact in float64).
+					for i := range x {
+						if w := float32(2 * float64(x[i]) * float64(y[i])); mg[i] != w {
+							t.Fatalf("Mul(2) n=%d: [%d] = %g, want %g", n, i, mg[i], w)
+						}
+					}
+				}
+			}
+
+			aw, ag := make([]float32, n), append([]float32(nil), z...)
+			portableDo(func() { AddMul(aw, z, x, y) })
+			AddMul(ag, ag, x, y)
+			close("AddMul", ag, aw)
+			for i := range aw {
+				// Two roundings: within eps32 (|z| + |xy|) of the exact value.
+				exact := float64(z[i]) + float64(x[i])*float64(y[i])
+				if math.Abs(float64(aw[i])-exact) > eps32*(math.Abs(float64(z[i]))+math.Abs(float64(x[i])*float64(y[i]))) {
+					t.Fatalf("AddMul n=%d: [%d] = %g, want %g", n, i, aw[i], exact)
+				}
+			}
 		}
 	})
 }

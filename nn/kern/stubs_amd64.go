@@ -139,6 +139,16 @@ func sgemmNarrowNNAVX512(n int, m int, nvec int, a *float32, rsA int, bt *float3
 //go:noescape
 func saxpyAVX512(n int, alpha float32, x *float32, y *float32)
 
+// mulAVX512 is the mul kernel at level AVX512; n is the element count.
+//
+//go:noescape
+func mulAVX512(n int, alpha float32, dst *float32, x *float32, y *float32)
+
+// addMulAVX512 is the addMul kernel at level AVX512; n is the element count.
+//
+//go:noescape
+func addMulAVX512(n int, dst *float32, a *float32, b *float32, c *float32)
+
 // sdotAVX512 is the sdot kernel at level AVX512; n is the element count.
 //
 //go:noescape
@@ -423,6 +433,16 @@ func sgemmNarrowNNAVX2(n int, m int, nvec int, a *float32, rsA int, bt *float32,
 //
 //go:noescape
 func saxpyAVX2(n int, alpha float32, x *float32, y *float32)
+
+// mulAVX2 is the mul kernel at level AVX2; n is the element count.
+//
+//go:noescape
+func mulAVX2(n int, alpha float32, dst *float32, x *float32, y *float32)
+
+// addMulAVX2 is the addMul kernel at level AVX2; n is the element count.
+//
+//go:noescape
+func addMulAVX2(n int, dst *float32, a *float32, b *float32, c *float32)
 
 // sdotAVX2 is the sdot kernel at level AVX2; n is the element count.
 //

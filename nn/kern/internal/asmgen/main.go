@@ -79,6 +79,8 @@ func main() {
 		s.sgemmKernels()
 		s.sgemmNarrow()
 		s.saxpy()
+		s.mul()
+		s.addMul()
 		s.sdot()
 		s.relu()
 		s.square()
@@ -593,6 +595,30 @@ func (s isa) saxpy() {
 			VMULPS(x, alpha, x)
 			VADDPS(x, y, y)
 			a.st(1, y)
+		}, nil)
+}
+
+func (s isa) mul() {
+	var alpha VecVirtual
+	s.stream("mul", "func(n int, alpha float32, dst, x, y *float32)", []string{"dst", "x", "y"},
+		func() { alpha = s.bcast("alpha") },
+		func(a access) {
+			// (alpha*x)*y, rounded twice like the portable kernel.
+			x, y := a.ld(1), a.ld(2)
+			VMULPS(alpha, x, x)
+			VMULPS(y, x, x)
+			a.st(0, x)
+		}, nil)
+}
+
+func (s isa) addMul() {
+	s.stream("addMul", "func(n int, dst, a, b, c *float32)", []string{"dst", "a", "b", "c"}, nil,
+		func(a access) {
+			// a + b*c, the product rounded first.
+			x, b, c := a.ld(1), a.ld(2), a.ld(3)
+			VMULPS(c, b, b)
+			VADDPS(b, x, x)
+			a.st(0, x)
 		}, nil)
 }
 
