@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// hammer drives a server with transactions, each a decision under a new
+// event ID followed, if it was acknowledged, by its reward, and keeps a
+// ledger of what was acknowledged, to be checked against the store
+// afterwards: nothing acknowledged may be lost. It is shared by the
+// overload benchmark and the database-outage test.
+type hammer struct {
+	base   string
+	bandit string
+	client *http.Client
+	seq    atomic.Int64
+	prefix string
+
+	mu        sync.Mutex
+	decisions map[string]bool    // acknowledged decisions (201 or 200)
+	rewards   map[string]float64 // acknowledged rewards (204)
+	status    map[int]int64      // answers by status; 0: transport error
+	accepted  []time.Duration    // latency of each 2xx answer
+	unsent    int64              // open loop: not sent, the client had too many outstanding
+}
+
+func newHammer(base, name, prefix string) *hammer {
+	return &hammer{
+		base: base, bandit: name, prefix: prefix,
+		client: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+			MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
+		}},
+		decisions: map[string]bool{}, rewards: map[string]float64{}, status: map[int]int64{},
+	}
+}
+
+func (h *hammer) post(path, body string) (int, time.Duration) {
+	start := time.Now()
+	resp, err := h.client.Post(h.base+path, "application/json", bytes.NewReader([]byte(body)))
+	d := time.Since(start)
+	code := 0
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		code = resp.StatusCode
+	}
+	h.mu.Lock()
+	h.status[code]++
+	if code >= 200 && code < 300 {
+		h.accepted = append(h.accepted, d)
+	}
+	h.mu.Unlock()
+	return code, d
+}
+
+// transaction runs one decision and its reward.
+func (h *hammer) transaction(rng *rand.Rand) {
+	id := fmt.Sprintf("%s-%d", h.prefix, h.seq.Add(1))
+	color := []string{"red", "blue"}[rng.IntN(2)]
+	code, _ := h.post("/v1/bandits/"+h.bandit+"/decisions", fmt.Sprintf(`{"event_id": %q, "context": {"color": %q, "size": %d}}`, id, color, rng.IntN(10)))
+	if code != 201 && code != 200 {
+		return
+	}
+	h.mu.Lock()
+	h.decisions[id] = true
+	h.mu.Unlock()
+	value := float64(rng.IntN(2))
+	if code, _ := h.post("/v1/bandits/"+h.bandit+"/events/"+id+"/reward", fmt.Sprintf(`{"value": %g}`, value)); code == 204 {
+		h.mu.Lock()
+		h.rewards[id] = value
+		h.mu.Unlock()
+	}
+}
+
+// closedLoop runs n clients, each one transaction after another, until
+// stop is closed.
+func (h *hammer) closedLoop(n int, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 99))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h.transaction(rng)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// openLoop starts rate transactions a second for d, whatever the answers,
+// with at most maxOutstanding under way (more are counted as unsent).
+func (h *hammer) openLoop(rate float64, d time.Duration, maxOutstanding int64) {
+	var wg sync.WaitGroup
+	var outstanding atomic.Int64
+	const tick = 10 * time.Millisecond
+	start := time.Now()
+	sent := 0.0
+	rng := rand.New(rand.NewPCG(7, 7))
+	for time.Since(start) < d {
+		due := rate * time.Since(start).Seconds()
+		for ; sent < due; sent++ {
+			if outstanding.Load() >= maxOutstanding {
+				h.mu.Lock()
+				h.unsent++
+				h.mu.Unlock()
+				continue
+			}
+			outstanding.Add(1)
+			seed := rng.Uint64()
+			wg.Go(func() {
+				defer outstanding.Add(-1)
+				h.transaction(rand.New(rand.NewPCG(seed, 1)))
+			})
+		}
+		time.Sleep(tick)
+	}
+	wg.Wait()
+}
+
+// snapshot returns the counts so far and resets them.
+func (h *hammer) take() (status map[int]int64, accepted []time.Duration, unsent int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	status, accepted, unsent = h.status, h.accepted, h.unsent
+	h.status, h.accepted, h.unsent = map[int]int64{}, nil, 0
+	return status, accepted, unsent
+}
+
+// quantile returns the q-quantile of ds (sorted in place).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(int(q*float64(len(ds))), len(ds)-1)]
+}
+
+// verify checks that every acknowledged decision and reward is in the
+// PostgreSQL database at url, and returns how many there were.
+func (h *hammer) verify(t testing.TB, url string) (decisions, rewards int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect to verify: %v", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT d.event_id, r.value FROM decisions d LEFT JOIN rewards r ON r.decision_id = d.id WHERE d.bandit = $1`, h.bandit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]*float64{}
+	for rows.Next() {
+		var id string
+		var v *float64
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		stored[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lost := 0
+	for id := range h.decisions {
+		if _, ok := stored[id]; !ok {
+			lost++
+			if lost <= 5 {
+				t.Errorf("acknowledged decision %s is not stored", id)
+			}
+		}
+	}
+	for id, v := range h.rewards {
+		if got := stored[id]; got == nil || *got != v {
+			lost++
+			if lost <= 5 {
+				t.Errorf("acknowledged reward %s = %g is not stored (%v)", id, v, got)
+			}
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d acknowledged writes lost", lost)
+	}
+	return len(h.decisions), len(h.rewards)
+}
