@@ -116,3 +116,16 @@ func BenchmarkAdam(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkTranspose transposes the 100x100 hidden weights (the engine's
+// canonical copy of its weights, twice an LRT iteration).
+func BenchmarkTranspose(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	src, dst := randSlice(rng, 100*100), make([]float32, 100*100)
+	benchLevels(b, func(b *testing.B) {
+		for b.Loop() {
+			Transpose(dst, src, 100, 100)
+		}
+		b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/1e4, "ns/elem")
+	})
+}

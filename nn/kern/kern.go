@@ -64,6 +64,7 @@ type impl struct {
 	saxpy   func(alpha float32, x, y []float32)
 	mul     func(dst, x, y []float32, alpha float32)
 	addMul  func(dst, a, b, c []float32)
+	transp  func(dst, src []float32, r, c int)
 	sdot    func(x, y []float32) float32
 	relu    func(z []float32)
 	square  func(dst, src []float32)
@@ -86,6 +87,7 @@ var portable = impl{
 	saxpy:   saxpyGo,
 	mul:     mulGo,
 	addMul:  addMulGo,
+	transp:  transposeGo,
 	sdot:    sdotGo,
 	relu:    reluGo,
 	square:  squareGo,
@@ -238,6 +240,27 @@ func addMulGo(dst, a, b, c []float32) {
 	a, b, c = a[:len(dst)], b[:len(dst)], c[:len(dst)]
 	for i, v := range a {
 		dst[i] = v + float32(b[i]*c[i])
+	}
+}
+
+// Transpose sets dst (c×r, row-major) to the transpose of src (r×c,
+// row-major): dst[j*r + i] = src[i*c + j]. Both slices must hold at least
+// r*c elements and must not overlap.
+func Transpose(dst, src []float32, r, c int) {
+	if r < 0 || c < 0 {
+		panic("kern: Transpose negative dimension")
+	}
+	if len(src) < r*c || len(dst) < r*c {
+		panic("kern: Transpose slice shorter than r*c")
+	}
+	cur.transp(dst[:r*c], src[:r*c], r, c)
+}
+
+func transposeGo(dst, src []float32, r, c int) {
+	for i := range r {
+		for j, v := range src[i*c : (i+1)*c] {
+			dst[j*r+i] = v
+		}
 	}
 }
 

@@ -213,6 +213,26 @@ func chunks(n, lanes int, f func(j0, nv, rem int)) {
 	}
 }
 
+// transposeAsm transposes the 8x8 blocks of src with transpose8x8 (AVX,
+// at both levels) and the edges (r mod 8 rows, c mod 8 columns) in Go.
+func transposeAsm(dst, src []float32, r, c int) {
+	r8, c8 := r&^7, c&^7
+	if c8 > 0 {
+		for i0 := 0; i0 < r8; i0 += 8 {
+			transpose8x8(c8/8, &src[i0*c], c, &dst[i0], r)
+		}
+	}
+	for i := range r {
+		j0 := c8
+		if i >= r8 {
+			j0 = 0
+		}
+		for j, v := range src[i*c+j0 : (i+1)*c] {
+			dst[(j0+j)*r+i] = v
+		}
+	}
+}
+
 // asmKernels are the generated elementwise kernels of one level, on
 // element counts and base pointers.
 type asmKernels struct {
@@ -296,6 +316,7 @@ func asmImpl(l Level) impl {
 				ks.saxpy(len(x), alpha, &x[0], &y[0])
 			}
 		},
+		transp: transposeAsm,
 		mul: func(dst, x, y []float32, alpha float32) {
 			if len(dst) > 0 {
 				ks.mul(len(dst), alpha, &dst[0], &x[0], &y[0])

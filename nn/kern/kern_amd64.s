@@ -22,6 +22,95 @@ DATA masktab<>+56(SB)/4, $0x00000000
 DATA masktab<>+60(SB)/4, $0x00000000
 GLOBL masktab<>(SB), RODATA|NOPTR, $64
 
+// func transpose8x8(nb int, src *float32, lds int, dst *float32, ldd int)
+// Requires: AVX
+TEXT ·transpose8x8(SB), NOSPLIT, $0-40
+	MOVQ nb+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ lds+16(FP), DX
+	MOVQ dst+24(FP), BX
+	MOVQ ldd+32(FP), SI
+	SHLQ $0x02, DX
+	SHLQ $0x02, SI
+
+block:
+	MOVQ       CX, DI
+	VMOVUPS    (DI), Y0
+	MOVQ       CX, DI
+	VMOVUPS    (DI)(DX*1), Y1
+	MOVQ       CX, DI
+	VMOVUPS    (DI)(DX*2), Y2
+	LEAQ       (CX)(DX*2), DI
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y3
+	LEAQ       (CX)(DX*2), DI
+	ADDQ       DX, DI
+	VMOVUPS    (DI)(DX*1), Y4
+	LEAQ       (CX)(DX*2), DI
+	ADDQ       DX, DI
+	VMOVUPS    (DI)(DX*2), Y5
+	LEAQ       (CX)(DX*4), DI
+	ADDQ       DX, DI
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y6
+	LEAQ       (CX)(DX*4), DI
+	ADDQ       DX, DI
+	ADDQ       DX, DI
+	VMOVUPS    (DI)(DX*1), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	MOVQ       BX, DI
+	VMOVUPS    Y6, (DI)
+	LEAQ       (BX)(SI*2), DI
+	ADDQ       SI, DI
+	VMOVUPS    Y2, (DI)(SI*1)
+	VPERM2F128 $0x20, Y3, Y1, Y2
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	MOVQ       BX, DI
+	VMOVUPS    Y2, (DI)(SI*1)
+	LEAQ       (BX)(SI*2), DI
+	ADDQ       SI, DI
+	VMOVUPS    Y1, (DI)(SI*2)
+	VPERM2F128 $0x20, Y5, Y8, Y1
+	VPERM2F128 $0x31, Y5, Y8, Y2
+	MOVQ       BX, DI
+	VMOVUPS    Y1, (DI)(SI*2)
+	LEAQ       (BX)(SI*4), DI
+	ADDQ       SI, DI
+	ADDQ       SI, DI
+	VMOVUPS    Y2, (DI)
+	VPERM2F128 $0x20, Y4, Y0, Y1
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	LEAQ       (BX)(SI*2), DI
+	ADDQ       SI, DI
+	VMOVUPS    Y1, (DI)
+	LEAQ       (BX)(SI*4), DI
+	ADDQ       SI, DI
+	ADDQ       SI, DI
+	VMOVUPS    Y0, (DI)(SI*1)
+	ADDQ       $0x20, CX
+	LEAQ       (BX)(SI*8), BX
+	DECQ       AX
+	JNZ        block
+	VZEROUPPER
+	RET
+
 // func sgemmAVX512_1x1(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, rem int)
 // Requires: AVX, AVX512F, BMI2
 TEXT ·sgemmAVX512_1x1(SB), NOSPLIT, $0-72

@@ -508,3 +508,38 @@ func TestUseUnavailable(t *testing.T) {
 	}()
 	Use(Level(7))
 }
+
+// TestTranspose checks Transpose at every level for equality with the
+// definition, on all shapes from sizes up to 117 and a few larger ones,
+// with the rest of dst untouched.
+func TestTranspose(t *testing.T) {
+	eachLevel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(23, 24))
+		var shapes [][2]int
+		for _, r := range sizes[:len(sizes)-1] {
+			for _, c := range sizes[:len(sizes)-1] {
+				shapes = append(shapes, [2]int{r, c})
+			}
+		}
+		shapes = append(shapes, [2]int{1000, 9}, [2]int{8, 1000}, [2]int{300, 200})
+		for _, sh := range shapes {
+			r, c := sh[0], sh[1]
+			src := withOffset(rng, r*c)
+			dst := withOffset(rng, r*c+3)
+			tail := append([]float32(nil), dst[r*c:]...)
+			Transpose(dst, src, r, c)
+			for i := range r {
+				for j := range c {
+					if dst[j*r+i] != src[i*c+j] {
+						t.Fatalf("r,c=%d,%d: dst[%d] = %g, want src[%d] = %g", r, c, j*r+i, dst[j*r+i], i*c+j, src[i*c+j])
+					}
+				}
+			}
+			for i, v := range tail {
+				if dst[r*c+i] != v {
+					t.Fatalf("r,c=%d,%d: dst[%d] past r*c changed", r, c, r*c+i)
+				}
+			}
+		}
+	})
+}

@@ -4,6 +4,11 @@
 
 package kern
 
+// transpose8x8 transposes nb 8x8 blocks side by side (see Transpose).
+//
+//go:noescape
+func transpose8x8(nb int, src *float32, lds int, dst *float32, ldd int)
+
 // sgemmAVX512_1x1 is the 1x1-vector microkernel of Sgemm at level AVX512.
 //
 //go:noescape

@@ -75,6 +75,7 @@ func main() {
 		}
 		DATA(4*i, U32(v))
 	}
+	transpose8()
 	for _, s := range []isa{avx512, avx2} {
 		s.sgemmKernels()
 		s.sgemmNarrow()
@@ -1323,6 +1324,82 @@ func (s isa) sparseAxpy(nv int, scatter bool) {
 			store(reg[v], Mem{Base: vec, Disp: v * vb}, v)
 		}
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// ---------------------------------------------------------------------------
+// Transpose
+
+// transpose8 generates the transpose of a row of nb 8x8 blocks: block b
+// of the 8 rows at src (row stride lds) goes to the 8 rows at
+// dst + 8b*ldd (row stride ldd). It uses AVX (ymm) only, at both levels:
+// 8 loads, 24 shuffles and 8 stores a block (unpack pairs of rows,
+// shuffle pairs of pairs, exchange 128-bit halves).
+func transpose8() {
+	TEXT("transpose8x8", NOSPLIT, "func(nb int, src *float32, lds int, dst *float32, ldd int)")
+	Pragma("noescape")
+	Doc("transpose8x8 transposes nb 8x8 blocks side by side (see Transpose).")
+	nb := Load(Param("nb"), GP64())
+	src := Load(Param("src"), GP64())
+	lds := Load(Param("lds"), GP64())
+	dst := Load(Param("dst"), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), lds)
+	SHLQ(U8(2), ldd)
+	// Row i of a block is at base + i*stride: rows 0-2 from base, 3-5
+	// from base + 3 stride, 6-7 from base + 6 stride.
+	rowAddr := func(base, stride Register, i int) Mem {
+		b := GP64()
+		switch {
+		case i < 3:
+			MOVQ(base, b)
+		case i < 6:
+			LEAQ(Mem{Base: base, Index: stride, Scale: 2}, b)
+			ADDQ(stride, b)
+		default:
+			LEAQ(Mem{Base: base, Index: stride, Scale: 4}, b)
+			ADDQ(stride, b)
+			ADDQ(stride, b)
+		}
+		switch i % 3 {
+		case 0:
+			return Mem{Base: b}
+		case 1:
+			return Mem{Base: b, Index: stride, Scale: 1}
+		}
+		return Mem{Base: b, Index: stride, Scale: 2}
+	}
+	Label("block")
+	var r, t, u [8]VecVirtual
+	for i := range 8 {
+		r[i] = YMM()
+		VMOVUPS(rowAddr(src, lds, i), r[i])
+	}
+	for i := 0; i < 8; i += 2 {
+		t[i], t[i+1] = YMM(), YMM()
+		VUNPCKLPS(r[i+1], r[i], t[i])
+		VUNPCKHPS(r[i+1], r[i], t[i+1])
+	}
+	for _, g := range []int{0, 4} {
+		for h, pair := range [][2]int{{0, 2}, {1, 3}} {
+			a, b := t[g+pair[0]], t[g+pair[1]]
+			u[g+2*h], u[g+2*h+1] = YMM(), YMM()
+			VSHUFPS(U8(0x44), b, a, u[g+2*h])
+			VSHUFPS(U8(0xee), b, a, u[g+2*h+1])
+		}
+	}
+	for j := range 4 {
+		lo, hi := YMM(), YMM()
+		VPERM2F128(U8(0x20), u[j+4], u[j], lo)
+		VPERM2F128(U8(0x31), u[j+4], u[j], hi)
+		VMOVUPS(lo, rowAddr(dst, ldd, j))
+		VMOVUPS(hi, rowAddr(dst, ldd, j+4))
+	}
+	ADDQ(U8(32), src)
+	LEAQ(Mem{Base: dst, Index: ldd, Scale: 8}, dst)
+	DECQ(nb)
+	JNZ(LabelRef("block"))
 	VZEROUPPER()
 	RET()
 }
