@@ -197,7 +197,7 @@ func (nt *net32) sparseInput(d *View, n int, xsq []float32) bool {
 // affine sets z = 1 b^T + A W_T for the n rows of A (n×In) and a layer's
 // engine-layout weights W_T (In×Out) and bias b.
 func affine(z, a []float32, wT, b []float32, n int, ly Layer) {
-	fill32(z, b)
+	fillRows(z, b)
 	kern.Sgemm(n, ly.Out, ly.In, a, ly.In, 1, wT, ly.Out, z, ly.Out)
 }
 
@@ -239,13 +239,6 @@ func squareInto(dst, v []float32) []float32 {
 		dst[k] = x * x
 	}
 	return dst
-}
-
-// fill32 sets every row of the row-major matrix z (len(b) columns) to b.
-func fill32(z, b []float32) {
-	for i := 0; i < len(z); i += len(b) {
-		copy(z[i:i+len(b)], b)
-	}
 }
 
 // colSum32 adds the rows of the n×k matrix g into dst.

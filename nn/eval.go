@@ -158,7 +158,7 @@ func transposeBlock[T float32 | float64](dst, src []T, r, c int) {
 }
 
 // fillRows sets every row of the row-major matrix z (len(b) columns) to b.
-func fillRows(z, b []float64) {
+func fillRows[T float32 | float64](z, b []T) {
 	for i := 0; i < len(z); i += len(b) {
 		copy(z[i:i+len(b)], b)
 	}

@@ -309,8 +309,8 @@ func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Stand
 		for l, ly := range p.arch.layers {
 			z, sd := nt.act[l][:n*ly.Out], ls.sd[l][:n*ly.Out]
 			if l == 0 {
-				fill32(z, ls.m1)
-				fill32(sd, ls.v1)
+				fillRows(z, ls.m1)
+				fillRows(sd, ls.v1)
 			} else {
 				lrtMoments(z, sd, nt.act[l-1][:n*ly.In], ls.sq[l][:n*ly.In], p.w32, ls.s2, ly, n)
 			}
