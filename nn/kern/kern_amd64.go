@@ -19,7 +19,8 @@ import "golang.org/x/sys/cpu"
 //     order (register blocks of C, or for C of at most 4 columns the
 //     narrow kernels; one vector accumulator for Sdot).
 //   - Softplus evaluates exp and log in float32 (Cephes expf and logf
-//     polynomials): within 3 ulps of the float64 result (TestSoftplusUlps).
+//     polynomials): within 3 ulps of the float64 result (TestSoftplusUlps),
+//     ±Inf included; for a NaN rho sigma is NaN but sigmoid 0.
 //   - MeanFieldAdam and PointAdam run with the flush-to-zero and
 //     denormals-are-zero modes of MXCSR: a subnormal (below 2^-126)
 //     parameter, moment or Sigma reads and writes as zero. Subnormal

@@ -287,6 +287,12 @@ func ulps64(got float32, want float64) float64 {
 	if want == 0 {
 		return math.Abs(float64(got)) / math.Ldexp(1, -149)
 	}
+	if math.IsInf(want, 0) {
+		if float64(got) == want {
+			return 0
+		}
+		return math.Inf(1)
+	}
 	_, e := math.Frexp(want)
 	ulp := math.Ldexp(1, max(e-24, -149))
 	return math.Abs(float64(got)-want) / ulp
@@ -312,7 +318,8 @@ func TestSoftplusUlps(t *testing.T) {
 		for _, sz := range sizes {
 			rho = append(rho, withOffset(rng, sz)...)
 		}
-		rho = append(rho, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 88.7, -88.7, 1e30, -1e30)
+		rho = append(rho, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 88.7, -88.7, 1e30, -1e30,
+			float32(math.Inf(1)), float32(math.Inf(-1)))
 		sg, sm := make([]float32, len(rho)), make([]float32, len(rho))
 		Softplus(sg, sm, rho)
 		var worstS, worstM float64
