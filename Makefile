@@ -37,6 +37,12 @@ fuzz: ## every fuzz target of the decoders of outside input for 60s each (about 
 fuzz-short: ## every fuzz target for 10s each (make test runs their seed corpora)
 	FUZZTIME=10s GO=$(GO) sh bench/fuzz.sh
 
+.PHONY: bench-overload
+bench-overload: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable
+bench-overload: build ## 10x the sustainable rate for 30s against serve on PostgreSQL, then a private PostgreSQL crashed and restarted under load; results into bench/overload.md (about 2 minutes)
+	OVERLOAD_OUT=$(CURDIR)/bench/overload.md OVERLOAD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^TestOverloadBench$$' -v -timeout 10m ./cmd/refinery/
+	OVERLOAD_OUT=$(CURDIR)/bench/overload.md $(GO) test -count=1 -run '^TestDatabaseOutage$$' -v -timeout 5m ./cmd/refinery/
+
 .PHONY: run
 run: data build ## fetch the data if needed, build, and serve the live dashboard on ADDR (127.0.0.1:8080) with the mushroom simulator driving refined TS and epsilon-greedy (in-memory store, or $DATABASE_URL when set)
 	@echo "dashboard: http://$(ADDR)/ (Ctrl-C stops)"

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/store"
@@ -168,16 +167,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // echo cuts client-supplied text to MaxEchoBytes for an error answer.
-func echo(s string) string {
-	if len(s) <= MaxEchoBytes {
-		return s
-	}
-	i := MaxEchoBytes
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "..."
-}
+func echo(s string) string { return bandit.Shorten(s, MaxEchoBytes) }
 
 // logLimiter lets through at most burst error logs per second, so that
 // an outage that fails every request logs a few lines a second, not one

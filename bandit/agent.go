@@ -961,6 +961,9 @@ type BankStatus struct {
 	Discarded int64 `json:"discarded"`
 	Used      int64 `json:"used"`
 	Reused    int64 `json:"reused"`
+	// BeyondBounds counts the decisions that found fewer usable samples
+	// than they need and acted on samples past their bounds.
+	BeyondBounds int64 `json:"beyond_bounds"`
 }
 
 // Status returns the agent's live state.
@@ -980,7 +983,7 @@ func (a *Agent) Status() Status {
 	}
 	if a.bank != nil {
 		b := a.bank.status()
-		st.Bank = &BankStatus{Depth: b.Depth, InFlight: b.InFlight, Capacity: a.cfg.Refinement.BankSize, Produced: b.Produced, Discarded: b.Discarded, Used: b.Used, Reused: b.Reused}
+		st.Bank = &BankStatus{Depth: b.Depth, InFlight: b.InFlight, Capacity: a.cfg.Refinement.BankSize, Produced: b.Produced, Discarded: b.Discarded, Used: b.Used, Reused: b.Reused, BeyondBounds: b.Beyond}
 	}
 	return st
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // Encoder turns a decision's context, a JSON object keyed by feature
@@ -127,7 +126,7 @@ func (e *Encoder) Encode(raw json.RawMessage) ([]float64, error) {
 			}
 			n, err := strconv.ParseFloat(string(val), 64)
 			if err != nil || !(math.Abs(n) <= MaxNumericAbs) {
-				v.add(at, fmt.Sprintf("number %s is out of range: want a magnitude of at most %g", truncate(string(val), 64), MaxNumericAbs))
+				v.add(at, fmt.Sprintf("number %s is out of range: want a magnitude of at most %g", Shorten(string(val), 64), MaxNumericAbs))
 				continue
 			}
 			x[f.offset] = (n - f.center) / f.scale
@@ -140,19 +139,6 @@ func (e *Encoder) Encode(raw json.RawMessage) ([]float64, error) {
 		return nil, err
 	}
 	return x, nil
-}
-
-// truncate shortens s to at most n bytes (on a rune boundary) for an
-// error message, marking the cut with "...".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "..."
 }
 
 // declared lists the first few declared values for an error message.

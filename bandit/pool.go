@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,6 +77,9 @@ func (p *refinePool) acquire() (*Agent, *model) {
 		if p.closed {
 			return nil, nil
 		}
+		// A closed bandit leaves the pool (and each worker drops its
+		// refiner, refineSafely).
+		p.agents = slices.DeleteFunc(p.agents, func(a *Agent) bool { return a.stopped.Load() })
 		for range p.agents {
 			a := p.agents[p.next%len(p.agents)]
 			p.next = (p.next + 1) % len(p.agents)

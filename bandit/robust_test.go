@@ -56,6 +56,23 @@ func newLoaded(t *testing.T, st bandit.Store) *bandit.Service {
 	return svc
 }
 
+// restart closes svc and returns the toy bandit's agent in a new
+// service on st, closed when the test ends.
+func restart(t *testing.T, svc *bandit.Service, st bandit.Store) *bandit.Agent {
+	t.Helper()
+	ctx := context.Background()
+	if err := svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc = newLoaded(t, st)
+	t.Cleanup(func() { svc.Close(ctx) })
+	a, err := svc.Agent("toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func decideN(t *testing.T, a *bandit.Agent, prefix string, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
@@ -137,15 +154,7 @@ func TestPoisonedRowsAreSkipped(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := svc.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		svc = newLoaded(t, st)
-		defer svc.Close(ctx)
-		a, err = svc.Agent("toy")
-		if err != nil {
-			t.Fatal(err)
-		}
+		a = restart(t, svc, st)
 		ids = decideN(t, a, "f", 1)
 		if err := a.Reward(ctx, ids[0], 4); err != nil {
 			t.Fatal(err)
@@ -184,15 +193,7 @@ func TestRestartTrainsRowsSinceSnapshot(t *testing.T) {
 		if got := a.Status().TrainedRows; got != 1 {
 			t.Fatalf("trained_rows = %d before the restart, want 1", got)
 		}
-		if err := svc.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		svc = newLoaded(t, st)
-		defer svc.Close(ctx)
-		a, err = svc.Agent("toy")
-		if err != nil {
-			t.Fatal(err)
-		}
+		a = restart(t, svc, st)
 		if s := a.Status(); s.TrainedRows > 1 && s.ModelVersion == 1 {
 			t.Errorf("status right after the restart = %+v: counts rows the snapshot was not trained on", s)
 		}

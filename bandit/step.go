@@ -120,5 +120,5 @@ func (a *Agent) stepReward(ctx context.Context) error {
 		return nil
 	}
 	a.pending = 0
-	return a.trainOnce(ctx)
+	return a.trainSafely(ctx)
 }

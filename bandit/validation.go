@@ -3,6 +3,7 @@ package bandit
 import (
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 // More domain errors (see errors.go).
@@ -53,6 +54,19 @@ func (e *ValidationError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// Shorten cuts s to at most n bytes, on a rune boundary, marking the
+// cut with "...": for messages that quote what a client sent.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
 
 // invalid returns a *ValidationError with one field error.
 func invalid(field, detail string) error {

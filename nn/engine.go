@@ -154,9 +154,9 @@ func newNet32(a Arch, maxBatch int, backward bool) net32 {
 
 func (nt *net32) last() int { return len(nt.arch.layers) - 1 }
 
-// canonical writes the canonical (Out×In) copy of the weight blocks of the
-// engine-layout vector wE into nt.wC for layers >= 1, whose backward
-// products G W need it.
+// canonical writes into dst the canonical (Out×In) copies of the weight
+// blocks of layers >= 1 of the engine-layout vector wE, which the backward
+// products G W need.
 func (nt *net32) canonical(dst, wE []float32) {
 	for _, ly := range nt.arch.layers[1:] {
 		transposeBlock(ly.Weights32(dst), ly.Weights32(wE), ly.In, ly.Out)

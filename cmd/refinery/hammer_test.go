@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,15 +33,19 @@ type hammer struct {
 	decisions map[string]bool    // acknowledged decisions (201 or 200)
 	rewards   map[string]float64 // acknowledged rewards (204)
 	status    map[int]int64      // answers by status; 0: transport error
-	accepted  []time.Duration    // latency of each 2xx answer
-	unsent    int64              // open loop: not sent, the client had too many outstanding
+	accepted  []time.Duration    // latency of each 2xx answer, from the call
+	served    []time.Duration    // the same from the request's last byte written
+	// (without the client's wait for a connection)
+	unsent int64 // open loop: not sent, the client had too many outstanding
 }
 
 func newHammer(base, name, prefix string) *hammer {
 	return &hammer{
 		base: base, bandit: name, prefix: prefix,
+		// At most 900 connections, below the server's --max-conns 1024:
+		// more callers wait for one, like the pool of a real client.
 		client: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
-			MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
+			MaxIdleConns: 900, MaxIdleConnsPerHost: 900, MaxConnsPerHost: 900, IdleConnTimeout: time.Minute,
 		}},
 		decisions: map[string]bool{}, rewards: map[string]float64{}, status: map[int]int64{},
 	}
@@ -48,7 +53,15 @@ func newHammer(base, name, prefix string) *hammer {
 
 func (h *hammer) post(path, body string) (int, time.Duration) {
 	start := time.Now()
-	resp, err := h.client.Post(h.base+path, "application/json", bytes.NewReader([]byte(body)))
+	var wrote time.Time
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+	}), "POST", h.base+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.client.Do(req)
 	d := time.Since(start)
 	code := 0
 	if err == nil {
@@ -60,6 +73,9 @@ func (h *hammer) post(path, body string) (int, time.Duration) {
 	h.status[code]++
 	if code >= 200 && code < 300 {
 		h.accepted = append(h.accepted, d)
+		if !wrote.IsZero() {
+			h.served = append(h.served, d-wrote.Sub(start))
+		}
 	}
 	h.mu.Unlock()
 	return code, d
@@ -139,8 +155,15 @@ func (h *hammer) take() (status map[int]int64, accepted []time.Duration, unsent 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	status, accepted, unsent = h.status, h.accepted, h.unsent
-	h.status, h.accepted, h.unsent = map[int]int64{}, nil, 0
+	h.status, h.accepted, h.unsent, h.served = map[int]int64{}, nil, 0, nil
 	return status, accepted, unsent
+}
+
+// takeServed returns the served latencies so far (call before take).
+func (h *hammer) takeServed() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.served
 }
 
 // quantile returns the q-quantile of ds (sorted in place).

@@ -53,7 +53,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--out DIR] [--data PATH]")
+			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
 			fmt.Fprintln(stdout)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/refinery-bandits/refinery/store/storetest"
+)
+
+// TestOverloadBench is `make bench-overload`: it runs the binary
+// (OVERLOAD_BIN) on PostgreSQL (a fresh schema in $DATABASE_URL), finds
+// the sustainable rate of decision + reward transactions with 16 clients
+// in a closed loop, then offers 10 times that rate in an open loop for
+// 30 s, and writes to OVERLOAD_OUT the server's peak RSS, the share of
+// answers by status, the p99 latency of the accepted requests, and
+// whether every acknowledged write is in the database afterwards (issue
+// 16, finding 6). Skipped unless OVERLOAD_OUT is set.
+func TestOverloadBench(t *testing.T) {
+	out, bin := os.Getenv("OVERLOAD_OUT"), os.Getenv("OVERLOAD_BIN")
+	if out == "" || bin == "" {
+		t.Skip("set OVERLOAD_OUT and OVERLOAD_BIN (make bench-overload)")
+	}
+	url := storetest.FreshSchemaURL(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "serve", "--addr", addr, "--database-url", url, "--log-level", "error")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	base := "http://" + addr
+	waitReady(t, base)
+	resp, err := http.Post(base+"/v1/bandits", "application/json", strings.NewReader(`{"name": "load", "arms": ["a", "b"],
+		"features": [{"name": "color", "type": "categorical", "values": ["red", "blue"]}, {"name": "size", "type": "numeric"}],
+		"policy": {"kind": "eps-greedy"}, "model": {"hidden": [32, 32]}, "training": {"iterations": 100}}`))
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create: %v %v", resp, err)
+	}
+	h := newHammer(base, "load", "l")
+
+	// RSS of the server, sampled.
+	var rssMu sync.Mutex
+	peakRSS := 0
+	sampling := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			if kb := procStatusKB(cmd.Process.Pid, "VmRSS"); kb > 0 {
+				rssMu.Lock()
+				peakRSS = max(peakRSS, kb)
+				rssMu.Unlock()
+			}
+			select {
+			case <-sampling:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+
+	const warm = 10 * time.Second
+	stop := make(chan struct{})
+	time.AfterFunc(warm, func() { close(stop) })
+	h.closedLoop(16, stop)
+	served1 := h.takeServed()
+	base1, lat1, _ := h.take()
+	rate := float64(base1[201]+base1[200]) / warm.Seconds()
+	rssMu.Lock()
+	rssBefore := peakRSS
+	rssMu.Unlock()
+	loadBefore := loadavg()
+	t.Logf("sustainable: %.0f transactions/s (16 clients): %v, p99 %v", rate, base1, quantile(lat1, 0.99))
+
+	const over = 30 * time.Second
+	start := time.Now()
+	h.openLoop(10*rate, over, 3000)
+	elapsed := time.Since(start)
+	served := h.takeServed()
+	st, lat, unsent := h.take()
+	loadAfter := loadavg()
+	close(sampling)
+	sampler.Wait()
+	hwm := procStatusKB(cmd.Process.Pid, "VmHWM")
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve exited with %v", err)
+	}
+	stopped = true
+	decisions, rewards := h.verify(t, url)
+
+	var total int64
+	for _, n := range st {
+		total += n
+	}
+	share := func(codes ...int) float64 {
+		var n int64
+		for _, c := range codes {
+			n += st[c]
+		}
+		return 100 * float64(n) / float64(max(total, 1))
+	}
+	t.Logf("10x for %v: %v, unsent %d, p99 accepted %v (served %v), peak RSS %d MiB", elapsed, st, unsent, quantile(lat, 0.99), quantile(served, 0.99), peakRSS/1024)
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "# Overload and database outage\n\n")
+	fmt.Fprintf(f, "`make bench-overload`, %s, %s on 2 cores shared with other work (load average %s before the overload, %s after): `refinery serve` on PostgreSQL 15 (127.0.0.1, a fresh schema), defaults `--max-in-flight 64 --max-conns 1024 --request-timeout 10s`; an eps-greedy bandit (hidden [32, 32], 100 training iterations per retraining). A transaction is a decision under a new event ID and, if acknowledged, its reward (two requests).\n\n", start.UTC().Format("2006-01-02 15:04 UTC"), strings.TrimSpace(goVersion()), loadBefore, loadAfter)
+	fmt.Fprintf(f, "## Overload: 10x the sustainable rate for 30 s\n\n")
+	fmt.Fprintf(f, "| | sustainable (16 clients, closed loop, 10 s) | 10x offered (open loop, %v) |\n|---|---|---|\n", elapsed.Round(time.Second))
+	fmt.Fprintf(f, "| transactions offered / s | %.0f (achieved) | %.0f (%d not sent: the client's 3,000 outstanding transactions were under way) |\n", rate, 10*rate, unsent)
+	fmt.Fprintf(f, "| answers by status | %s | %s |\n", statusLine(base1), statusLine(st))
+	fmt.Fprintf(f, "| decisions acknowledged / s | %.0f | %.0f |\n", rate, float64(st[201]+st[200])/elapsed.Seconds())
+	fmt.Fprintf(f, "| share 429 / 503 / transport errors | | %.1f%% / %.1f%% / %.1f%% |\n", share(429), share(503), share(0))
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	fmt.Fprintf(f, "| p50 / p99 of accepted requests, from the request written | %v / %v | %v / %v |\n", r(quantile(served1, 0.5)), r(quantile(served1, 0.99)), r(quantile(served, 0.5)), r(quantile(served, 0.99)))
+	fmt.Fprintf(f, "| the same including the client's wait for one of its 900 connections | %v / %v | %v / %v |\n", r(quantile(lat1, 0.5)), r(quantile(lat1, 0.99)), r(quantile(lat, 0.5)), r(quantile(lat, 0.99)))
+	fmt.Fprintf(f, "| server RSS | %d MiB (peak so far) | %d MiB peak (VmHWM %d MiB) |\n", rssBefore/1024, peakRSS/1024, hwm/1024)
+	fmt.Fprintf(f, "\nAfter SIGTERM the database was read back: all %d acknowledged decisions and %d acknowledged rewards (both phases) are stored", decisions, rewards)
+	if t.Failed() {
+		fmt.Fprintf(f, " — NOT: see the test log.\n")
+	} else {
+		fmt.Fprintf(f, "; nothing acknowledged was lost.\n")
+	}
+}
+
+// procStatusKB reads a kB field of /proc/pid/status; 0 if unknown.
+func procStatusKB(pid int, field string) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return 0
+}
+
+func goVersion() string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "go"
+	}
+	return string(out)
+}
