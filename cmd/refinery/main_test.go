@@ -7,19 +7,28 @@ import (
 	"testing"
 )
 
+// runCase is a command line and what it must do: exit with wantCode,
+// write exactly wantStderr and something containing wantStdout.
+type runCase struct {
+	name       string
+	args       []string
+	wantCode   int
+	wantStdout string
+	wantStderr string
+}
+
 func TestRun(t *testing.T) {
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string
-		wantStderr string
-	}{
+	runCases(t, []runCase{
 		{"version prints the version", []string{"version"}, 0, "refinery dev\n", ""},
 		{"help lists the commands", []string{"help"}, 0, "version", ""},
 		{"an unknown command is a one-line error", []string{"frobnicate"}, 2, "", "refinery: unknown command \"frobnicate\" (run 'refinery help')\n"},
 		{"a bad flag is a one-line error", []string{"version", "--nope"}, 2, "", "refinery version: flag provided but not defined: -nope\n"},
-	}
+	})
+}
+
+// runCases runs each case as a subtest.
+func runCases(t *testing.T, tests []runCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -9,7 +9,8 @@
 // Architecture-specific implementations are selected at start-up from the
 // CPU's features (golang.org/x/sys/cpu) and may be forced, for tests and
 // benchmarks, with Use or with the environment variable REFINERY_KERN
-// (portable, avx2 or avx512).
+// (portable, avx2 or avx512; a name this CPU cannot run, or none, leaves
+// the best level in use).
 //
 // Conventions: matrices are row-major float32 slices with explicit row
 // strides; kernels write into their destination arguments, never allocate,
