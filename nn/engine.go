@@ -35,6 +35,22 @@ func (a Arch) ToEngine(dst []float32, src []float64) {
 	}
 }
 
+// toEngine is ToEngine through scratch space tmp (length NumParams): one
+// linear conversion to float32, then kern.Transpose of each weight block,
+// about twice as fast as ToEngine's strided conversion.
+func (a Arch) toEngine(dst, tmp []float32, src []float64) {
+	if len(dst) != a.n || len(src) != a.n || len(tmp) != a.n {
+		panic("nn: toEngine lengths must be Arch.NumParams")
+	}
+	for j, v := range src {
+		tmp[j] = float32(v)
+	}
+	for _, ly := range a.layers {
+		kern.Transpose(ly.Weights32(dst), ly.Weights32(tmp), ly.Out, ly.In)
+		copy(ly.Bias32(dst), ly.Bias32(tmp))
+	}
+}
+
 // FromEngine writes the engine-layout vector src into dst in the canonical
 // layout; it inverts ToEngine up to float32 rounding.
 func (a Arch) FromEngine(dst []float64, src []float32) {
@@ -159,7 +175,7 @@ func (nt *net32) last() int { return len(nt.arch.layers) - 1 }
 // products G W need.
 func (nt *net32) canonical(dst, wE []float32) {
 	for _, ly := range nt.arch.layers[1:] {
-		transposeBlock(ly.Weights32(dst), ly.Weights32(wE), ly.In, ly.Out)
+		kern.Transpose(ly.Weights32(dst), ly.Weights32(wE), ly.In, ly.Out)
 	}
 }
 
@@ -419,9 +435,7 @@ func (e *evaluator32) ExpectedLogLik(dMu, dSigma []float32, dHyper []float64, mu
 		e.noise.start(rng)
 		e.sampleWeights(mu, sigma)
 		ll := e.pointLogLik(dMu, dHyper, e.w, rows, s2)
-		for j, g := range dMu {
-			dSigma[j] = g * e.eps[j]
-		}
+		kern.Mul(dSigma, dMu, e.eps, 1)
 		return ll
 	default:
 		e.noise.start(rng)
@@ -459,9 +473,7 @@ func (e *evaluator32) numRows(rows []int) int {
 func (e *evaluator32) sampleWeights(mu, sigma []float32) {
 	if !e.noise.reference {
 		e.noise.fill(e.eps)
-		for j, z := range e.eps {
-			e.w[j] = mu[j] + sigma[j]*z
-		}
+		kern.AddMul(e.w, mu, sigma, e.eps)
 		e.canonical(e.wC, e.w)
 		return
 	}
@@ -503,9 +515,7 @@ func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, 
 		ss += e.outGrad(m, s2n)
 		e.backwardLocal(dMu, dSigma, d, m, sparse)
 	}
-	for j, s := range sigma {
-		dSigma[j] *= 2 * s
-	}
+	kern.Mul(dSigma, sigma, dSigma, 2) // d/dsigma = 2 sigma d/d(sigma^2)
 	return logLik(dHyper, n, ss, s2n)
 }
 

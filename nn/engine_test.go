@@ -61,6 +61,13 @@ func TestEngineLayoutRoundTrip(t *testing.T) {
 	if got, want := e[ly.W+2*ly.Out+1], float32(src[ly.W+1*ly.In+2]); got != want {
 		t.Errorf("engine W_T[2][1] = %v, want W[1][2] = %v", got, want)
 	}
+	e2 := make([]float32, a.NumParams())
+	a.toEngine(e2, make([]float32, a.NumParams()), src)
+	for j := range e {
+		if e2[j] != e[j] {
+			t.Fatalf("toEngine(x)[%d] = %v, ToEngine(x)[%d] = %v", j, e2[j], j, e[j])
+		}
+	}
 	back := make([]float64, a.NumParams())
 	a.FromEngine(back, e)
 	for j := range src {

@@ -27,6 +27,7 @@ type Predictor struct {
 
 	fast    net32
 	w32     []float32 // the weights (or SampleLocal's means) in the engine layout
+	tmp32   []float32 // scratch of Arch.toEngine
 	nz      nonzeros  // the current chunk's non-zero entries
 	local32 *localScratch32
 	noise   noise // SampleLocal's normals on the fast engine
@@ -36,10 +37,11 @@ type Predictor struct {
 // processes contexts in chunks of at most maxBatch rows.
 func NewPredictor(a Arch, maxBatch int) *Predictor {
 	p := &Predictor{
-		net:  newNet(a, maxBatch, false),
-		w:    make([]float64, a.n),
-		fast: newNet32(a, maxBatch, false),
-		w32:  make([]float32, a.n),
+		net:   newNet(a, maxBatch, false),
+		w:     make([]float64, a.n),
+		fast:  newNet32(a, maxBatch, false),
+		w32:   make([]float32, a.n),
+		tmp32: make([]float32, a.n),
 		nz: nonzeros{
 			off: make([]int, 0, maxBatch+1),
 			idx: make([]int32, 0, maxBatch*a.In()),
@@ -85,7 +87,7 @@ func (p *Predictor) Predict(dst, w, x []float64, s Standardization) []float64 {
 	}
 	sh, sc := s.Shift, s.scale()
 	if !p.Reference {
-		p.arch.ToEngine(p.w32, w)
+		p.arch.toEngine(p.w32, p.tmp32, w)
 		f := p.fast.act[p.last()]
 		for lo := 0; lo < rows; lo += p.max {
 			hi := min(lo+p.max, rows)
@@ -293,8 +295,8 @@ func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Stand
 	}
 	ls := p.local32
 	nt := &p.fast
-	p.arch.ToEngine(p.w32, mu)
-	p.arch.ToEngine(ls.s2, sig2)
+	p.arch.toEngine(p.w32, p.tmp32, mu)
+	p.arch.toEngine(ls.s2, p.tmp32, sig2)
 	p.noise.start(rng)
 	// The first layer: the same mean and variance for every draw.
 	ls.one.off, ls.one.idx, ls.one.val = ls.one.off[:0], ls.one.idx[:0], ls.one.val[:0]

@@ -187,10 +187,10 @@ func (t *Trainer) Step(q *MeanField, rng *rand.Rand) float64 {
 	return scale * ll
 }
 
-// begin prepares iterations on q: on the fast engine it checks q's size
-// and loads q into the engine. iterate runs one iteration and end stores
-// the engine's parameters back into q; between begin and end, q's Mu and
-// Rho are stale on the fast engine.
+// begin prepares iterations on q: it checks q's size and, on the fast
+// engine, loads q into the engine. iterate runs one iteration and end
+// stores the engine's parameters back into q; between begin and end, q's
+// Mu and Rho are stale on the fast engine.
 func (t *Trainer) begin(q *MeanField) {
 	if len(q.Mu) != t.lik.NumParams() || len(q.Hyper) != t.lik.NumHyper() {
 		panic("posterior: posterior size does not match the likelihood")

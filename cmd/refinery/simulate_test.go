@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -27,27 +24,12 @@ func TestSimulateBanditConfig(t *testing.T) {
 		"features": [{"name": "x1", "type": "numeric"}], "policy": {"kind": "mf-ts"}}`)
 	arms := write("arms.json", `{"name": "arms", "arms": ["eat", "pass"],
 		"features": [{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string
-		wantStderr string
-	}{
+	runCases(t, []runCase{
 		{"a fitting configuration is played with delayed rewards", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--reward-delay", "5", "--train-every", "3", "--quiet"}, 0, "| wheel-mf | 1 |", ""},
 		{"features that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", narrow, "--steps", "10", "--quiet"}, 1, "",
 			"refinery simulate: --bandit-config " + narrow + ": bandit configuration's features encode to 1 inputs, the environment wheel:delta=0.95 has 2\n"},
 		{"arms that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", arms, "--steps", "10", "--quiet"}, 1, "",
 			"refinery simulate: --bandit-config " + arms + `: bandit configuration has arms ["eat" "pass"], the environment wheel:delta=0.95 has ["a1" "a2" "a3" "a4" "a5"]` + "\n"},
 		{"a negative reward delay is refused", []string{"simulate", "--reward-delay", "-1"}, 2, "", "refinery simulate: --reward-delay -1: want at least 0\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tt.args, &stdout, &stderr)
-			if code != tt.wantCode || stderr.String() != tt.wantStderr || !strings.Contains(stdout.String(), tt.wantStdout) {
-				t.Errorf("exit %d, stderr %q, stdout %q; want %d, %q and stdout containing %q", code, stderr.String(), stdout.String(), tt.wantCode, tt.wantStderr, tt.wantStdout)
-			}
-		})
-	}
+	})
 }
