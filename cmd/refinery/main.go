@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/refinery-bandits/refinery/nn/kern"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -40,7 +42,7 @@ func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
-	_, err := fmt.Fprintf(stdout, "refinery %s\n", version)
+	_, err := fmt.Fprintf(stdout, "refinery %s (kernels: %s)\n", version, kern.Current())
 	return err
 }
 
@@ -77,6 +79,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands {
 		if c.name != args[0] {
 			continue
+		}
+		if err := kern.EnvError(); err != nil {
+			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)
+			return 2
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		switch {

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/refinery-bandits/refinery/nn/kern"
 )
 
 // runCase is a command line and what it must do: exit with wantCode,
@@ -19,7 +23,7 @@ type runCase struct {
 
 func TestRun(t *testing.T) {
 	runCases(t, []runCase{
-		{"version prints the version", []string{"version"}, 0, "refinery dev\n", ""},
+		{"version prints the version", []string{"version"}, 0, "refinery dev (kernels: " + kern.Current().String() + ")\n", ""},
 		{"help lists the commands", []string{"help"}, 0, "version", ""},
 		{"an unknown command is a one-line error", []string{"frobnicate"}, 2, "", "refinery: unknown command \"frobnicate\" (run 'refinery help')\n"},
 		{"a bad flag is a one-line error", []string{"version", "--nope"}, 2, "", "refinery version: flag provided but not defined: -nope\n"},
@@ -43,5 +47,25 @@ func runCases(t *testing.T, tests []runCase) {
 				t.Errorf("stderr = %q, want %q", stderr.String(), tt.wantStderr)
 			}
 		})
+	}
+}
+
+// TestKernelLevelFromEnv checks that a REFINERY_KERN naming no level this
+// CPU can run stops every command with a one-line error (exit 2) instead of
+// silently running another level: the test binary is re-run with it set.
+func TestKernelLevelFromEnv(t *testing.T) {
+	if os.Getenv("REFINERY_KERN") == "avx9000" {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"version"}, &stdout, &stderr)
+		want := "refinery version: REFINERY_KERN=\"avx9000\": not a kernel level this CPU and build can run (want one of "
+		if code != 2 || !strings.HasPrefix(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 1 || stdout.Len() != 0 {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and a one-line error starting %q", code, stdout.String(), stderr.String(), want)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKernelLevelFromEnv$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "REFINERY_KERN=avx9000")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }

@@ -9,8 +9,9 @@
 // Architecture-specific implementations are selected at start-up from the
 // CPU's features (golang.org/x/sys/cpu) and may be forced, for tests and
 // benchmarks, with Use or with the environment variable REFINERY_KERN
-// (portable, avx2 or avx512; a name this CPU cannot run, or none, leaves
-// the best level in use).
+// (portable, avx2 or avx512; a name this CPU cannot run leaves the best
+// level in use and is reported by EnvError, so that commands can refuse
+// it instead of silently measuring another level).
 //
 // Conventions: matrices are row-major float32 slices with explicit row
 // strides; kernels write into their destination arguments, never allocate,
@@ -112,6 +113,7 @@ var portable = impl{
 var (
 	cur    = portable
 	levels = archLevels(map[Level]impl{Portable: portable})
+	envErr error
 )
 
 func init() {
@@ -120,13 +122,34 @@ func init() {
 		best = max(best, l)
 	}
 	if env := strings.TrimSpace(os.Getenv("REFINERY_KERN")); env != "" {
+		found := false
 		for l := range levels {
 			if l.String() == env {
-				best = l
+				best, found = l, true
 			}
+		}
+		if !found {
+			envErr = fmt.Errorf("REFINERY_KERN=%q: not a kernel level this CPU and build can run (want one of %s)", env, strings.Join(availableNames(), ", "))
 		}
 	}
 	cur = levels[best]
+}
+
+// EnvError reports a REFINERY_KERN value that names no level this CPU and
+// build can run; the best level is in use instead. It is nil when the
+// variable is unset or was honoured.
+func EnvError() error { return envErr }
+
+// availableNames lists the levels this CPU and build can run, lowest
+// first.
+func availableNames() []string {
+	var names []string
+	for l := Portable; l <= AVX512; l++ {
+		if Available(l) {
+			names = append(names, l.String())
+		}
+	}
+	return names
 }
 
 // Current returns the level in use.

@@ -486,22 +486,39 @@ func TestAdamSubnormals(t *testing.T) {
 }
 
 // TestEnvLevel checks REFINERY_KERN: the test binary is re-run with each
-// available level forced, and must report it as Current.
+// available level forced, and must report it as Current with no
+// EnvError; and with a name no CPU runs, which must leave the best level
+// in use and be reported by EnvError.
 func TestEnvLevel(t *testing.T) {
+	const bogus = "avx9000"
 	if env := os.Getenv("REFINERY_KERN"); env != "" {
-		if Current().String() != env {
-			t.Fatalf("REFINERY_KERN=%s: Current() = %v", env, Current())
+		if env == bogus {
+			if EnvError() == nil {
+				t.Fatalf("REFINERY_KERN=%s: EnvError() = nil", env)
+			}
+			for l := Current() + 1; l <= AVX512; l++ {
+				if Available(l) {
+					t.Fatalf("REFINERY_KERN=%s: Current() = %v, but %v is available", env, Current(), l)
+				}
+			}
+			return
+		}
+		if Current().String() != env || EnvError() != nil {
+			t.Fatalf("REFINERY_KERN=%s: Current() = %v, EnvError() = %v", env, Current(), EnvError())
 		}
 		return
 	}
+	names := []string{bogus}
 	for _, l := range []Level{Portable, AVX2, AVX512} {
-		if !Available(l) {
-			continue
+		if Available(l) {
+			names = append(names, l.String())
 		}
+	}
+	for _, name := range names {
 		cmd := exec.Command(os.Args[0], "-test.run=^(TestEnvLevel|TestSoftplusAgainstFloat64|TestSgemmAgainstFloat64)$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "REFINERY_KERN="+l.String())
+		cmd.Env = append(os.Environ(), "REFINERY_KERN="+name)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("REFINERY_KERN=%s: %v\n%s", l, err, out)
+			t.Errorf("REFINERY_KERN=%s: %v\n%s", name, err, out)
 		}
 	}
 }
