@@ -81,6 +81,7 @@ var _ bandit.Observer = (*Dashboard)(nil)
 type banditHistory struct {
 	arms      map[string]int64 // decisions per arm since start, from Decided
 	fallbacks int64            // mean-field decisions of a refined-ts bandit
+	use       sampleUse        // decisions on refined samples, from Sampled
 	samples   ring[dashSample]
 	elbos     ring[elboPoint]
 }
@@ -177,9 +178,32 @@ func (d *Dashboard) Trained(b string, _ int, version int64, elbo float64) {
 // Refined implements bandit.Observer.
 func (d *Dashboard) Refined(string, time.Duration) {}
 
-// Sampled implements bandit.Observer; the dashboard reads the banks'
-// counters from the agents' status instead.
-func (d *Dashboard) Sampled(string, float64, time.Duration, int64, bool) {}
+// sampleUse sums what Sampled reports, since the server started.
+type sampleUse struct {
+	n                 int64
+	uses, age, behind float64
+}
+
+// means returns the mean uses, age in seconds and versions behind of the
+// decisions' samples (zeros before any).
+func (u sampleUse) means() (uses, age, behind float64) {
+	if u.n == 0 {
+		return 0, 0, 0
+	}
+	n := float64(u.n)
+	return u.uses / n, u.age / n, u.behind / n
+}
+
+// Sampled implements bandit.Observer.
+func (d *Dashboard) Sampled(b string, uses float64, age time.Duration, behind int64, _ bool) {
+	d.mu.Lock()
+	u := &d.history(b).use
+	u.n++
+	u.uses += uses
+	u.age += age.Seconds()
+	u.behind += float64(behind)
+	d.mu.Unlock()
+}
 
 // Bank implements bandit.Observer.
 func (d *Dashboard) Bank(string, int) {}

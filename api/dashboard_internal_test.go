@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRingKeepsTheNewest(t *testing.T) {
@@ -31,3 +32,21 @@ func TestChartsAreSVGAndEscaped(t *testing.T) {
 }
 
 func nan() float64 { var z float64; return z / z }
+
+// The dashboard averages what Sampled reports per bandit.
+func TestDashboardAveragesSampleUse(t *testing.T) {
+	d := NewDashboard(DashboardConfig{})
+	defer d.Close()
+	d.Sampled("b", 10, 2*time.Second, 1, false)
+	d.Sampled("b", 30, 4*time.Second, 3, true)
+	d.Sampled("other", 1000, time.Hour, 9, false)
+	d.mu.Lock()
+	uses, age, behind := d.history("b").use.means()
+	d.mu.Unlock()
+	if uses != 20 || age != 3 || behind != 2 {
+		t.Errorf("means = %g uses, %g s, %g versions; want 20, 3, 2", uses, age, behind)
+	}
+	if u, a, v := (sampleUse{}).means(); u != 0 || a != 0 || v != 0 {
+		t.Errorf("means before any decision = %g, %g, %g; want zeros", u, a, v)
+	}
+}

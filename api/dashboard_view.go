@@ -71,6 +71,12 @@ type dashBank struct {
 	Fallbacks         int64   `json:"fallbacks"`
 	ProducedPerSecond float64 `json:"produced_per_second"`
 	UsedPerSecond     float64 `json:"used_per_second"`
+	// The mean, over the decisions on refined samples since the server
+	// started, of the decision's samples' uses (that decision included),
+	// age and posterior versions behind (bandit.Propensity).
+	MeanSampleUses       float64 `json:"mean_sample_uses"`
+	MeanSampleAgeSeconds float64 `json:"mean_sample_age_seconds"`
+	MeanVersionsBehind   float64 `json:"mean_versions_behind"`
 }
 
 type dashDecision struct {
@@ -107,9 +113,9 @@ func (s *Server) dashboardView(ctx context.Context) (*dashboardView, error) {
 		h := d.history(a.Name())
 		samples := h.samples.all()
 		elbos := h.elbos.all()
-		fallbacks := h.fallbacks
+		fallbacks, use := h.fallbacks, h.use
 		d.mu.Unlock()
-		b, err := s.dashBandit(ctx, a, now, samples, elbos, fallbacks)
+		b, err := s.dashBandit(ctx, a, now, samples, elbos, fallbacks, use)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +134,7 @@ func (s *Server) dashboardView(ctx context.Context) (*dashboardView, error) {
 	return v, nil
 }
 
-func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time, samples []dashSample, elbos []elboPoint, fallbacks int64) (*dashBandit, error) {
+func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time, samples []dashSample, elbos []elboPoint, fallbacks int64, use sampleUse) (*dashBandit, error) {
 	cfg := a.Config()
 	st := a.Status()
 	b := &dashBandit{Name: a.Name(), Policy: string(cfg.Policy.Kind), Arms: cfg.Arms, ModelVersion: st.ModelVersion, ELBO: st.ELBO,
@@ -276,6 +282,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	b.Charts["spread"] = chart{title: "mean posterior σ per layer", w: cw, h: ch}.bars(labels, values)
 	if st.Bank != nil {
 		b.Bank = &dashBank{BankStatus: *st.Bank, Fallbacks: fallbacks}
+		b.Bank.MeanSampleUses, b.Bank.MeanSampleAgeSeconds, b.Bank.MeanVersionsBehind = use.means()
 		if n > 1 {
 			b.Bank.ProducedPerSecond = nanZero(prod[n-1])
 			b.Bank.UsedPerSecond = nanZero(used[n-1])

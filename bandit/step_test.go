@@ -237,3 +237,60 @@ func TestTrainerBudgetFollowsTheRewards(t *testing.T) {
 		})
 	}
 }
+
+// A live refined-ts decision never waits for refinement: with a trained
+// posterior and a bank that cannot fill for a long while (one worker,
+// 100,000 iterations per conditional optimization), decisions come back
+// at once on mean-field samples, the fall-back before the bank's first
+// refined samples.
+func TestDecisionWithAnEmptyBankDoesNotWait(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 9, Workers: 1})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := smallConfig(bandit.RefinedTS)
+	cfg.Refinement.Iterations = 100000
+	a, err := svc.Create(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := json.RawMessage(`{"color": "red", "size": 1}`)
+	for i := range 5 {
+		o, err := a.Decide(ctx, bandit.DecideRequest{Context: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Reward(ctx, o.Decision.EventID, float64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for a.Status().TrainedRows < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the trainer did not train on 5 rewards in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	const n = 20
+	for range n {
+		o, err := a.Decide(ctx, bandit.DecideRequest{Context: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Decision.Sample != bandit.SampleMeanField {
+			t.Fatalf("a decision acted on %s samples before any refined sample could be made", o.Decision.Sample)
+		}
+	}
+	// The old bank waited 50 ms per decision (policy.max_wait): 1 s for
+	// 20. Mean-field decisions on this small network take well under a
+	// millisecond; 500 ms leaves room for a loaded machine.
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("%d decisions with an empty bank took %v, want them at once", n, d)
+	}
+	if st := a.Status(); st.Bank.Depth != 0 {
+		t.Errorf("bank %+v, want it empty", st.Bank)
+	}
+}

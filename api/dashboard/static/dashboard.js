@@ -37,7 +37,7 @@
     h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + (b.policy === "eps-greedy" || b.policy === "greedy" ? "MAP objective " : "ELBO ") + num(b.elbo, 1) + " · arm mix (10s) " + shares(b) + "</div>";
     if (b.bank) {
       const k = b.bank;
-      h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + "</div>";
+      h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + " · beyond bounds " + num(k.beyond_bounds, 0) + " · per decision: sample uses " + num(k.mean_sample_uses) + ", age " + num(k.mean_sample_age_seconds) + " s, versions behind " + num(k.mean_versions_behind) + "</div>";
     }
     h += '<div class="charts">';
     for (const c of ["throughput", "reward", "arms", "elbo", "lag", "spread", "bank"]) {
