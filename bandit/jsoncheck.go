@@ -118,19 +118,7 @@ func (c *jsonChecker) value(field string, depth int) {
 			}
 			c.pos++
 			c.value(at, depth+1)
-			c.ws()
-			if c.stop || c.pos >= len(c.data) {
-				c.stop = true
-				return
-			}
-			switch c.data[c.pos] {
-			case ',':
-				c.pos++
-			case '}':
-				c.pos++
-				return
-			default:
-				c.stop = true
+			if !c.next('}') {
 				return
 			}
 		}
@@ -147,19 +135,7 @@ func (c *jsonChecker) value(field string, depth int) {
 		}
 		for i := 0; !c.stop; i++ {
 			c.value(field+"["+strconv.Itoa(i)+"]", depth+1)
-			c.ws()
-			if c.stop || c.pos >= len(c.data) {
-				c.stop = true
-				return
-			}
-			switch c.data[c.pos] {
-			case ',':
-				c.pos++
-			case ']':
-				c.pos++
-				return
-			default:
-				c.stop = true
+			if !c.next(']') {
 				return
 			}
 		}
@@ -178,6 +154,27 @@ func (c *jsonChecker) value(field string, depth int) {
 			c.pos++
 		}
 	}
+}
+
+// next reads what follows a member or element: a comma (true: another
+// one follows) or the closing bracket (false; anything else stops the
+// check, false).
+func (c *jsonChecker) next(closing byte) bool {
+	c.ws()
+	if c.stop || c.pos >= len(c.data) {
+		c.stop = true
+		return false
+	}
+	switch c.data[c.pos] {
+	case ',':
+		c.pos++
+		return true
+	case closing:
+		c.pos++
+		return false
+	}
+	c.stop = true
+	return false
 }
 
 // str reads the string at c.pos (its opening quote) and returns it
