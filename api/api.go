@@ -34,8 +34,12 @@
 //	 "bank": {"depth": 9, "in_flight": 2, "capacity": 16, "produced": 310,
 //	          "discarded": 57, "used": 240, "reused": 0}}
 //
-// trainer_lag counts stored rewards the published posterior has not seen;
-// bank is present for refined-ts only.
+// trainer_lag counts stored rewards the published posterior has not seen
+// (after a restart, the rows stored since the last snapshot until the
+// trainer has run on them); bank is present for refined-ts only;
+// "trainer_error" is present while training fails (the trainer retries
+// every second; a panic in it is recovered and reported here, never an
+// exit of the process).
 //
 // GET /v1/dashboard (what the page at / polls) is, per bandit, the live
 // numbers and charts drawn by the server as SVG strings; the history

@@ -286,6 +286,13 @@ func (a *Agent) load(ctx context.Context) error {
 	return nil
 }
 
+// Bounds on a loaded snapshot's parameters: means and softplus
+// arguments (|mu|, |rho|), and the noise log-variance.
+const (
+	maxSnapshotParam = 1e4
+	maxSnapshotHyper = 1e3
+)
+
 func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField, error) {
 	var meta snapshotMeta
 	if err := json.Unmarshal(s.Metrics, &meta); err != nil {
@@ -305,17 +312,21 @@ func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField
 		return nil, nil, fmt.Errorf("snapshot network %d-%v-%d does not match the configured %d-%v-%d",
 			meta.Inputs, meta.Hidden, meta.Arms, a.arch.In(), a.arch.Hidden(), a.arch.Out())
 	}
-	if !(meta.Scale > 0) || !bounded([]float64{meta.Scale, meta.Shift}, math.MaxFloat64) {
+	// A snapshot is outside input too (issue 16): parameters out of
+	// these bounds (which FitStandardization on accepted rewards and
+	// training in standardized units stay far inside) could overflow a
+	// prediction to an infinite score. Within them, every prediction of
+	// a network of at most MaxHiddenLayers layers of MaxHiddenWidth
+	// units on inputs of at most MaxNumericAbs is finite.
+	if !(meta.Scale >= nn.MinStandardizationScale && meta.Scale <= 2*MaxRewardAbs) || !(math.Abs(meta.Shift) <= MaxRewardAbs) {
 		return nil, nil, fmt.Errorf("snapshot standardization shift %g, scale %g", meta.Shift, meta.Scale)
 	}
-	// A snapshot is outside input too (issue 16): non-finite parameters
-	// or a non-positive prior variance would poison every decision.
-	if !bounded(q.Mu, math.MaxFloat64) || !bounded(q.Rho, math.MaxFloat64) || !bounded(q.Hyper, math.MaxFloat64) || (q.PriorMean != nil && !bounded(q.PriorMean, math.MaxFloat64)) {
-		return nil, nil, errors.New("snapshot has non-finite parameters")
+	if !bounded(q.Mu, maxSnapshotParam) || !bounded(q.Rho, maxSnapshotParam) || !bounded(q.Hyper, maxSnapshotHyper) || (q.PriorMean != nil && !bounded(q.PriorMean, maxSnapshotParam)) {
+		return nil, nil, fmt.Errorf("snapshot has parameters beyond %g (or non-finite)", maxSnapshotParam)
 	}
 	for _, v := range q.PriorVar {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return nil, nil, fmt.Errorf("snapshot prior variance %g", v)
+		if !(v > 0 && v <= 1e6) {
+			return nil, nil, fmt.Errorf("snapshot prior variance %g, want (0, 1e6]", v)
 		}
 	}
 	return &meta, q, nil

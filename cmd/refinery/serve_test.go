@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 	"github.com/refinery-bandits/refinery/store/storetest"
@@ -324,6 +326,9 @@ func TestServeCommandLine(t *testing.T) {
 	if err := m.ParseFlags(nil, io.Discard); err != nil || m.DatabaseURL != "postgres://from-env" || m.Addr != "127.0.0.1:8080" {
 		t.Errorf("ParseFlags() = %v, DatabaseURL %q, Addr %q; want $DATABASE_URL and the default address", err, m.DatabaseURL, m.Addr)
 	}
+	if m.MaxConns != DefaultMaxConns || m.MaxInFlight != api.DefaultMaxInFlight || m.MaxBandits != bandit.DefaultMaxBandits || m.RequestTimeout != api.DefaultRequestTimeout || m.DBWait != 2*time.Minute {
+		t.Errorf("ParseFlags() limits: conns %d, in flight %d, bandits %d, request timeout %v, db wait %v; want the defaults", m.MaxConns, m.MaxInFlight, m.MaxBandits, m.RequestTimeout, m.DBWait)
+	}
 	tests := []struct {
 		name       string
 		args       []string
@@ -333,6 +338,10 @@ func TestServeCommandLine(t *testing.T) {
 		{"an unknown log level is refused", []string{"serve", "--log-level", "loud"}, "refinery serve: --log-level \"loud\": want debug, info, warn or error\n"},
 		{"arguments are refused", []string{"serve", "now"}, "refinery serve: unexpected argument \"now\"\n"},
 		{"an unknown simulation is refused", []string{"serve", "--simulate", "casino"}, "refinery serve: --simulate \"casino\": want mushroom or wheel\n"},
+		{"zero max connections are refused", []string{"serve", "--max-conns", "0"}, "refinery serve: --max-conns 0: want 1 or more\n"},
+		{"zero requests in flight are refused", []string{"serve", "--max-in-flight", "0"}, "refinery serve: --max-in-flight 0: want 1 or more\n"},
+		{"zero bandits are refused", []string{"serve", "--max-bandits", "0"}, "refinery serve: --max-bandits 0: want 1 or more\n"},
+		{"a zero request timeout is refused", []string{"serve", "--request-timeout", "0s"}, "refinery serve: --db-wait 2m0s, --request-timeout 0s: want >= 0 and > 0\n"},
 		{"a rate of zero is refused", []string{"serve", "--simulate", "wheel", "--rate", "0/s"}, "refinery serve: --rate \"0/s\": want decisions per second per bandit in (0, 10000], e.g. 20 or 20/s\n"},
 	}
 	for _, tt := range tests {
