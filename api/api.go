@@ -84,7 +84,7 @@
 // bandit.CheckJSON refuses, and a body that cannot be read: shorter than
 // its Content-Length, a malformed chunk), 403 the service's bandit limit
 // (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
-// 405, 408 a body that did not arrive within BodyReadTimeout, 409 name
+// 405, 408 a body that did not arrive within Config.BodyReadTimeout, 409 name
 // taken / event decided with another context / reward with another
 // value, 413 body over the route's limit (MaxConfigBytes,
 // MaxDecisionBytes, MaxRewardBytes), 415, 429 at capacity
@@ -127,10 +127,6 @@ import (
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
-// BodyReadTimeout bounds how long a request body may take to arrive;
-// past it the answer is 408.
-const BodyReadTimeout = 10 * time.Second
-
 // Body size limits: larger bodies are answered 413.
 const (
 	MaxConfigBytes   = 1 << 20  // POST /v1/bandits
@@ -166,13 +162,18 @@ type Config struct {
 	// the store's calls are cancelled and the answer is 503. Zero means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// BodyReadTimeout bounds how long a request body may take to arrive
+	// once the handler starts; past it the answer is 408. Zero means
+	// DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 }
 
 // Defaults of Config.
 const (
-	DefaultMaxInFlight    = 64
-	DefaultAdmissionWait  = 100 * time.Millisecond
-	DefaultRequestTimeout = 10 * time.Second
+	DefaultMaxInFlight     = 64
+	DefaultAdmissionWait   = 100 * time.Millisecond
+	DefaultRequestTimeout  = 10 * time.Second
+	DefaultBodyReadTimeout = 10 * time.Second
 )
 
 // Server is the HTTP handler.
@@ -191,6 +192,7 @@ type Server struct {
 	maxWaiting     int64
 	admissionWait  time.Duration
 	requestTimeout time.Duration
+	bodyTimeout    time.Duration
 	// storeFailedAt is when (UnixNano) a request last failed because the
 	// store was unavailable; /readyz is 503 for storeFailureWindow after.
 	storeFailedAt atomic.Int64
@@ -227,9 +229,12 @@ func New(cfg Config) *Server {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
-		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout}
+		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout}
 	go s.dash.run(s.svc)
 	if s.metrics != nil {
 		s.metrics.Watch(s.svc)
@@ -378,7 +383,7 @@ func agentFrom(ctx context.Context) *bandit.Agent { return ctx.Value(agentKey).(
 
 // readBody reads a JSON request body of at most limit bytes: 415 unless
 // the content type is absent or JSON, 413 past the limit.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -388,7 +393,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	// The body must arrive within BodyReadTimeout of the handler's
 	// start (the server's ReadTimeout is the backstop where the
 	// connection does not support deadlines).
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(BodyReadTimeout))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
@@ -398,7 +403,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	case errors.As(err, &tooLarge):
 		return nil, withDetail(errTooLarge, "the body exceeds %d bytes", limit)
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return nil, withDetail(errBodyTimeout, "the body did not arrive within %s", BodyReadTimeout)
+		return nil, withDetail(errBodyTimeout, "the body did not arrive within %s", s.bodyTimeout)
 	}
 	// Shorter than its Content-Length, a malformed chunk, a connection
 	// closed half-way: the client sent no well-formed body.
@@ -494,7 +499,7 @@ func (s *Server) view(ctx context.Context, a *bandit.Agent, withStatus bool) (*b
 }
 
 func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r, MaxConfigBytes)
+	body, err := s.readBody(w, r, MaxConfigBytes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -576,7 +581,7 @@ type decisionResponse struct {
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	a := agentFrom(r.Context())
-	body, err := readBody(w, r, MaxDecisionBytes)
+	body, err := s.readBody(w, r, MaxDecisionBytes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -641,7 +646,7 @@ type rewardRequest struct {
 func (s *Server) reward(w http.ResponseWriter, r *http.Request) {
 	a := agentFrom(r.Context())
 	eventID := chi.URLParam(r, "event_id")
-	body, err := readBody(w, r, MaxRewardBytes)
+	body, err := s.readBody(w, r, MaxRewardBytes)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -44,7 +44,7 @@ var (
 	errMediaType = errors.New("api: unsupported media type")
 	errNoRoute   = errors.New("api: no such route")
 	errMethod    = errors.New("api: method not allowed")
-	// errBodyTimeout: the body did not arrive within BodyReadTimeout.
+	// errBodyTimeout: the body did not arrive within Config.BodyReadTimeout.
 	errBodyTimeout = errors.New("api: request body timeout")
 	// errOverloaded: no room for the request within AdmissionWait.
 	errOverloaded = errors.New("api: overloaded")

@@ -112,3 +112,29 @@ func TestExplicitZeroWaitIsKept(t *testing.T) {
 		t.Errorf("default reward.wait = %q, want %s", v.Reward.Wait, want)
 	}
 }
+
+// TestSlowBodyIs408: a body that stops arriving is answered 408 after
+// the body read timeout (issue 16, finding 3).
+func TestSlowBodyIs408(t *testing.T) {
+	srv := newServer(t, memoryStore(t), api.Config{BodyReadTimeout: 200 * time.Millisecond})
+	if resp, body := post(t, srv.URL+"/v1/bandits", toyBandit); resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	if _, err := c.Write([]byte("POST /v1/bandits/toy/decisions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"context\": {")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	if !strings.HasPrefix(line, "HTTP/1.1 408") || time.Since(start) > 5*time.Second {
+		t.Errorf("status line %q after %v, want 408 after about 200ms", strings.TrimSpace(line), time.Since(start))
+	}
+}
