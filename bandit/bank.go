@@ -126,14 +126,6 @@ func (b *bank) reserve() bool {
 	return true
 }
 
-// needs reports whether the bank has room for another sample.
-func (b *bank) needs() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.prune(b.clock.Now())
-	return len(b.samples)+b.inflight < b.capacity
-}
-
 // put ends a reservation with a finished sample (w nil: the refinement
 // failed or was abandoned). A sample already past its bounds is
 // discarded; put reports whether the sample was kept.
