@@ -418,6 +418,9 @@ func (a *Agent) trainLoop() {
 		<-a.done
 		cancel()
 	}()
+	var lastErr string
+	var lastLogged time.Time
+	repeats := 0
 	var minInterval time.Duration
 	if a.cfg.Training.MinInterval != nil {
 		minInterval = time.Duration(*a.cfg.Training.MinInterval)
@@ -442,7 +445,18 @@ func (a *Agent) trainLoop() {
 			}
 		}
 		if err != nil && ctx.Err() == nil {
-			a.log.Error("training failed; retrying in a second", "err", err)
+			// The same failure again (a database outage, a persistent
+			// fault) is logged once a minute, not every second.
+			msg := ""
+			if e := a.trainErr.Load(); e != nil {
+				msg = *e
+			}
+			if msg != lastErr || time.Since(lastLogged) >= time.Minute {
+				a.log.Error("training failed; retrying every second", "err", err, "repeats", repeats)
+				lastErr, lastLogged, repeats = msg, time.Now(), 0
+			} else {
+				repeats++
+			}
 			select {
 			case <-a.done:
 				return
