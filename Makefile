@@ -89,7 +89,7 @@ bench-simulate: ## steps per second of every policy under both presets on the mu
 	$(GO) test -run '^$$' -bench BenchmarkStep -benchtime 20x -timeout 60m ./simulators/
 
 .PHONY: bench-mushroom
-bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 seeds x 10,000 steps, fast preset, into bench/mushroom (about an hour on 2 cores)
+bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 seeds x 10,000 steps, fast preset, into bench/mushroom (within 90 minutes on 2 cores)
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies uniform,eps-greedy,greedy,mf-ts,refined-ts,linear-ts --steps 10000 --seeds 5 --preset fast --out bench/mushroom
 
 PAPER_STEPS ?= 2000

@@ -37,17 +37,18 @@ type Preset struct {
 //     reward; refined samples with a_1 ~ N(0, 0.7), a_2 ~ N(0, 0.3) and
 //     500 refinement iterations, fresh for every decision
 //     (max_sample_uses 1, bank_size 3); 3 samples per decision.
-//   - fast: the paper's prior, optimizer, refinement fractions and samples
-//     per decision with less work: a 2x32 ReLU network (4.9k parameters
-//     instead of 22k, about a fifth of the cost per iteration; mushroom is
-//     nearly linearly separable in its one-hot encoding, so capacity is
-//     not what limits regret), the posterior retrained every 10 rewards
-//     for 100 iterations (a fiftieth of the paper's ELBO iterations) and
-//     40 conditional iterations per refined sample instead of 500.
-//     Refined and mean-field TS still see the same posterior, so their
-//     samples differ only by refinement. A refined step costs about 1/70
-//     of the paper's, which puts 5 seeds x 10,000 steps of all policies
-//     within an hour on 2 cores.
+//   - fast: the paper's network, prior, optimizer, refinement fractions
+//     and samples per decision with less work: the posterior retrained
+//     every 10 rewards for 100 iterations (a fiftieth of the paper's ELBO
+//     iterations) and 200 conditional iterations per refined sample
+//     instead of 500. Refined and mean-field TS see the same posterior, so
+//     their samples differ only by refinement. On the fast engine a
+//     refined-ts step costs 91 ms of one core (three refined samples of
+//     200 iterations; measured at load 2 with GOMAXPROCS=1 over 400 steps),
+//     the other policies 0.3-2.8 ms, which puts 5 seeds x 10,000 steps of
+//     every policy (make bench-mushroom) at about 45 minutes on 2 cores.
+//     Before the fast engine this preset had to shrink the network to
+//     2x32 and refinement to 40 iterations.
 func Presets() map[string]Preset {
 	paper := Preset{
 		Name:        "paper",
@@ -70,13 +71,12 @@ func Presets() map[string]Preset {
 	}
 	fast := paper
 	fast.Name = "fast"
-	fast.Description = "paper's prior, optimizer, refinement fractions and samples per decision on a 2x32 ReLU network; retrain every 10 rewards for 100 iterations; 40 refinement iterations per sample"
-	fast.Bandit.Model.Hidden = []int{32, 32}
+	fast.Description = "paper's 2x100 ReLU network, prior, optimizer, refinement fractions and samples per decision; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
 	fast.TrainEvery = 10
 	fast.Bandit.Training.Iterations = 100
 	fast.Bandit.Training.IterationsPerReward = 10
 	fast.Bandit.Refinement.Fractions = []float64{0.7, 0.3}
-	fast.Bandit.Refinement.Iterations = 40
+	fast.Bandit.Refinement.Iterations = 200
 	fast.Epsilons = []float64{0.01, 0.05}
 	return map[string]Preset{"paper": paper, "fast": fast}
 }
