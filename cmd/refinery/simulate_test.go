@@ -25,7 +25,8 @@ func TestSimulateBanditConfig(t *testing.T) {
 	arms := write("arms.json", `{"name": "arms", "arms": ["eat", "pass"],
 		"features": [{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
 	runCases(t, []runCase{
-		{"a fitting configuration is played with delayed rewards", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--reward-delay", "5", "--train-every", "3", "--quiet"}, 0, "| wheel-mf | 1 |", ""},
+		{"a fitting configuration is played with delayed rewards", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--reward-delay", "5", "--train-every", "3", "--quiet"}, 0, "retrained every 3 rewards", ""},
+		{"the table names the configuration", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--quiet"}, 0, "| wheel-mf | 1 |", ""},
 		{"features that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", narrow, "--steps", "10", "--quiet"}, 1, "",
 			"refinery simulate: --bandit-config " + narrow + ": bandit configuration's features encode to 1 inputs, the environment wheel:delta=0.95 has 2\n"},
 		{"arms that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", arms, "--steps", "10", "--quiet"}, 1, "",
