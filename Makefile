@@ -24,7 +24,7 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint ## lint, then every test, then nn and posterior again on the portable kernels and nn/kern built without assembly (PostgreSQL tests use $$DATABASE_URL; under CI=true they fail without it)
+test: lint ## lint, then every test, then nn and posterior again on the portable kernels and nn/kern built without assembly (PostgreSQL tests use $DATABASE_URL; under CI=true they fail without it)
 	$(GO) test -count=1 -timeout 9m ./...
 	REFINERY_KERN=portable $(GO) test -count=1 -timeout 5m ./nn/... ./posterior/
 	$(GO) test -count=1 -tags purego ./nn/kern/
