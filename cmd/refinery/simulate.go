@@ -105,6 +105,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case *trainEvery < 0:
 		return usageError{fmt.Errorf("--train-every %d: want at least 0", *trainEvery)}
 	}
+	if *out != "" {
+		// Before the run, not after it: a typo must not cost a benchmark.
+		if err := simulators.CheckOutputDir(*out); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
 	env, err := simulators.ParseEnv(*envSpec, *data)
 	if err != nil {
 		return err

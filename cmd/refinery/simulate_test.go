@@ -31,6 +31,8 @@ func TestSimulateBanditConfig(t *testing.T) {
 			"refinery simulate: --bandit-config " + narrow + ": bandit configuration's features encode to 1 inputs, the environment wheel:delta=0.95 has 2\n"},
 		{"arms that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", arms, "--steps", "10", "--quiet"}, 1, "",
 			"refinery simulate: --bandit-config " + arms + `: bandit configuration has arms ["eat" "pass"], the environment wheel:delta=0.95 has ["a1" "a2" "a3" "a4" "a5"]` + "\n"},
+		{"an output path that cannot be a directory fails before the run", []string{"simulate", "--env", "wheel", "--steps", "100000000", "--out", fits + "/out"}, 1, "",
+			"refinery simulate: --out: mkdir " + fits + ": not a directory\n"},
 		{"a negative reward delay is refused", []string{"simulate", "--reward-delay", "-1"}, 2, "", "refinery simulate: --reward-delay -1: want at least 0\n"},
 	})
 }
