@@ -1,7 +1,9 @@
 package simulators
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,3 +38,38 @@ func TestProgressETAWeighsPolicies(t *testing.T) {
 		t.Errorf("fresh line %q: want ETA ?", line)
 	}
 }
+
+// Written anywhere but a terminal, progress is plain lines, no carriage
+// returns: a redirected run used to log a '\r' frame twice a second.
+func TestProgressToALogIsLines(t *testing.T) {
+	old := LogInterval
+	LogInterval = time.Millisecond
+	defer func() { LogInterval = old }()
+	var buf strings.Builder
+	var mu sync.Mutex
+	cfg := tinyConfig(t)
+	cfg.Policies = cfg.Policies[:2] // uniform, linear-ts: cheap
+	cfg.Steps = 200
+	cfg.Progress = writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(b)
+	})
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if strings.Contains(out, "\r") || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("progress to a non-terminal: %q", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "100%") || !strings.Contains(last, "ETA 0s") {
+		t.Errorf("last line %q: want 100%% and ETA 0s", last)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

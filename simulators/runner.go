@@ -8,12 +8,15 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/store"
@@ -391,35 +394,55 @@ func (p *progress) line() string {
 			bar[i] = ' '
 		}
 	}
-	return fmt.Sprintf("\r[%s] %3.0f%% %d/%d steps  %.0f steps/s  ETA %s  runs %d/%d ",
+	return fmt.Sprintf("[%s] %3.0f%% %d/%d steps  %.0f steps/s  ETA %s  runs %d/%d",
 		bar, 100*float64(d)/float64(max(p.total, 1)), d, p.total, rate, eta, finished, p.runs)
 }
 
-// show prints p's line to w about twice a second until the returned
-// function is called, which prints it a last time and ends the line.
+// show prints p's line to w until the returned function is called,
+// which prints it a last time. On a terminal the line redraws itself in
+// place about twice a second; anywhere else (a log file, a pipe) it is
+// written as a plain line every LogInterval, so a log holds one line a
+// minute, not a carriage-return frame every half second.
 func (p *progress) show(w io.Writer) func() {
 	if w == nil {
 		return func() {}
+	}
+	tty := isTerminal(w)
+	every, prefix, suffix := LogInterval, "", "\n"
+	if tty {
+		every, prefix, suffix = 500*time.Millisecond, "\r", ""
 	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(500 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-quit:
 				return
 			case <-t.C:
-				fmt.Fprint(w, p.line())
+				fmt.Fprint(w, prefix+p.line()+suffix)
 			}
 		}
 	}()
 	return func() {
 		close(quit)
 		wg.Wait()
-		fmt.Fprintln(w, p.line())
+		fmt.Fprint(w, prefix+p.line()+"\n")
 	}
+}
+
+// LogInterval is how often a Run's progress goes to a writer that is not
+// a terminal.
+var LogInterval = time.Minute
+
+// isTerminal reports whether w is a terminal (golang.org/x/term, which
+// asks the operating system for the file's terminal attributes, rather
+// than guessing from TERM or a file mode).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
