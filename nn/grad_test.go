@@ -24,7 +24,7 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 		{"no hidden layer on one-hot contexts", nil, true},
 	}
 	for _, ar := range archs {
-		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS} {
 			for _, learn := range []bool{false, true} {
 				name := ar.name + "/" + est.String()
 				if learn {
@@ -37,7 +37,7 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 					if ar.oneHot {
 						p = p.oneHot(8)
 					}
-					opt := Options{Estimator: est, NoiseVar: 2.5, LearnNoise: learn, Standardization: Standardization{Shift: -4, Scale: 6.5}}
+					opt := Options{Estimator: est, RISSamples: 3, NoiseVar: 2.5, LearnNoise: learn, Standardization: Standardization{Shift: -4, Scale: 6.5}}
 					lik := NewLikelihood(p.arch, p.data, opt)
 					hyper := p.hyper[:lik.NumHyper()]
 					// maxBatch 4 with 9 rows (one repeated) exercises chunked accumulation.
@@ -48,7 +48,14 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 					ell := func() float64 {
 						return ev.ExpectedLogLik(make([]float64, n), make([]float64, n), make([]float64, lik.NumHyper()), p.mu, p.sigma, hyper, rows, seeded(99))
 					}
+					var frozen *frozenProposal
+					if est == RIS && ar.hidden != nil {
+						frozen = freezeRISProposal(t)
+					}
 					ev.ExpectedLogLik(dMu, dSigma, dHyper, p.mu, p.sigma, hyper, rows, seeded(99))
+					if frozen != nil {
+						frozen.replay()
+					}
 					checkGrad(t, "dMu", ell, p.mu, dMu, gradTol)
 					checkGrad(t, "dSigma", ell, p.sigma, dSigma, gradTol)
 					checkGrad(t, "dHyper", ell, hyper, dHyper, gradTol)
@@ -101,4 +108,43 @@ func TestWeightGradPathsAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// frozenProposal records the RIS proposals (nu, tau) of one evaluation
+// and, after replay, returns them again in the order they were computed,
+// so that a central difference holds them fixed as RIS's backward pass
+// does (ris.go: the proposal is a constant of the noise distribution).
+// Tests that use it must not run in parallel.
+type frozenProposal struct {
+	rec       [][2]float64
+	next      int
+	recording bool
+}
+
+// freezeRISProposal starts recording; the test's cleanup restores
+// risProposal.
+func freezeRISProposal(t *testing.T) *frozenProposal {
+	f := &frozenProposal{recording: true}
+	risProposalFunc = f.proposal
+	t.Cleanup(func() { risProposalFunc = risProposal })
+	return f
+}
+
+// replay stops recording: later evaluations reuse the recorded proposals.
+func (f *frozenProposal) replay() {
+	if len(f.rec) == 0 {
+		panic("frozenProposal: nothing recorded")
+	}
+	f.recording, f.next = false, 0
+}
+
+func (f *frozenProposal) proposal(t float64) (float64, float64) {
+	if f.recording {
+		nu, tau := risProposal(t)
+		f.rec = append(f.rec, [2]float64{nu, tau})
+		return nu, tau
+	}
+	p := f.rec[f.next%len(f.rec)]
+	f.next++
+	return p[0], p[1]
 }
