@@ -559,7 +559,7 @@ func (e *evaluator32) forwardLocal(mu []float32, d *View, n int) bool {
 		if e.ris > 0 && l < last {
 			eps := e.leps[l][:n*ly.Out*e.ris]
 			e.noise.fill(eps)
-			risLayer(z, sd, e.dz[l][:n*ly.Out], eps, e.ris)
+			risLayer(z, sd, e.dz[l][:n*ly.Out], eps, e.ris, e.lik.opt.RISFixedProposal)
 			continue
 		}
 		lrtSample(z, sd, e.leps[l][:n*ly.Out], &e.noise)

@@ -98,12 +98,16 @@ func TestFastEngineMatchesReference(t *testing.T) {
 		{"the bandit network", newProblem(117, []int{100, 100}, 2, 64, 6).oneHot(2)},
 	}
 	for _, pc := range problems {
-		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS} {
-			t.Run(pc.name+"/"+est.String(), func(t *testing.T) {
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
+			t.Run(pc.name+"/"+estName(est), func(t *testing.T) {
 				p := pc.p
 				a := p.arch
 				n := a.NumParams()
-				lik := NewLikelihood(a, p.data, Options{Estimator: est, RISSamples: 2, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}, ReferenceNoise: true})
+				opt := Options{Estimator: est, RISSamples: 2, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}, ReferenceNoise: true}
+				if est == risFixed {
+					opt.Estimator, opt.RISFixedProposal = RIS, true
+				}
+				lik := NewLikelihood(a, p.data, opt)
 				mu, sigma := round32(p.mu), round32(p.sigma)
 				mu32, sig32 := make([]float32, n), make([]float32, n)
 				a.ToEngine(mu32, mu)

@@ -505,7 +505,7 @@ func (e *evaluator) forwardLocal(mu, x []float64, n int, rng *rand.Rand) {
 			for i := range ep {
 				ep[i] = rng.NormFloat64()
 			}
-			risLayer(z, sd, e.dz[l][:n*ly.Out], ep, e.ris)
+			risLayer(z, sd, e.dz[l][:n*ly.Out], ep, e.ris, e.lik.opt.RISFixedProposal)
 			continue
 		}
 		ep := e.leps[l][:n*ly.Out]

@@ -92,6 +92,12 @@ type Options struct {
 	// hidden unit of the RIS estimator (Algorithm 1, lines 3-8); zero
 	// means 1, at most MaxRISSamples. Other estimators ignore it.
 	RISSamples int
+	// RISFixedProposal makes RIS's backward pass hold the proposal fixed,
+	// the gradient of Long et al. (2024), Section 4.2. By default it
+	// differentiates through the proposal as well, which is also
+	// unbiased and has several times less variance (ris.go,
+	// bench/ris.md).
+	RISFixedProposal bool
 	// NoiseVar is the fixed noise variance s2 in squared reward units;
 	// zero means 1. It is ignored when LearnNoise is set.
 	NoiseVar float64

@@ -49,46 +49,98 @@ func optimalProposalMoments(t float64) (shift, variance float64) {
 	return mean - t, z2/z0 - mean*mean
 }
 
-// TestRISProposalMatchesOptimalProposal checks the closed forms of
-// risProposal against numerical quadrature of the moments of r*, the
-// asymptotic branches against the closed form at their switch points,
-// and the clamp of tau^2 to [risTau2Floor, 1].
+// TestRISProposalMatchesOptimalProposal checks risProposal's closed
+// forms against numerical quadrature of the moments of r*, its
+// derivatives against central differences of itself, and its branches
+// against each other at their switch points.
 func TestRISProposalMatchesOptimalProposal(t *testing.T) {
-	for _, tt := range []float64{-20, -8, -3, -1, -0.3, 0, 0.3, 1, 2.5, 10, 100} {
+	for _, tt := range []float64{-20, -8, -3, -1, -0.3, 0, 0.3, 1, 2.5, 10, 24} {
 		shift, v := optimalProposalMoments(tt)
-		nu, tau := risProposal(tt)
+		nu, tau, _, _ := risProposal(tt)
 		// Simpson's error with h = 6e-5 is far below 1e-9 of these
-		// smooth integrands; the closed forms lose about 1e-16 t^2 to
+		// smooth integrands; the closed forms lose about 1e-16 t^4 to
 		// cancellation.
 		if e := relErr(nu, shift, 1e-3); e > 1e-7 {
 			t.Errorf("t = %v: nu = %.10g, quadrature %.10g (relative error %.2g)", tt, nu, shift, e)
 		}
-		want := math.Sqrt(min(max(v, risTau2Floor), 1))
-		if e := math.Abs(tau - want); e > 1e-7 {
-			t.Errorf("t = %v: tau = %.10g, want sqrt(clamp(%.10g)) = %.10g", tt, tau, v, want)
+		f, _ := risSmoothFloor(v)
+		if e := math.Abs(tau - math.Sqrt(f)); e > 1e-7 {
+			t.Errorf("t = %v: tau = %.10g, want sqrt(smooth floor of %.10g) = %.10g", tt, tau, v, math.Sqrt(f))
 		}
 	}
-	// The asymptotic branches join the closed form.
-	for _, c := range []struct{ inside, beyond, tol float64 }{{-24.999, -25.001, 1e-3}, {9999, 10001, 1e-3}} {
-		n1, t1 := risProposal(c.inside)
-		n2, t2 := risProposal(c.beyond)
-		if relErr(n1, n2, 1e-12) > c.tol || math.Abs(t1-t2) > 1e-6 {
-			t.Errorf("risProposal jumps between t = %v (%v, %v) and %v (%v, %v)", c.inside, n1, t1, c.beyond, n2, t2)
+	// tau's derivative is tiny where tau is floored (1e-6 at t = -25),
+	// and tau carries rounding errors of about 1e-13 from the
+	// cancellations of the closed form, hence the step 1e-3 and the
+	// absolute floor 1e-7 of the comparison.
+	for _, tt := range []float64{-2e3, -500, -49, -30, -25.5, -24.5, -3, -0.31, 0.02, 0.3, 1.7, 24.9, 25.1, 300} {
+		_, _, dnu, dtau := risProposal(tt)
+		h := 1e-3 * math.Max(1, math.Abs(tt))
+		at := func(d float64) (float64, float64) { nu, tau, _, _ := risProposal(tt + d); return nu, tau }
+		n1, t1 := at(-h)
+		n2, t2 := at(h)
+		if e := relErr(dnu, (n2-n1)/(2*h), 1e-3); e > 1e-5 {
+			t.Errorf("t = %v: dnu = %.8g, central difference %.8g", tt, dnu, (n2-n1)/(2*h))
+		}
+		if e := relErr(dtau, (t2-t1)/(2*h), 1e-2); e > 1e-5 {
+			t.Errorf("t = %v: dtau = %.8g, central difference %.8g", tt, dtau, (t2-t1)/(2*h))
+		}
+	}
+	// The branches join: Mills-ratio series at -25, the 1/t expansions at
+	// -50 and 25.
+	for _, c := range []struct{ inside, beyond float64 }{{-24.9999, -25.0001}, {-49.9999, -50.0001}, {24.9999, 25.0001}} {
+		n1, t1, d1, e1 := risProposal(c.inside)
+		n2, t2, d2, e2 := risProposal(c.beyond)
+		if relErr(n1, n2, 1e-3) > 1e-4 || math.Abs(t1-t2) > 1e-4 || relErr(d1, d2, 1e-3) > 1e-3 || math.Abs(e1-e2) > 1e-6 {
+			t.Errorf("risProposal jumps between t = %v (%v, %v, %v, %v) and %v (%v, %v, %v, %v)", c.inside, n1, t1, d1, e1, c.beyond, n2, t2, d2, e2)
 		}
 	}
 	for _, tt := range []float64{-1e300, -1e6, -40, 1e6, 1e300} {
-		nu, tau := risProposal(tt)
-		if math.IsNaN(nu) || math.IsInf(nu, 0) || !(tau*tau >= risTau2Floor-1e-15 && tau <= 1) {
-			t.Errorf("risProposal(%v) = (%v, %v), want finite nu and tau^2 in [%v, 1]", tt, nu, tau, risTau2Floor)
+		nu, tau, dnu, dtau := risProposal(tt)
+		for _, v := range []float64{nu, tau, dnu, dtau} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Errorf("risProposal(%v) = (%v, %v, %v, %v), want finite", tt, nu, tau, dnu, dtau)
+			}
+		}
+		if !(tau*tau > risTau2Floor && tau*tau < 1.01) {
+			t.Errorf("risProposal(%v): tau^2 = %v, want in (%v, 1.01)", tt, tau*tau, risTau2Floor)
+		}
+	}
+}
+
+// TestRISLookup checks the interpolated proposal and its derivatives
+// against risProposal on a grid finer than its table's, and at the
+// table's ends.
+func TestRISLookup(t *testing.T) {
+	var worst [4]float64
+	for k := -30000; k <= 30000; k++ {
+		x := float64(k)/1000 + 0.000123
+		n1, t1, d1, e1 := risLookup(x)
+		n2, t2, d2, e2 := risProposal(x)
+		for i, d := range []float64{n1 - n2, t1 - t2, d1 - d2, e1 - e2} {
+			worst[i] = math.Max(worst[i], math.Abs(d))
+		}
+	}
+	// Cubic Hermite interpolation errs by h^4/384 max|f^(4)| in the
+	// values and O(h^3) in the derivatives, h = 1/32; the smooth floor
+	// (width 0.1) has the largest higher derivatives.
+	if worst[0] > 2e-6 || worst[1] > 2e-6 || worst[2] > 2e-4 || worst[3] > 2e-4 {
+		t.Errorf("risLookup differs from risProposal by up to %.3g (nu), %.3g (tau), %.3g (nu'), %.3g (tau')", worst[0], worst[1], worst[2], worst[3])
+	}
+	t.Logf("worst differences: nu %.3g, tau %.3g, nu' %.3g, tau' %.3g", worst[0], worst[1], worst[2], worst[3])
+	for _, x := range []float64{risTableMin, risTableMax, math.Nextafter(risTableMax, 0), risTableMin + 0.5} {
+		n1, t1, d1, e1 := risLookup(x)
+		n2, t2, d2, e2 := risProposal(x)
+		if math.Abs(n1-n2) > 1e-12 || math.Abs(t1-t2) > 1e-12 || math.Abs(d1-d2) > 1e-9 || math.Abs(e1-e2) > 1e-9 {
+			t.Errorf("risLookup(%v) = (%v, %v, %v, %v), risProposal (%v, %v, %v, %v)", x, n1, t1, d1, e1, n2, t2, d2, e2)
 		}
 	}
 }
 
 // TestRISUnitIsUnbiased compares, for pre-activations N(m, v) across the
 // ReLU's kink, the means over many seeded draws of risUnit's estimate and
-// of its two derivatives (proposal held fixed) with the closed forms of
-// reluMoment, within zTol standard errors of the mean: the importance
-// sampling identity makes all three unbiased for any proposal. It also
+// of its two derivatives (through the proposal and with it held fixed)
+// with the closed forms of reluMoment, within zTol standard errors of the
+// mean: the importance sampling identity makes all five unbiased. It also
 // requires the variance of the estimate at t = m/s in [-1, 1] to be below
 // a fifth of that of one plain sample relu(a), a's variance (Prop. 1; the
 // quadrature in risTau2Floor's comment puts the ratio at 0.03-0.05).
@@ -99,24 +151,26 @@ func TestRISUnitIsUnbiased(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("m=%v,v=%v", c.m, c.v), func(t *testing.T) {
 			rng := seeded(uint64(1000*c.m+10*c.v) + 5)
-			est, plain := newMoments(3), newMoments(1)
+			est, plain := newMoments(5), newMoments(1)
 			xi := make([]float64, 1)
 			for range reps {
 				xi[0] = rng.NormFloat64()
-				z, dm, dv := risUnit(c.m, c.v, xi)
-				est.add([]float64{z, dm, dv})
+				z, dm, dv := risUnit(c.m, c.v, xi, false)
+				_, fdm, fdv := risUnit(c.m, c.v, xi, true)
+				est.add([]float64{z, dm, dv, fdm, fdv})
 				plain.add([]float64{math.Max(c.m+math.Sqrt(c.v)*rng.NormFloat64(), 0)})
 			}
-			var want [3]float64
+			var want [5]float64
 			if c.v == 0 {
-				want = [3]float64{math.Max(c.m, 0), 0, 0}
+				want = [5]float64{math.Max(c.m, 0), 0, 0, 0, 0}
 				if c.m > 0 {
-					want[1] = 1
+					want[1], want[3] = 1, 1
 				}
 			} else {
 				want[0], want[1], want[2] = reluMoment(c.m, c.v)
+				want[3], want[4] = want[1], want[2]
 			}
-			for k, name := range []string{"E[relu(a)]", "d/dm", "d/dv"} {
+			for k, name := range []string{"E[relu(a)]", "d/dm", "d/dv", "d/dm, fixed proposal", "d/dv, fixed proposal"} {
 				got, se := est.mean(k), est.se(k)
 				if d := math.Abs(got - want[k]); d > zTol*se+1e-12 {
 					t.Errorf("%s: mean %.6g ± %.2g over %d draws, closed form %.6g: %.1f standard errors", name, got, se, reps, want[k], d/se)
@@ -283,7 +337,7 @@ func TestRISFirstMomentMatchesBruteForce(t *testing.T) {
 				for j := range eps {
 					eps[j] = rng.NormFloat64()
 				}
-				risLayer(z, v, dm, eps, M)
+				risLayer(z, v, dm, eps, M, false)
 				got.add(z)
 			}
 			compare(t, "z~_2", got, brute2, exact2)
