@@ -12,7 +12,7 @@ ADDR      ?= 127.0.0.1:8080
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## build bin/refinery
@@ -24,7 +24,7 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint ## lint, then every test, then nn and posterior again on the portable kernels and nn/kern built without assembly (PostgreSQL tests use $$DATABASE_URL; under CI=true they fail without it)
+test: lint ## lint, then every test, then nn and posterior again on the portable kernels and nn/kern built without assembly (PostgreSQL tests use $DATABASE_URL; under CI=true they fail without it)
 	$(GO) test -count=1 -timeout 9m ./...
 	REFINERY_KERN=portable $(GO) test -count=1 -timeout 5m ./nn/... ./posterior/
 	$(GO) test -count=1 -tags purego ./nn/kern/
@@ -95,6 +95,10 @@ bench-simulate: ## steps per second of every policy under both presets on the mu
 .PHONY: bench-mushroom
 bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 seeds x 10,000 steps, fast preset, into bench/mushroom (within 90 minutes on 2 cores)
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies uniform,eps-greedy,greedy,mf-ts,refined-ts,linear-ts --steps 10000 --seeds 5 --preset fast --out bench/mushroom
+
+.PHONY: bench-mushroom-delay
+bench-mushroom-delay: data build ## bench-mushroom with every reward arriving 100 decisions late (production never sees a reward before the next decision), into bench/mushroom-delay100
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies uniform,eps-greedy,greedy,mf-ts,refined-ts,linear-ts --steps 10000 --seeds 5 --preset fast --reward-delay 100 --out bench/mushroom-delay100
 
 PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper

@@ -10,6 +10,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.24.1
 	golang.org/x/sys v0.47.0
+	golang.org/x/term v0.44.0
 	gonum.org/v1/gonum v0.17.0
 )
 

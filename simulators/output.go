@@ -257,12 +257,22 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	ps := append([]PolicySummary(nil), s.Policies...)
 	sortPolicies(ps)
 	for _, p := range ps {
+		runs := strconv.Itoa(p.Runs)
+		if p.Runs < s.Seeds {
+			runs = fmt.Sprintf("%d of %d", p.Runs, s.Seeds)
+		}
+		if p.Runs == 0 {
+			// No mean of nothing: a policy without a completed run is
+			// missing, not a regret of 0.
+			fmt.Fprintf(&b, "| %s | %s | missing | - | missing | - | - |\n", p.Policy, runs)
+			continue
+		}
 		refined := "-"
 		if share, ok := p.Samples[bandit.SampleRefined]; ok {
 			refined = fmt.Sprintf("%.1f%%", 100*share)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %.1f |\n",
-			p.Policy, p.Runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, p.StepsPerSecond)
+		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %.1f |\n",
+			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, p.StepsPerSecond)
 	}
 	fmt.Fprintf(&b, "\nPreset `%s`: %s.\n", s.Preset.Name, s.Preset.Description)
 	for _, e := range s.Errors {
@@ -300,7 +310,7 @@ var palette = []color.RGBA{
 // gives its final value instead.
 func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: cumulative expected regret (mean ± 1 std over %d seeds, preset %s)", sum.Env, sum.Seeds, sum.Preset.Name)
+	p.Title.Text = fmt.Sprintf("%s: cumulative expected regret (mean ± 1 std over %s, preset %s)", sum.Env, seedsPlotted(sum), sum.Preset.Name)
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = "cumulative expected regret"
 	p.Legend.Top = true
@@ -394,6 +404,51 @@ func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, e
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	return p, nil
+}
+
+// seedsPlotted says over how many seeds the plot's means are taken: the
+// completed runs of each policy, which an interrupted simulation leaves
+// short of the seeds asked for.
+func seedsPlotted(sum Summary) string {
+	lo, hi := -1, 0
+	for _, p := range sum.Policies {
+		if p.Runs == 0 {
+			continue
+		}
+		if lo < 0 || p.Runs < lo {
+			lo = p.Runs
+		}
+		hi = max(hi, p.Runs)
+	}
+	switch {
+	case lo < 0:
+		return "no completed run"
+	case lo == hi && hi == 1:
+		return "1 seed"
+	case lo == hi:
+		return fmt.Sprintf("%d seeds", hi)
+	default:
+		return fmt.Sprintf("%d to %d seeds per policy", lo, hi)
+	}
+}
+
+// CheckOutputDir makes dir (and its parents) if missing and checks that
+// a file can be written there, so that a typo in an output path fails in
+// a second rather than after a long simulation.
+func CheckOutputDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".check-")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return err
+	}
+	return os.Remove(name)
 }
 
 // Replot redraws regret.png and regret.svg in dir from the regret.csv and

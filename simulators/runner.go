@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/store"
@@ -158,9 +162,8 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 		return cost[specs[order[i].Policy].Kind] < cost[specs[order[j].Policy].Kind]
 	})
 
-	var done, finished atomic.Int64
-	total := int64(len(results) * cfg.Steps)
-	stopProgress := startProgress(cfg.Progress, &done, &finished, total, len(results))
+	prog := newProgress(results, cfg.Steps, workers)
+	stopProgress := prog.show(cfg.Progress)
 
 	jobs := make(chan *RunResult)
 	var wg sync.WaitGroup
@@ -169,8 +172,9 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 		go func() {
 			defer wg.Done()
 			for r := range jobs {
-				runOne(ctx, r, specs[r.Policy], cfg, every, &done)
-				finished.Add(1)
+				prog.begin(r)
+				runOne(ctx, r, specs[r.Policy], cfg, every, prog.done[r.Policy])
+				prog.end(r)
 			}
 		}()
 	}
@@ -284,57 +288,161 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 	}
 }
 
-// startProgress prints a progress line to w about twice a second until
-// the returned function is called.
-func startProgress(w io.Writer, done, finished *atomic.Int64, total int64, runs int) func() {
+// progress counts the steps of a Run per policy and the wall time its
+// runs have spent, so that the ETA weighs the steps left of each policy
+// by what one of its steps has cost so far: a refined-ts step costs tens
+// of times an eps-greedy step, and the costly runs go first, so a single
+// steps/s figure would promise the end hours early or late.
+type progress struct {
+	start   time.Time
+	workers int
+	total   int64 // steps of every run
+	runs    int
+	perRun  int64 // steps of one run
+	done    map[string]*atomic.Int64
+
+	mu       sync.Mutex
+	finished int
+	runsOf   map[string]int           // runs per policy
+	busy     map[string]time.Duration // wall time of the policy's finished runs
+	inFlight map[*RunResult]time.Time // start of each run in flight
+}
+
+func newProgress(results []*RunResult, steps, workers int) *progress {
+	p := &progress{
+		start: time.Now(), workers: workers, runs: len(results),
+		total: int64(len(results) * steps), perRun: int64(steps),
+		done: map[string]*atomic.Int64{}, runsOf: map[string]int{},
+		busy: map[string]time.Duration{}, inFlight: map[*RunResult]time.Time{},
+	}
+	for _, r := range results {
+		if p.done[r.Policy] == nil {
+			p.done[r.Policy] = new(atomic.Int64)
+		}
+		p.runsOf[r.Policy]++
+	}
+	return p
+}
+
+func (p *progress) begin(r *RunResult) {
+	p.mu.Lock()
+	p.inFlight[r] = time.Now()
+	p.mu.Unlock()
+}
+
+func (p *progress) end(r *RunResult) {
+	p.mu.Lock()
+	p.busy[r.Policy] += time.Since(p.inFlight[r])
+	delete(p.inFlight, r)
+	p.finished++
+	p.mu.Unlock()
+}
+
+// line is the progress line: bar, steps, the overall rate, and the ETA:
+// the steps left of each policy times the wall time per step its runs
+// have taken so far (for a policy not started yet, the cheapest rate
+// seen, since the costliest policies start first), shared among the
+// workers that still have runs to take.
+func (p *progress) line() string {
+	now := time.Now()
+	p.mu.Lock()
+	busy := make(map[string]time.Duration, len(p.busy))
+	for k, v := range p.busy {
+		busy[k] = v
+	}
+	for r, t := range p.inFlight {
+		busy[r.Policy] += now.Sub(t)
+	}
+	finished := p.finished
+	p.mu.Unlock()
+
+	var d int64
+	perStep := map[string]float64{}
+	cheapest := math.Inf(1)
+	for name, c := range p.done {
+		n := c.Load()
+		d += n
+		if n > 0 {
+			perStep[name] = busy[name].Seconds() / float64(n)
+			cheapest = min(cheapest, perStep[name])
+		}
+	}
+	eta := "?"
+	if !math.IsInf(cheapest, 1) {
+		var work float64 // seconds of one worker
+		for name, c := range p.done {
+			s, ok := perStep[name]
+			if !ok {
+				s = cheapest
+			}
+			work += float64(int64(p.runsOf[name])*p.perRun-c.Load()) * s
+		}
+		par := max(1, min(p.workers, p.runs-finished))
+		eta = (time.Duration(work/float64(par)) * time.Second).Round(time.Second).String()
+	}
+	rate := float64(d) / max(now.Sub(p.start).Seconds(), 1e-9)
+	const width = 30
+	filled := int(width * d / max(p.total, 1))
+	bar := make([]byte, width)
+	for i := range bar {
+		switch {
+		case i < filled:
+			bar[i] = '='
+		case i == filled:
+			bar[i] = '>'
+		default:
+			bar[i] = ' '
+		}
+	}
+	return fmt.Sprintf("[%s] %3.0f%% %d/%d steps  %.0f steps/s  ETA %s  runs %d/%d",
+		bar, 100*float64(d)/float64(max(p.total, 1)), d, p.total, rate, eta, finished, p.runs)
+}
+
+// show prints p's line to w until the returned function is called,
+// which prints it a last time. On a terminal the line redraws itself in
+// place about twice a second; anywhere else (a log file, a pipe) it is
+// written as a plain line every LogInterval, so a log holds one line a
+// minute, not a carriage-return frame every half second.
+func (p *progress) show(w io.Writer) func() {
 	if w == nil {
 		return func() {}
 	}
-	start := time.Now()
+	tty := isTerminal(w)
+	every, prefix, suffix := LogInterval, "", "\n"
+	if tty {
+		every, prefix, suffix = 500*time.Millisecond, "\r", ""
+	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
-	line := func() {
-		d := done.Load()
-		el := time.Since(start).Seconds()
-		rate := float64(d) / max(el, 1e-9)
-		eta := "?"
-		if rate > 0 {
-			eta = (time.Duration(float64(total-d)/rate) * time.Second).Round(time.Second).String()
-		}
-		const width = 30
-		filled := int(width * d / max(total, 1))
-		bar := make([]byte, width)
-		for i := range bar {
-			switch {
-			case i < filled:
-				bar[i] = '='
-			case i == filled:
-				bar[i] = '>'
-			default:
-				bar[i] = ' '
-			}
-		}
-		fmt.Fprintf(w, "\r[%s] %3.0f%% %d/%d steps  %.0f steps/s  ETA %s  runs %d/%d ",
-			bar, 100*float64(d)/float64(max(total, 1)), d, total, rate, eta, finished.Load(), runs)
-	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(500 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-quit:
 				return
 			case <-t.C:
-				line()
+				fmt.Fprint(w, prefix+p.line()+suffix)
 			}
 		}
 	}()
 	return func() {
 		close(quit)
 		wg.Wait()
-		line()
-		fmt.Fprintln(w)
+		fmt.Fprint(w, prefix+p.line()+"\n")
 	}
+}
+
+// LogInterval is how often a Run's progress goes to a writer that is not
+// a terminal.
+var LogInterval = time.Minute
+
+// isTerminal reports whether w is a terminal (golang.org/x/term, which
+// asks the operating system for the file's terminal attributes, rather
+// than guessing from TERM or a file mode).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -160,8 +160,38 @@ func TestSimulateInterrupted(t *testing.T) {
 			t.Errorf("policy %s reports %d completed runs of a cancelled simulation", p.Policy, p.Runs)
 		}
 	}
+	var md strings.Builder
+	if err := WriteSummaryMarkdown(&md, sum); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(md.String(), "0.0 ± 0.0") || !strings.Contains(md.String(), "| uniform | 0 of 2 | missing |") {
+		t.Errorf("a policy without a completed run is not marked missing:\n%s", md.String())
+	}
+	if got := seedsPlotted(sum); got != "no completed run" {
+		t.Errorf("plot title says over %q", got)
+	}
 	if err := WriteOutputs(t.TempDir(), cfg, results, sum); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSeedsPlotted(t *testing.T) {
+	for _, c := range []struct {
+		runs []int
+		want string
+	}{
+		{[]int{5, 5}, "5 seeds"},
+		{[]int{1}, "1 seed"},
+		{[]int{5, 2, 0}, "2 to 5 seeds per policy"},
+		{[]int{0, 0}, "no completed run"},
+	} {
+		var sum Summary
+		for _, n := range c.runs {
+			sum.Policies = append(sum.Policies, PolicySummary{Runs: n})
+		}
+		if got := seedsPlotted(sum); got != c.want {
+			t.Errorf("runs %v: %q, want %q", c.runs, got, c.want)
+		}
 	}
 }
 

@@ -105,6 +105,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case *trainEvery < 0:
 		return usageError{fmt.Errorf("--train-every %d: want at least 0", *trainEvery)}
 	}
+	if *out != "" {
+		// Before the run, not after it: a typo must not cost a benchmark.
+		if err := simulators.CheckOutputDir(*out); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
 	env, err := simulators.ParseEnv(*envSpec, *data)
 	if err != nil {
 		return err
@@ -127,9 +133,20 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !*quiet {
 		cfg.Progress = stderr
 	}
-	pj, _ := json.Marshal(preset)
-	fmt.Fprintf(stdout, "env %s (%d features, %d arms); %d policies x %d seeds x %d steps\npreset %s\n",
-		env.Name(), env.NumFeatures(), env.NumArms(), len(specs), *seeds, *steps, pj)
+	fmt.Fprintf(stdout, "env %s (%d features, %d arms); %d policies x %d seeds x %d steps\n",
+		env.Name(), env.NumFeatures(), env.NumArms(), len(specs), *seeds, *steps)
+	if *banditConfig != "" {
+		// The file decides everything but the retraining schedule.
+		every := max(1, preset.TrainEvery)
+		if *trainEvery > 0 {
+			every = *trainEvery
+		}
+		bj, _ := json.Marshal(specs[0].Config)
+		fmt.Fprintf(stdout, "bandit configuration %s, retrained every %d rewards: %s\n", *banditConfig, every, bj)
+	} else {
+		pj, _ := json.Marshal(preset)
+		fmt.Fprintf(stdout, "preset %s\n", pj)
+	}
 
 	start := time.Now()
 	results, runErr := simulators.Run(ctx, cfg)

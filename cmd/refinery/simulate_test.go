@@ -25,11 +25,14 @@ func TestSimulateBanditConfig(t *testing.T) {
 	arms := write("arms.json", `{"name": "arms", "arms": ["eat", "pass"],
 		"features": [{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
 	runCases(t, []runCase{
-		{"a fitting configuration is played with delayed rewards", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--reward-delay", "5", "--train-every", "3", "--quiet"}, 0, "| wheel-mf | 1 |", ""},
+		{"a fitting configuration is played with delayed rewards", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--reward-delay", "5", "--train-every", "3", "--quiet"}, 0, "retrained every 3 rewards", ""},
+		{"the table names the configuration", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--quiet"}, 0, "| wheel-mf | 1 |", ""},
 		{"features that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", narrow, "--steps", "10", "--quiet"}, 1, "",
 			"refinery simulate: --bandit-config " + narrow + ": bandit configuration's features encode to 1 inputs, the environment wheel:delta=0.95 has 2\n"},
 		{"arms that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", arms, "--steps", "10", "--quiet"}, 1, "",
 			"refinery simulate: --bandit-config " + arms + `: bandit configuration has arms ["eat" "pass"], the environment wheel:delta=0.95 has ["a1" "a2" "a3" "a4" "a5"]` + "\n"},
+		{"an output path that cannot be a directory fails before the run", []string{"simulate", "--env", "wheel", "--steps", "100000000", "--out", fits + "/out"}, 1, "",
+			"refinery simulate: --out: mkdir " + fits + ": not a directory\n"},
 		{"a negative reward delay is refused", []string{"simulate", "--reward-delay", "-1"}, 2, "", "refinery simulate: --reward-delay -1: want at least 0\n"},
 	})
 }
