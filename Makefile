@@ -84,6 +84,10 @@ bench-refine: ## trainer iterations per estimator, refined samples (K=2, 500 ite
 	$(GO) test -run '^$$' -bench '^BenchmarkRefine(TwoWorkers)?$$' -benchmem -benchtime 10x -count 3 -timeout 30m ./posterior/
 	@uptime
 
+.PHONY: bench-ris
+bench-ris: data ## RIS beside local and weight reparameterization on the paper's bandit network: ELBO gradient variance over 1,000 seeds at two fixed posteriors, and CPU time per trainer iteration, into bench/ris.md (a few CPU-minutes)
+	RIS_BENCH=$(CURDIR)/$(DATA_DIR) RIS_BENCH_OUT=$(CURDIR)/bench/ris.md $(GO) test -count=1 -run '^TestRISGradientVariance$$' -v -timeout 60m ./posterior/
+
 .PHONY: bench-simulate
 bench-simulate: ## steps per second of every policy under both presets on the mushroom bandit
 	$(GO) test -run '^$$' -bench BenchmarkStep -benchtime 20x -timeout 60m ./simulators/
