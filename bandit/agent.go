@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/policy"
 	"github.com/refinery-bandits/refinery/posterior"
@@ -536,7 +537,11 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
 	iters := 0
 	if a.q != nil {
-		st, err := a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
+		var st posterior.RunStats
+		var err error
+		a.pool.cpu.add(&a.pool.cpu.training, cpustat.Measure(func() {
+			st, err = a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
+		}))
 		if err != nil {
 			// Go back to the last published posterior.
 			a.q.CopyFrom(prev.q)
