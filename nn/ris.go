@@ -78,7 +78,10 @@ import "math"
 // expected log-likelihood: the data term of the network whose hidden
 // layers output their means, sum_i E_{q_L}[log p(y_i | W_L z~_{L-1}(x_i))],
 // in which the hidden layers' variances act only through the means they
-// shift. nn's tests check the estimate of every z~_l against brute-force
+// shift: nothing in it penalizes how far a weight sample's predictions
+// stray from the means' (bench/ris-mushroom.md: mean-field Thompson
+// sampling on a RIS-trained posterior passed almost always on the
+// mushroom bandit). nn's tests check the estimate of every z~_l against brute-force
 // Monte Carlo over the weights and against the closed form
 // E_q[relu(a)] = s (t Phi(t) + phi(t)).
 
