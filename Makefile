@@ -84,6 +84,10 @@ bench-refine: ## trainer iterations per estimator, refined samples (K=2, 500 ite
 	$(GO) test -run '^$$' -bench '^BenchmarkRefine(TwoWorkers)?$$' -benchmem -benchtime 10x -count 3 -timeout 30m ./posterior/
 	@uptime
 
+.PHONY: bench-ris
+bench-ris: data ## RIS beside local and weight reparameterization on the paper's bandit network: ELBO gradient variance over 1,000 seeds at two fixed posteriors, and CPU time per trainer iteration, into bench/ris.md (a few CPU-minutes)
+	RIS_BENCH=$(CURDIR)/$(DATA_DIR) RIS_BENCH_OUT=$(CURDIR)/bench/ris.md $(GO) test -count=1 -run '^TestRISGradientVariance$$' -v -timeout 60m ./posterior/
+
 .PHONY: bench-simulate
 bench-simulate: ## steps per second of every policy under both presets on the mushroom bandit
 	$(GO) test -run '^$$' -bench BenchmarkStep -benchtime 20x -timeout 60m ./simulators/
@@ -106,12 +110,20 @@ bench-service: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refiner
 bench-service: BENCH_ADDR ?= 127.0.0.1:18090
 bench-service: BENCH_DURATION ?= 10s
 bench-service: BENCH_OUT ?= /tmp
-bench-service: build ## decisions/s and p50/p99 latency of serve over loopback at 1, 16, 64 clients, PostgreSQL on (schema refinery_bench): eps-greedy, then refined-ts with the bank warm (also without reuse, max_sample_uses 1); CPU profiles in $(BENCH_OUT)
+bench-service: BENCH_RESULT ?= bench/service-result.md
+bench-service: build ## serve over loopback on PostgreSQL (schema refinery_bench) at 1, 16, 64 clients, eps-greedy, then refined-ts with the bank warm (and without reuse): decisions/s, p50/p99, refined share, sample uses and age, CPU of serving, training, refinement, PostgreSQL and the loader; the table with commit, CPU and uptime into BENCH_RESULT (bench/service-result.md), CPU profiles into BENCH_OUT (/tmp)
 	psql "$$DATABASE_URL" -qc 'DROP SCHEMA IF EXISTS refinery_bench CASCADE' -c 'CREATE SCHEMA refinery_bench'
-	@set -e; case "$$DATABASE_URL" in *\?*) sep='&';; *) sep='?';; esac; \
-	$(BIN) serve --addr $(BENCH_ADDR) --database-url "$$DATABASE_URL$${sep}search_path=refinery_bench" --pprof --log-level warn & pid=$$!; \
+	@set -e; case "$$DATABASE_URL" in *\?*) sep='&';; *) sep='?';; esac; url="$$DATABASE_URL$${sep}search_path=refinery_bench"; \
+	out=$(BENCH_RESULT); pg() { psql "$$DATABASE_URL" -Atc "$$1"; }; \
+	{ echo "commit $$(git rev-parse --short HEAD)$$(git diff --quiet || echo ' (dirty)'), make bench-service, $(BENCH_DURATION) per level"; echo; \
+	  echo "- CPU: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $$(nproc) cores"; \
+	  echo "- $$(pg 'SELECT version()' | cut -d' ' -f1-2): fsync $$(pg 'SHOW fsync'), synchronous_commit $$(pg 'SHOW synchronous_commit'), wal_sync_method $$(pg 'SHOW wal_sync_method')"; \
+	  echo "- uptime before: $$(uptime)"; echo; } > $$out; \
+	$(BIN) serve --addr $(BENCH_ADDR) --database-url "$$url" --pprof --log-level warn & pid=$$!; \
 	trap 'kill -TERM '$$pid'; wait '$$pid EXIT; \
 	for i in $$(seq 100); do curl -sf http://$(BENCH_ADDR)/readyz >/dev/null && break; sleep 0.2; done; \
-	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy eps-greedy --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-eps-greedy.pprof; \
-	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-refined-ts.pprof; \
-	$(BIN) loadgen --url http://$(BENCH_ADDR) --policy refined-ts --label 'refined-ts, no reuse' --config '{"policy": {"max_sample_uses": 1}}' --duration $(BENCH_DURATION) --concurrency 1,64
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --policy eps-greedy --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-eps-greedy.pprof >> $$out; \
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --header=false --policy refined-ts --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-refined-ts.pprof >> $$out; \
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --header=false --policy refined-ts --label 'refined-ts, no reuse' --config '{"policy": {"max_sample_uses": 1}}' --duration $(BENCH_DURATION) --concurrency 1,64 >> $$out; \
+	{ echo; echo "- uptime after: $$(uptime)"; } >> $$out; \
+	cat $$out; echo "(written to $$out; CPU profiles of the 64-client levels: $(BENCH_OUT)/service-*.pprof)"

@@ -31,6 +31,7 @@ type Metrics struct {
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
 	bankCounters     *bankCollector
+	cpu              *cpuCollector
 	refinementErrors prometheus.Counter
 	sampleUses       *prometheus.HistogramVec
 	sampleAge        *prometheus.HistogramVec
@@ -122,6 +123,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Decisions that found fewer usable refined samples than they need and acted on the freshest samples past their bounds.",
 		}, []string{"bandit"}),
 	}
+	m.cpu = &cpuCollector{desc: prometheus.NewDesc("refinery_cpu_seconds_total",
+		"CPU time of the service's background work, per OS thread: training (every trainer's fitting) and refinement (the refinement workers). The process's CPU (process_cpu_seconds_total) less these is serving's: the requests, the store and the runtime.",
+		[]string{"activity"}, nil)}
+	reg.MustRegister(m.cpu)
 	reg.MustRegister(m.sampleUses, m.sampleAge, m.sampleBehind, m.beyondBounds)
 	reg.MustRegister(m.decisions, m.rewards, m.decisionSeconds, m.trainerIters, m.elbo, m.modelVersion,
 		m.bankDepth, m.refinementSecs, m.storeBatchSize, m.storeCommitSecs, m.httpRequests, m.httpDuration, m.bankCounters)
@@ -129,7 +134,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // Watch makes the metrics report the banks of svc's agents.
-func (m *Metrics) Watch(svc *bandit.Service) { m.bankCounters.svc.Store(svc) }
+func (m *Metrics) Watch(svc *bandit.Service) {
+	m.bankCounters.svc.Store(svc)
+	m.cpu.svc.Store(svc)
+}
 
 // Decided implements bandit.Observer.
 func (m *Metrics) Decided(b, arm string, sample bandit.SampleKind) {
@@ -206,6 +214,25 @@ func (c *bankCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(kv.n), a.Name(), kv.outcome)
 		}
 	}
+}
+
+// cpuCollector reports the service's training and refinement CPU time
+// at scrape time.
+type cpuCollector struct {
+	desc *prometheus.Desc
+	svc  atomic.Pointer[bandit.Service]
+}
+
+func (c *cpuCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *cpuCollector) Collect(ch chan<- prometheus.Metric) {
+	svc := c.svc.Load()
+	if svc == nil {
+		return
+	}
+	t := svc.CPUTime()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, t.Training.Seconds(), "training")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, t.Refinement.Seconds(), "refinement")
 }
 
 // statusWriter records the status code of a response.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/posterior"
 )
@@ -24,6 +25,9 @@ import (
 type refinePool struct {
 	log *slog.Logger
 	obs Observer
+	// cpu is the CPU time of every agent's training and of the
+	// workers' refinement (CPU).
+	cpu CPU
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -178,7 +182,10 @@ func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefin
 		case <-stop:
 		}
 	}()
-	w, st, err := wr.ref.Refine(ctx, nil, m.q, rng)
+	var w []float64
+	var st posterior.RefineStats
+	var err error
+	p.cpu.add(&p.cpu.refinement, cpustat.Measure(func() { w, st, err = wr.ref.Refine(ctx, nil, m.q, rng) }))
 	if err != nil {
 		return nil, err
 	}

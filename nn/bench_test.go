@@ -401,7 +401,7 @@ func denseFlops(a Arch, est Estimator, n int) float64 {
 		}
 		f += products * 2 * float64(n*ly.In*ly.Out)
 	}
-	if est == LocalReparam {
+	if est == LocalReparam || est == RIS {
 		f *= 2
 	}
 	return f
@@ -458,7 +458,7 @@ func (e *engineBench) fastEngine() {
 // denseFlops. make bench-nn runs it.
 func BenchmarkEngines(b *testing.B) {
 	fastName := "/fast-" + kern.Current().String()
-	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS} {
 		e := newEngineBench(est)
 		gflops := func(b *testing.B, d time.Duration) {
 			b.ReportMetric(e.flop*float64(b.N)/d.Seconds()/1e9, "GFLOP/s")

@@ -27,17 +27,26 @@
 //
 // For q(w) = N(mu, diag(sigma^2)), Evaluator.ExpectedLogLik estimates
 // sum_i E_q[log p(y_i | x_i, w)] and its gradients in mu and sigma with one
-// of three Estimators:
+// of four Estimators:
 //
 //   - LocalReparam (the default; Kingma, Salimans & Welling 2015) samples
 //     each layer's pre-activations from their Gaussian marginal given the
 //     layer input, with noise independent across rows;
 //   - WeightReparam (Blundell et al. 2015; Khan 2018, "Stochastic
 //     Gradients II") samples one w = mu + sigma∘eps per call;
-//   - Deterministic evaluates at w = mu, the MAP or point objective.
+//   - Deterministic evaluates at w = mu, the MAP or point objective;
+//   - RIS (Long et al. 2024, Algorithm 1) passes on from each hidden layer
+//     an importance-sampling estimate of its output's first moment given
+//     the previous layer's, drawn from a proposal fitted to the optimal
+//     one and reparameterized through q's noise (ris.go), and samples the
+//     output layer as LocalReparam does.
 //
-// Both stochastic estimators are unbiased for the same expectation; the
-// local one has lower variance because rows do not share a weight sample.
+// Both sampling estimators of the weights (LocalReparam, WeightReparam)
+// are unbiased for the same expectation; the local one has lower variance
+// because rows do not share a weight sample. RIS estimates the paper's
+// moment-propagation objective instead, the expected log-likelihood of the
+// network whose hidden layers output their first moments, with lower
+// variance still (bench/ris.md measures the three on the bandit network).
 // Gradients are computed by hand-written backward passes on preallocated
 // buffers, on one of two engines:
 //
@@ -120,4 +129,6 @@
 //   - Kingma & Ba (2015). Adam: a method for stochastic optimization. ICLR.
 //   - Kingma, Salimans & Welling (2015). Variational dropout and the local
 //     reparameterization trick. NeurIPS.
+//   - Long, Tian, Zhang & Xu (2024). Reparameterized importance sampling
+//     for robust variational Bayesian neural networks. ICML.
 package nn

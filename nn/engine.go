@@ -339,6 +339,12 @@ type evaluator32 struct {
 	s2, s2C      []float32
 	leps, sd, sq [][]float32
 	tmp          []float32
+
+	// RIS: as in evaluator, dz holds dz~/dM of each hidden layer, sd
+	// dz~/dV, and leps RISSamples normals per unit; ris is the number of
+	// samples per unit (0 for the other estimators).
+	dz  [][]float32
+	ris int
 }
 
 func newEvaluator32(lik *Likelihood, maxBatch int) *evaluator32 {
@@ -348,16 +354,25 @@ func newEvaluator32(lik *Likelihood, maxBatch int) *evaluator32 {
 	case WeightReparam:
 		e.w = make([]float32, a.n)
 		e.eps = make([]float32, a.n)
-	case LocalReparam:
+	case LocalReparam, RIS:
 		e.s2 = make([]float32, a.n)
 		e.s2C = make([]float32, a.n)
 		e.xsq = make([]float32, maxBatch*a.In())
 		e.leps = make([][]float32, len(a.layers))
 		e.sd = make([][]float32, len(a.layers))
 		e.sq = make([][]float32, len(a.layers))
+		if lik.opt.Estimator == RIS {
+			e.ris = lik.opt.RISSamples
+			e.dz = make([][]float32, len(a.layers)-1)
+		}
 		maxIn := 0
 		for l, ly := range a.layers {
-			e.leps[l] = make([]float32, maxBatch*ly.Out)
+			k := 1
+			if e.ris > 0 && l < len(a.layers)-1 {
+				k = e.ris
+				e.dz[l] = make([]float32, maxBatch*ly.Out)
+			}
+			e.leps[l] = make([]float32, maxBatch*ly.Out*k)
 			e.sd[l] = make([]float32, maxBatch*ly.Out)
 			if l > 0 {
 				e.sq[l] = make([]float32, maxBatch*ly.In)
@@ -527,8 +542,9 @@ func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, 
 //	Z_l = M_l + sqrt(V_l)∘E_l,   A_l = relu(Z_l) for hidden layers,
 //
 // with E_l drawn row by row (as the float64 evaluator draws it, with
-// reference noise). It reports whether the first layer took the sparse
-// path.
+// reference noise), or under RIS, for hidden layers, A_l = risLayer's
+// first-moment estimate from M_l, V_l and RISSamples normals per unit. It
+// reports whether the first layer took the sparse path.
 func (e *evaluator32) forwardLocal(mu []float32, d *View, n int) bool {
 	last := e.last()
 	sparse := e.sparseInput(d, n, e.xsq)
@@ -539,6 +555,12 @@ func (e *evaluator32) forwardLocal(mu []float32, d *View, n int) bool {
 			e.lrtFirst(z, sd, d, n, sparse, mu, e.s2, e.xsq)
 		} else {
 			lrtMoments(z, sd, e.act[l-1][:n*ly.In], e.sq[l][:n*ly.In], mu, e.s2, ly, n)
+		}
+		if e.ris > 0 && l < last {
+			eps := e.leps[l][:n*ly.Out*e.ris]
+			e.noise.fill(eps)
+			risLayer(z, sd, e.dz[l][:n*ly.Out], eps, e.ris, e.lik.opt.RISFixedProposal)
+			continue
 		}
 		lrtSample(z, sd, e.leps[l][:n*ly.Out], &e.noise)
 		if l < last {
@@ -586,13 +608,20 @@ func lrtSample(z, v, eps []float32, nz *noise) {
 //	dmu_W += G_l^T A_{l-1},   ds2_W += D_l^T (A_{l-1}∘A_{l-1}),   (and the biases)
 //	G_{l-1} = (G_l mu_W + 2 A_{l-1}∘(D_l s2_W)) ∘ 1[A_{l-1} > 0]
 //
-// into dMu and dS2 (engine layout, cleared by the caller).
+// into dMu and dS2 (engine layout, cleared by the caller). Under RIS a
+// hidden layer's first step is evaluator.backwardLocal's:
+// D_l = G_l∘(dz~/dV), G_l <- G_l∘(dz~/dM).
 func (e *evaluator32) backwardLocal(dMu, dS2 []float32, d *View, n int, sparse bool) {
 	for l := e.last(); l >= 0; l-- {
 		ly := e.arch.layers[l]
 		g := e.grad[l][:n*ly.Out]
 		dv := e.leps[l][:n*ly.Out]
-		kern.LRTBackward(dv, g, e.sd[l][:n*ly.Out])
+		if e.ris > 0 && l < e.last() {
+			kern.Mul(dv, g, e.sd[l][:n*ly.Out], 1)
+			kern.Mul(g, g, e.dz[l][:n*ly.Out], 1)
+		} else {
+			kern.LRTBackward(dv, g, e.sd[l][:n*ly.Out])
+		}
 		colSum32(ly.Bias32(dMu), g, ly.Out)
 		colSum32(ly.Bias32(dS2), dv, ly.Out)
 		if l == 0 && sparse {

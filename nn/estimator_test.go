@@ -182,7 +182,7 @@ func testLinearClosedForm(t *testing.T, fast bool) {
 }
 
 func TestSameSeedGivesSameBits(t *testing.T) {
-	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS} {
 		t.Run(est.String(), func(t *testing.T) {
 			p := newProblem(5, []int{6, 4}, 2, 40, 3)
 			lik := NewLikelihood(p.arch, p.data, Options{Estimator: est, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}})
@@ -215,7 +215,7 @@ func TestEvaluatorsAllocateNothing(t *testing.T) {
 	dHyper := make([]float64, 1)
 	rows := []int{4, 8, 15, 16, 23, 42, 4, 1, 2, 3}
 	rng := seeded(1)
-	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS} {
 		lik := NewLikelihood(p.arch, p.data, Options{Estimator: est, LearnNoise: true})
 		ev := lik.NewEvaluator(8) // smaller than the batches: chunking too
 		cases := []struct {
@@ -244,7 +244,7 @@ func TestEvaluatorsAllocateNothing(t *testing.T) {
 func TestEmptyRowsGiveZero(t *testing.T) {
 	p := newProblem(3, []int{4}, 2, 5, 1)
 	n := p.arch.NumParams()
-	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+	for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS} {
 		lik := NewLikelihood(p.arch, p.data, Options{Estimator: est, LearnNoise: true})
 		ev := lik.NewEvaluator(4)
 		dMu, dSigma, dHyper := make([]float64, n), make([]float64, n), []float64{7}
@@ -271,7 +271,7 @@ func TestWideLayersOnFewRows(t *testing.T) {
 	for _, rows := range []int{1, 10, 70} {
 		p := newProblem(117, []int{100, 100}, 2, rows, 6).oneHot(2)
 		n := p.arch.NumParams()
-		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS} {
 			lik := NewLikelihood(p.arch, p.data, Options{Estimator: est, LearnNoise: true})
 			ev := lik.NewEvaluator(64)
 			dMu, dSigma, dHyper := make([]float64, n), make([]float64, n), make([]float64, 1)

@@ -216,12 +216,17 @@ type evaluator struct {
 	// WeightReparam: the weight sample and its noise.
 	w, eps []float64
 
-	// LocalReparam: s2 = sigma∘sigma; per layer the noise E (overwritten by
-	// dL/dV in the backward pass), sd = sqrt(V), sq = A∘A of the layer's
-	// input; tmp holds dL/dV s2_W.
+	// LocalReparam and RIS: s2 = sigma∘sigma; per layer the noise E
+	// (overwritten by dL/dV in the backward pass; RISSamples per unit in
+	// RIS's hidden layers), sd = sqrt(V) (RIS's hidden layers: dz~/dV),
+	// sq = A∘A of the layer's input; tmp holds dL/dV s2_W. RIS: dz holds
+	// dz~/dM of each hidden layer and ris the number of samples per unit
+	// (0 for the other estimators).
 	s2, s2T      []float64
 	leps, sd, sq [][]float64
+	dz           [][]float64
 	tmp          []float64
+	ris          int
 }
 
 func newEvaluator(lik *Likelihood, maxBatch int) *evaluator {
@@ -237,15 +242,24 @@ func newEvaluator(lik *Likelihood, maxBatch int) *evaluator {
 	case WeightReparam:
 		e.w = make([]float64, a.n)
 		e.eps = make([]float64, a.n)
-	case LocalReparam:
+	case LocalReparam, RIS:
 		e.s2 = make([]float64, a.n)
 		e.s2T = make([]float64, a.n)
 		e.leps = make([][]float64, len(a.layers))
 		e.sd = make([][]float64, len(a.layers))
 		e.sq = make([][]float64, len(a.layers))
+		if lik.opt.Estimator == RIS {
+			e.ris = lik.opt.RISSamples
+			e.dz = make([][]float64, len(a.layers)-1)
+		}
 		maxIn := 0
 		for l, ly := range a.layers {
-			e.leps[l] = make([]float64, maxBatch*ly.Out)
+			k := 1
+			if e.ris > 0 && l < len(a.layers)-1 {
+				k = e.ris
+				e.dz[l] = make([]float64, maxBatch*ly.Out)
+			}
+			e.leps[l] = make([]float64, maxBatch*ly.Out*k)
 			e.sd[l] = make([]float64, maxBatch*ly.Out)
 			e.sq[l] = make([]float64, maxBatch*ly.In)
 			if l > 0 {
@@ -432,7 +446,7 @@ func (e *evaluator) squareSigma(sigma []float64) {
 	}
 }
 
-// localReparam is ExpectedLogLik under LocalReparam. dSigma first
+// localReparam is ExpectedLogLik under LocalReparam and RIS. dSigma first
 // accumulates dL/d(sigma^2), then is multiplied by 2 sigma.
 func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows []int, s2n float64, rng *rand.Rand) float64 {
 	e.squareSigma(sigma)
@@ -468,6 +482,10 @@ func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows 
 //	V_l = (A_{l-1}∘A_{l-1}) (sigma_W∘sigma_W)^T + 1 (sigma_b∘sigma_b)^T,
 //	Z_l = M_l + sqrt(V_l)∘E_l,   E_l ~ N(0, I) drawn row by row,
 //	A_l = relu(Z_l) for hidden layers.
+//
+// Under RIS a hidden layer's output A_l is instead the first-moment
+// estimate of risLayer from M_l, V_l and RISSamples normals per unit,
+// drawn row by row and unit by unit (ris.go).
 func (e *evaluator) forwardLocal(mu, x []float64, n int, rng *rand.Rand) {
 	last := e.last()
 	for l, ly := range e.arch.layers {
@@ -482,6 +500,14 @@ func (e *evaluator) forwardLocal(mu, x []float64, n int, rng *rand.Rand) {
 		sd := e.sd[l][:n*ly.Out]
 		fillRows(sd, ly.Bias(e.s2))
 		gemm(noTrans, noTrans, n, ly.Out, ly.In, 1, sq, ly.In, ly.Weights(e.s2T), ly.Out, 1, sd, ly.Out)
+		if e.ris > 0 && l < last {
+			ep := e.leps[l][:n*ly.Out*e.ris]
+			for i := range ep {
+				ep[i] = rng.NormFloat64()
+			}
+			risLayer(z, sd, e.dz[l][:n*ly.Out], ep, e.ris, e.lik.opt.RISFixedProposal)
+			continue
+		}
 		ep := e.leps[l][:n*ly.Out]
 		for i, v := range sd {
 			s := math.Sqrt(v)
@@ -502,7 +528,13 @@ func (e *evaluator) forwardLocal(mu, x []float64, n int, rng *rand.Rand) {
 //	ds2_W   = beta ds2_W   + D_l^T (A_{l-1}∘A_{l-1}), ds2_b = beta ds2_b + D_l^T 1,
 //	G_{l-1} = (G_l mu_W + 2 A_{l-1}∘(D_l s2_W)) ∘ 1[A_{l-1} > 0],
 //
-// where s2 = sigma∘sigma; ds2 is written into dS2.
+// where s2 = sigma∘sigma; ds2 is written into dS2. Under RIS, grad[l] of
+// a hidden layer holds dL/dz~_l, and the first step is instead
+//
+//	D_l = G_l∘(dz~_l/dV_l),   G_l <- G_l∘(dz~_l/dM_l),
+//
+// with the proposal held fixed (ris.go); the mask 1[A_{l-1} > 0] then
+// changes nothing, since dz~/dM = dz~/dV = 0 wherever z~ = 0.
 func (e *evaluator) backwardLocal(dMu, dS2, mu, x []float64, n int, beta float64) {
 	for l := e.last(); l >= 0; l-- {
 		ly := e.arch.layers[l]
@@ -511,11 +543,19 @@ func (e *evaluator) backwardLocal(dMu, dS2, mu, x []float64, n int, beta float64
 		g := e.grad[l][:n*ly.Out]
 		sd := e.sd[l][:n*ly.Out]
 		d := e.leps[l][:n*ly.Out]
-		for i, s := range sd {
-			if s > 0 {
-				d[i] = g[i] * d[i] / (2 * s)
-			} else {
-				d[i] = 0
+		if e.ris > 0 && l < e.last() {
+			dz := e.dz[l][:n*ly.Out]
+			for i, v := range sd {
+				d[i] = g[i] * v
+				g[i] *= dz[i]
+			}
+		} else {
+			for i, s := range sd {
+				if s > 0 {
+					d[i] = g[i] * d[i] / (2 * s)
+				} else {
+					d[i] = 0
+				}
 			}
 		}
 		e.weightGrad(l, ly.Weights(dMu), g, in, n, beta)

@@ -24,9 +24,9 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 		{"no hidden layer on one-hot contexts", nil, true},
 	}
 	for _, ar := range archs {
-		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic} {
+		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
 			for _, learn := range []bool{false, true} {
-				name := ar.name + "/" + est.String()
+				name := ar.name + "/" + estName(est)
 				if learn {
 					name += "/learned noise"
 				} else {
@@ -37,7 +37,10 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 					if ar.oneHot {
 						p = p.oneHot(8)
 					}
-					opt := Options{Estimator: est, NoiseVar: 2.5, LearnNoise: learn, Standardization: Standardization{Shift: -4, Scale: 6.5}}
+					opt := Options{Estimator: est, RISSamples: 3, NoiseVar: 2.5, LearnNoise: learn, Standardization: Standardization{Shift: -4, Scale: 6.5}}
+					if est == risFixed {
+						opt.Estimator, opt.RISFixedProposal = RIS, true
+					}
 					lik := NewLikelihood(p.arch, p.data, opt)
 					hyper := p.hyper[:lik.NumHyper()]
 					// maxBatch 4 with 9 rows (one repeated) exercises chunked accumulation.
@@ -48,7 +51,14 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 					ell := func() float64 {
 						return ev.ExpectedLogLik(make([]float64, n), make([]float64, n), make([]float64, lik.NumHyper()), p.mu, p.sigma, hyper, rows, seeded(99))
 					}
+					var frozen *frozenProposal
+					if est == risFixed && ar.hidden != nil {
+						frozen = freezeRISProposal(t)
+					}
 					ev.ExpectedLogLik(dMu, dSigma, dHyper, p.mu, p.sigma, hyper, rows, seeded(99))
+					if frozen != nil {
+						frozen.replay()
+					}
 					checkGrad(t, "dMu", ell, p.mu, dMu, gradTol)
 					checkGrad(t, "dSigma", ell, p.sigma, dSigma, gradTol)
 					checkGrad(t, "dHyper", ell, hyper, dHyper, gradTol)
@@ -101,4 +111,55 @@ func TestWeightGradPathsAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// risFixed stands, in the tests' lists of estimators, for RIS with
+// Options.RISFixedProposal.
+const risFixed = RIS + 100
+
+// estName names est in subtests.
+func estName(est Estimator) string {
+	if est == risFixed {
+		return "RIS with a fixed proposal"
+	}
+	return est.String()
+}
+
+// frozenProposal records the RIS proposals (nu, tau and their derivatives)
+// of one evaluation and, after replay, returns them again in the order
+// they were computed, so that a central difference holds them fixed as
+// the fixed-proposal backward pass does (Options.RISFixedProposal).
+// Tests that use it must not run in parallel.
+type frozenProposal struct {
+	rec       [][4]float64
+	next      int
+	recording bool
+}
+
+// freezeRISProposal starts recording; the test's cleanup restores
+// risLookup.
+func freezeRISProposal(t *testing.T) *frozenProposal {
+	f := &frozenProposal{recording: true}
+	risProposalFunc = f.proposal
+	t.Cleanup(func() { risProposalFunc = risLookup })
+	return f
+}
+
+// replay stops recording: later evaluations reuse the recorded proposals.
+func (f *frozenProposal) replay() {
+	if len(f.rec) == 0 {
+		panic("frozenProposal: nothing recorded")
+	}
+	f.recording, f.next = false, 0
+}
+
+func (f *frozenProposal) proposal(t float64) (nu, tau, dnu, dtau float64) {
+	if f.recording {
+		nu, tau, dnu, dtau = risLookup(t)
+		f.rec = append(f.rec, [4]float64{nu, tau, dnu, dtau})
+		return nu, tau, dnu, dtau
+	}
+	p := f.rec[f.next%len(f.rec)]
+	f.next++
+	return p[0], p[1], p[2], p[3]
 }

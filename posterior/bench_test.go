@@ -70,7 +70,7 @@ var engines = []struct {
 // 64, forward, backward, KL gradient, Adam) on the paper's bandit network,
 // per estimator on the float64 reference path and on the fast engine.
 func BenchmarkTrainerStep(b *testing.B) {
-	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic} {
+	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic, nn.RIS} {
 		for _, eng := range engines {
 			b.Run(est.String()+"/"+eng.name, func(b *testing.B) {
 				lik, q := paperModel(est)

@@ -55,7 +55,7 @@ func smallBandit(est nn.Estimator, referenceNoise bool) (*nn.Likelihood, *MeanFi
 // Exact zeros (a point estimate's rho, inputs outside the batch) are
 // structural on both engines and held to the tight tolerance.
 func TestFastTrainerStepMatchesReference(t *testing.T) {
-	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic} {
+	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic, nn.RIS} {
 		for _, point := range []bool{false, true} {
 			if point && est != nn.Deterministic {
 				continue

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/store/storetest"
 )
 
@@ -100,6 +102,26 @@ func benchWrites(b *testing.B, writers int, cfg Config, unordered bool) {
 	}
 	batches.Store(0)
 	rows.Store(0)
+	// PostgreSQL's CPU per row: its backends serving this database, read
+	// from /proc over a connection of its own (so that the reading
+	// backend is not one of the pool's).
+	probe, err := pgx.ConnectConfig(ctx, pcfg.ConnConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe.Close(ctx)
+	backends := func() map[int]time.Duration {
+		rows, err := probe.Query(ctx, cpustat.BackendsQuery)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cpustat.Processes(pids)
+	}
+	pg0 := backends()
 
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -131,6 +153,9 @@ func benchWrites(b *testing.B, writers int, cfg Config, unordered bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	if pg := cpustat.Growth(pg0, backends()); pg > 0 {
+		b.ReportMetric(float64(pg.Microseconds())/float64(2*b.N), "pg-µs/row")
+	}
 	b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "rows/s")
 	if n := batches.Load(); n > 0 {
 		b.ReportMetric(float64(rows.Load())/float64(n), "rows/commit")

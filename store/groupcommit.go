@@ -189,13 +189,24 @@ const rewardLockSpace = 0x52454631
 // statements cost the server about five times more per row (measured with
 // pgbench). The float vectors of all decisions travel as one flat array,
 // cut per row by offset and lengths.
+//
+// They never let the planner choose how to find rows in the tables that
+// grow (decisions, rewards, unrewarded): a prepared statement's plan is
+// made once per connection, typically while the tables are small, and a
+// hash join over a sequential scan, cheapest on an empty table, then
+// reads the whole table on every batch for the life of the connection
+// (measured: the previous form of the decisions statement scanned all of
+// decisions per batch once the table held thousands of rows, and
+// planning every execution instead, plan_cache_mode force_custom_plan,
+// cost 55 µs of PostgreSQL CPU per row). Lookups are scalar subqueries
+// on a unique key, run per input row, whose cheapest plan is an index
+// lookup at any table size; rows to delete are found that way and
+// deleted by ctid (a TID scan).
 const (
 	// sqlInsertDecisions inserts the decisions whose event IDs are new,
 	// with their unrewarded entries, and returns per input row, in
-	// order: whether it was inserted, and the stored decision if one was
-	// already visible to the statement (NULLs otherwise: the bandit does
-	// not exist, or another transaction committed the event ID while
-	// this statement ran).
+	// order, whether it was inserted. A row that was not (its event ID
+	// exists, or its bandit does not) is looked up after commit.
 	sqlInsertDecisions = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $5::integer[], $6::integer[], $7::integer[], $8::integer[],
@@ -209,17 +220,17 @@ WITH input AS (
 		($4::float8[])[i.start + i.enc_len + 1 : i.start + i.enc_len + i.prop_len],
 		($4::float8[])[i.start + i.enc_len + i.prop_len + 1 : i.start + i.enc_len + i.prop_len + i.score_len],
 		i.policy, i.model_version, i.sample, i.created_at
-	FROM input i JOIN bandits b ON b.name = i.bandit
+	FROM input i
+	WHERE EXISTS (SELECT FROM bandits b WHERE b.name = i.bandit)
 	ORDER BY i.ord
 	ON CONFLICT (bandit, event_id) DO NOTHING
 	RETURNING d.id, d.bandit, d.event_id, d.created_at
 ), pending AS (
 	INSERT INTO unrewarded (decision_id, bandit, created_at) SELECT id, bandit, created_at FROM ins
 )
-SELECT ins.id IS NOT NULL, ` + decisionColumns + `
+SELECT ins.id IS NOT NULL
 FROM input i
 LEFT JOIN ins ON ins.bandit = i.bandit AND ins.event_id = i.event_id
-LEFT JOIN decisions d ON d.bandit = i.bandit AND d.event_id = i.event_id
 ORDER BY i.ord`
 
 	// sqlLockRewards takes a bandit's reward lock until commit.
@@ -235,22 +246,24 @@ WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::timestamptz[])
 	WITH ORDINALITY AS t(bandit, event_id, value, received_at, ord)
 ), dec AS (
-	SELECT i.ord, d.id FROM input i JOIN decisions d ON d.bandit = i.bandit AND d.event_id = i.event_id
+	SELECT i.*, (SELECT d.id FROM decisions d WHERE d.bandit = i.bandit AND d.event_id = i.event_id) AS id
+	FROM input i
 ), ins AS (
 	INSERT INTO rewards (decision_id, bandit, value, received_at)
-	SELECT dec.id, i.bandit, i.value, i.received_at FROM input i JOIN dec ON dec.ord = i.ord
-	ORDER BY i.ord
+	SELECT id, bandit, value, received_at FROM dec WHERE id IS NOT NULL
+	ORDER BY ord
 	ON CONFLICT (decision_id) DO NOTHING
 	RETURNING decision_id
 ), settled AS (
-	DELETE FROM unrewarded WHERE decision_id IN (SELECT decision_id FROM ins)
+	DELETE FROM unrewarded
+	WHERE decision_id BETWEEN (SELECT min(decision_id) FROM ins) AND (SELECT max(decision_id) FROM ins)
+		AND decision_id IN (SELECT decision_id FROM ins)
 )
-SELECT dec.id, ins.decision_id IS NOT NULL, r.value
-FROM input i
-LEFT JOIN dec ON dec.ord = i.ord
+SELECT dec.id, ins.decision_id IS NOT NULL,
+	CASE WHEN dec.id IS NOT NULL AND ins.decision_id IS NULL THEN (SELECT r.value FROM rewards r WHERE r.decision_id = dec.id) END
+FROM dec
 LEFT JOIN ins ON ins.decision_id = dec.id
-LEFT JOIN rewards r ON r.decision_id = dec.id
-ORDER BY i.ord`
+ORDER BY dec.ord`
 )
 
 func decisionArgs(ws []*write) []any {
@@ -288,7 +301,8 @@ func rewardArgs(ws []*write) []any {
 	return []any{bandits, eventIDs, values, received}
 }
 
-// scanDecisionOutcomes reads sqlInsertDecisions' rows into ws.
+// scanDecisionOutcomes reads sqlInsertDecisions' rows into ws: an
+// inserted row is stored as sent; the others are looked up after commit.
 func scanDecisionOutcomes(rows pgx.Rows, ws []*write) error {
 	defer rows.Close()
 	k := 0
@@ -297,29 +311,14 @@ func scanDecisionOutcomes(rows pgx.Rows, ws []*write) error {
 			return fmt.Errorf("insert decisions: more result rows than the %d sent", len(ws))
 		}
 		w := ws[k]
-		var (
-			inserted                            bool
-			banditName, eventID, policy, sample *string
-			ctx                                 []byte
-			encoded, props, scores              []float64
-			arm                                 *int32
-			version                             *int64
-			createdAt                           *time.Time
-		)
-		if err := rows.Scan(&inserted, &banditName, &eventID, &ctx, &encoded, &arm, &props, &scores, &policy, &version, &sample, &createdAt); err != nil {
+		var inserted bool
+		if err := rows.Scan(&inserted); err != nil {
 			return err
 		}
-		switch {
-		case inserted:
+		if inserted {
 			w.stored, w.created = w.d, true
-		case banditName == nil:
+		} else {
 			w.lookup = true
-		default:
-			w.stored = &bandit.Decision{
-				Bandit: *banditName, EventID: *eventID, Context: ctx, Encoded: cloneFloats(encoded), Arm: int(*arm),
-				Propensities: cloneFloats(props), Scores: cloneFloats(scores), Policy: *policy, ModelVersion: *version,
-				Sample: bandit.SampleKind(*sample), CreatedAt: createdAt.UTC(),
-			}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -427,6 +426,7 @@ func (s *Postgres) commit(ctx context.Context, batch []*write) (again []*write) 
 	}
 	if err == nil {
 		s.lookups(ctx, ds, rs)
+		s.wrote(len(ds) + len(rs))
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.ObserveBatch(Batch{Decisions: len(ds), Rewards: len(rs), Commit: time.Since(start), Err: err})

@@ -39,6 +39,8 @@ type Postgres struct {
 	cfg     Config
 	gc      *committer // nil when group commit is off (MaxBatch == 1)
 	closed  atomic.Bool
+	// analyzer has the tables analyzed as they grow (analyze.go).
+	analyzer analyzer
 	// unordered skips the per-bandit reward lock, so that seq order is
 	// no longer commit order. Only BenchmarkWrites sets it, to show what
 	// that guarantee costs.
@@ -132,6 +134,7 @@ func (s *Postgres) Close() error {
 	if s.gc != nil {
 		s.gc.close()
 	}
+	s.analyzer.wg.Wait()
 	if s.ownPool {
 		s.pool.Close()
 	}
@@ -309,6 +312,42 @@ func (s *Postgres) banditExists(ctx context.Context, name string) error {
 // trainingChunkPostgres is how many rows TrainingRows reads per query.
 const trainingChunkPostgres = 1000
 
+// The reads that fetch one table's rows for another's do so in a LATERAL
+// subquery with OFFSET 0, which keeps the planner from making it a join of
+// its choosing: it stays a lookup by unique key per row, whatever the
+// tables' sizes were when the connection prepared the statement (see the
+// batch statements of groupcommit.go for what a join of the planner's
+// choosing cost).
+const (
+	// sqlTrainingRows: a bandit's rewarded decisions after a cursor.
+	sqlTrainingRows = `
+SELECT r.seq, d.encoded, d.arm, r.value
+FROM rewards r CROSS JOIN LATERAL (
+	SELECT d.encoded, d.arm FROM decisions d WHERE d.id = r.decision_id OFFSET 0) d
+WHERE r.bandit = $1 AND r.seq > $2
+ORDER BY r.seq
+LIMIT $3`
+
+	// sqlUnrewarded: a bandit's decisions without a reward, made before a
+	// time, oldest first.
+	sqlUnrewarded = `
+SELECT ` + decisionColumns + ` FROM unrewarded u CROSS JOIN LATERAL (
+	SELECT * FROM decisions d WHERE d.id = u.decision_id OFFSET 0) d
+WHERE u.bandit = $1 AND u.created_at < $2
+ORDER BY u.created_at, u.decision_id
+LIMIT $3`
+
+	// sqlListDecisions: a bandit's decisions made before a time, newest
+	// first, with their rewards.
+	sqlListDecisions = `
+SELECT ` + decisionColumns + `, r.value, r.received_at
+FROM decisions d LEFT JOIN LATERAL (
+	SELECT r.value, r.received_at FROM rewards r WHERE r.decision_id = d.id OFFSET 0) r ON true
+WHERE d.bandit = $1 AND d.created_at < $2
+ORDER BY d.created_at DESC, d.id DESC
+LIMIT $3`
+)
+
 // TrainingRows calls fn for each rewarded decision with Seq > after, in
 // Seq order. It reads in chunks and holds no connection while fn runs.
 // Within a bandit, Seq order is commit order (rewards are numbered under
@@ -317,12 +356,7 @@ const trainingChunkPostgres = 1000
 func (s *Postgres) TrainingRows(ctx context.Context, name string, after int64, fn func(bandit.TrainingRow) error) error {
 	chunk := make([]bandit.TrainingRow, 0, trainingChunkPostgres)
 	for first := true; ; first = false {
-		rows, err := s.pool.Query(ctx, `
-			SELECT r.seq, d.encoded, d.arm, r.value
-			FROM rewards r JOIN decisions d ON d.id = r.decision_id
-			WHERE r.bandit = $1 AND r.seq > $2
-			ORDER BY r.seq
-			LIMIT $3`, name, after, trainingChunkPostgres)
+		rows, err := s.pool.Query(ctx, sqlTrainingRows, name, after, trainingChunkPostgres)
 		if err != nil {
 			return fmt.Errorf("store: training rows %s: %w", name, err)
 		}
@@ -371,11 +405,7 @@ func (s *Postgres) Unrewarded(ctx context.Context, name string, before time.Time
 func (s *Postgres) unrewarded(ctx context.Context, name string, before time.Time, limit int) ([]*bandit.Decision, error) {
 	var out []*bandit.Decision
 	if limit > 0 {
-		rows, err := s.pool.Query(ctx, `
-			SELECT `+decisionColumns+` FROM unrewarded u JOIN decisions d ON d.id = u.decision_id
-			WHERE u.bandit = $1 AND u.created_at < $2
-			ORDER BY u.created_at, u.decision_id
-			LIMIT $3`, name, before, limit)
+		rows, err := s.pool.Query(ctx, sqlUnrewarded, name, before, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -410,12 +440,7 @@ func (s *Postgres) listDecisions(ctx context.Context, name string, before time.T
 	}
 	var out []*bandit.DecisionRecord
 	if limit > 0 {
-		rows, err := s.pool.Query(ctx, `
-			SELECT `+decisionColumns+`, r.value, r.received_at
-			FROM decisions d LEFT JOIN rewards r ON r.decision_id = d.id
-			WHERE d.bandit = $1 AND d.created_at < $2
-			ORDER BY d.created_at DESC, d.id DESC
-			LIMIT $3`, name, cursor, limit)
+		rows, err := s.pool.Query(ctx, sqlListDecisions, name, cursor, limit)
 		if err != nil {
 			return nil, err
 		}

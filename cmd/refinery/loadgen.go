@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -33,20 +36,25 @@ categorical features from the UCI data, arms eat and pass) on a running
 concurrency level, runs that many clients for --duration, each sending a
 decision for a random mushroom and then its reward, and prints a Markdown
 table: decisions per second, decision latency (p50, p99, max), the share of
-decisions that acted on refined samples, and the bank's refined-sample
-production rate. Only loopback URLs are accepted. With --warm-bank (the
-default for refined-ts) each level starts once the bank is full.
+decisions that acted on refined samples with the mean uses and age of those
+samples (as the responses say), the bank's refined-sample production rate,
+and the CPU of the level in cores (CPU seconds per second): serve's split
+into serving, training and refinement (its metrics), PostgreSQL's backends
+of the bench database (with --database-url; read from /proc, so on this
+machine only) and the loader's own. Only loopback URLs are accepted. With
+--warm-bank (the default for refined-ts) each level starts once the bank is
+full; --header prints the Markdown header row first.
 
 flags:
 `
 
 type loadgenConfig struct {
-	url, bandit, policy, extra, data, profile, label string
-	levels                                           []int
-	duration, warmTimeout                            time.Duration
-	warm, rewards                                    bool
-	profileLevel, train                              int
-	seed                                             uint64
+	url, bandit, policy, extra, data, profile, label, databaseURL string
+	levels                                                        []int
+	duration, warmTimeout                                         time.Duration
+	warm, rewards, header                                         bool
+	profileLevel, train                                           int
+	seed                                                          uint64
 }
 
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -67,6 +75,8 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&c.profile, "cpuprofile", "", "save a CPU profile of the server (serve --pprof) taken during one level to this file")
 	fs.IntVar(&c.profileLevel, "profile-level", 64, "the concurrency level to profile")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the mushroom draws")
+	fs.StringVar(&c.databaseURL, "database-url", "", "the database serve writes to, to count the CPU of its PostgreSQL backends (same machine only)")
+	fs.BoolVar(&c.header, "header", true, "print the table's header rows")
 	fs.IntVar(&c.train, "train", 1000, "decisions and rewards sent by 8 clients before the measured levels, so that the model has data (and a refined-ts bank can fill); not measured")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -158,15 +168,48 @@ type lgStatus struct {
 
 // levelResult is one concurrency level's measurements.
 type levelResult struct {
-	clients              int
-	decisions, errors    int
-	refined              int
-	elapsed              time.Duration
-	p50, p99, max        time.Duration
-	produced             int64
-	productionPerSecond  float64
-	decisionsPerSecond   float64
-	rewardErrors, other5 int
+	clients             int
+	decisions, errors   int
+	refined             int
+	elapsed             time.Duration
+	p50, p99, max       time.Duration
+	productionPerSecond float64
+	decisionsPerSecond  float64
+	// uses and age are the means, over the decisions on refined
+	// samples, of the response's propensity.sample_uses and
+	// sample_age_seconds.
+	uses, age float64
+	cpu       cpuUse
+}
+
+// loadgenHeader is the table's header; loadgenRow prints a level.
+const loadgenHeader = "| policy | clients | decisions | decisions/s | p50 | p99 | max | refined | uses per refined sample | sample age | errors | bank production/s | CPU serving | CPU training | CPU refinement | CPU PostgreSQL | CPU loader |\n" +
+	"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+
+func loadgenRow(w io.Writer, label string, r levelResult, bank bool) {
+	refined, uses, age, prod := "-", "-", "-", "-"
+	if bank {
+		prod = fmt.Sprintf("%.2f", r.productionPerSecond)
+		if r.decisions > 0 {
+			refined = fmt.Sprintf("%.1f%%", 100*float64(r.refined)/float64(r.decisions))
+		}
+		if r.refined > 0 {
+			uses, age = fmt.Sprintf("%.0f", r.uses), fmt.Sprintf("%.1f s", r.age)
+		}
+	}
+	c := r.cpu
+	fmt.Fprintf(w, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n",
+		label, r.clients, r.decisions, r.decisionsPerSecond, ms(r.p50), ms(r.p99), ms(r.max), refined, uses, age, r.errors, prod,
+		cores(c.serving, c.serveOK, c.wall), cores(c.training, c.serveOK, c.wall), cores(c.refinement, c.serveOK, c.wall),
+		cores(c.postgres, c.postgresOK, c.wall), cores(c.loader, c.loaderOK, c.wall))
+}
+
+// cores formats CPU time over wall time as a number of cores.
+func cores(cpu time.Duration, ok bool, wall time.Duration) string {
+	if !ok || wall <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", cpu.Seconds()/wall.Seconds())
 }
 
 func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData, stdout, stderr io.Writer) error {
@@ -175,6 +218,15 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: maxLevel + 4, MaxIdleConns: maxLevel + 4},
 	}}
+	meter := &cpuMeter{cl: cl}
+	if c.databaseURL != "" {
+		conn, err := pgx.Connect(ctx, c.databaseURL)
+		if err != nil {
+			return fmt.Errorf("--database-url: %w", err)
+		}
+		defer conn.Close(context.Background())
+		meter.db = conn
+	}
 	name := c.bandit
 	if name == "" {
 		name = fmt.Sprintf("bench-%s-%d", c.policy, time.Now().Unix())
@@ -210,15 +262,16 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 	}
 	if c.train > 0 {
 		start := time.Now()
-		r, err := runLevel(ctx, cl, name, 8, c, ctxs, data.Edible, 1<<16, c.train)
+		r, err := runLevel(ctx, cl, nil, name, 8, c, ctxs, data.Edible, 1<<16, c.train)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "trained on %d decisions and rewards in %.1fs (%d errors)\n", r.decisions, time.Since(start).Seconds(), r.errors)
 		time.Sleep(2 * time.Second) // let the trainer see the last rewards
 	}
-	fmt.Fprintf(stdout, "| policy | clients | decisions | decisions/s | p50 | p99 | max | refined | errors | bank production/s |\n")
-	fmt.Fprintf(stdout, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	if c.header {
+		fmt.Fprint(stdout, loadgenHeader)
+	}
 	for li, n := range c.levels {
 		if c.warm && st.Status.Bank != nil {
 			if err := warmBank(ctx, cl, name, c.warmTimeout, stderr); err != nil {
@@ -230,7 +283,7 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 			prof = make(chan error, 1)
 			go func() { prof <- fetchProfile(ctx, cl, c.profile, c.duration) }()
 		}
-		r, err := runLevel(ctx, cl, name, n, c, ctxs, data.Edible, uint64(li), 0)
+		r, err := runLevel(ctx, cl, meter, name, n, c, ctxs, data.Edible, uint64(li), 0)
 		if err != nil {
 			return err
 		}
@@ -241,25 +294,101 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 				fmt.Fprintf(stderr, "cpu profile of the %d-client level saved to %s\n", n, c.profile)
 			}
 		}
-		refined := "-"
-		if r.decisions > 0 && st.Status.Bank != nil {
-			refined = fmt.Sprintf("%.1f%%", 100*float64(r.refined)/float64(r.decisions))
-		}
-		prod := "-"
-		if st.Status.Bank != nil {
-			prod = fmt.Sprintf("%.2f", r.productionPerSecond)
-		}
 		label := c.label
 		if label == "" {
 			label = st.Policy.Kind
 		}
-		fmt.Fprintf(stdout, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %d | %s |\n",
-			label, n, r.decisions, r.decisionsPerSecond, ms(r.p50), ms(r.p99), ms(r.max), refined, r.errors, prod)
+		loadgenRow(stdout, label, r, st.Status.Bank != nil)
 	}
 	return nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+// cpuMeter reads the CPU counters of a level: serve's process CPU and
+// its training and refinement (from its /metrics), the PostgreSQL
+// backends of the bench database (db: their PIDs from pg_stat_activity,
+// their CPU from /proc) and the loader's own (getrusage).
+type cpuMeter struct {
+	cl *lgClient
+	db *pgx.Conn // nil: PostgreSQL's CPU is not measured
+}
+
+// cpuReading is one reading of the counters.
+type cpuReading struct {
+	at                            time.Time
+	process, training, refinement time.Duration
+	serveOK                       bool
+	backends                      map[int]time.Duration
+	loader                        time.Duration
+	loaderOK                      bool
+}
+
+// cpuUse is the CPU of a level: the difference of two readings.
+type cpuUse struct {
+	wall                          time.Duration
+	serving, training, refinement time.Duration
+	postgres, loader              time.Duration
+	serveOK, postgresOK, loaderOK bool
+}
+
+func (m *cpuMeter) read(ctx context.Context) cpuReading {
+	r := cpuReading{at: time.Now()}
+	var text bytes.Buffer
+	if err := m.cl.get(ctx, "/metrics", &text); err == nil {
+		var okP, okT, okR bool
+		r.process, okP = metricSeconds(text.String(), "process_cpu_seconds_total")
+		r.training, okT = metricSeconds(text.String(), `refinery_cpu_seconds_total{activity="training"}`)
+		r.refinement, okR = metricSeconds(text.String(), `refinery_cpu_seconds_total{activity="refinement"}`)
+		r.serveOK = okP && okT && okR
+	}
+	if m.db != nil {
+		rows, err := m.db.Query(ctx, cpustat.BackendsQuery)
+		if err == nil {
+			if pids, err := pgx.CollectRows(rows, pgx.RowTo[int]); err == nil {
+				r.backends = cpustat.Processes(pids)
+			}
+		}
+	}
+	r.loader = cpustat.Self()
+	r.loaderOK = r.loader > 0
+	return r
+}
+
+// since returns the CPU between readings a and b. A backend that was not
+// there at a counts from zero; one gone by b is lost (the pool's
+// connections live through a level).
+func (b cpuReading) since(a cpuReading) cpuUse {
+	u := cpuUse{wall: b.at.Sub(a.at), serveOK: a.serveOK && b.serveOK, loaderOK: a.loaderOK && b.loaderOK}
+	if u.serveOK {
+		u.training, u.refinement = b.training-a.training, b.refinement-a.refinement
+		u.serving = max(b.process-a.process-u.training-u.refinement, 0)
+	}
+	if a.backends != nil && b.backends != nil {
+		u.postgres, u.postgresOK = cpustat.Growth(a.backends, b.backends), true
+	}
+	if u.loaderOK {
+		u.loader = b.loader - a.loader
+	}
+	return u
+}
+
+// metricSeconds returns the value of the sample whose name and labels
+// are exactly series in a Prometheus text exposition, as a duration.
+func metricSeconds(text, series string) (time.Duration, bool) {
+	for line := range strings.Lines(text) {
+		rest, ok := strings.CutPrefix(line, series+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			return 0, false
+		}
+		return time.Duration(v * float64(time.Second)), true
+	}
+	return 0, false
+}
 
 // warmBank waits until the bandit's bank is full and reports how fast
 // it filled: the production rate with no demand.
@@ -299,9 +428,21 @@ func fetchProfile(ctx context.Context, cl *lgClient, file string, d time.Duratio
 	return cl.get(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), f)
 }
 
+// lgDecision is what the loader reads of a decision response.
+type lgDecision struct {
+	EventID    string `json:"event_id"`
+	Arm        string `json:"arm"`
+	Sample     string `json:"sample"`
+	Propensity struct {
+		SampleUses       float64 `json:"sample_uses"`
+		SampleAgeSeconds float64 `json:"sample_age_seconds"`
+	} `json:"propensity"`
+}
+
 // runLevel runs n clients for c.duration, or until they have made
-// limit decisions in all when limit > 0.
-func runLevel(ctx context.Context, cl *lgClient, name string, n int, c loadgenConfig, ctxs [][]byte, edible []bool, level uint64, limit int) (levelResult, error) {
+// limit decisions in all when limit > 0. With a meter, it measures the
+// level's CPU.
+func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n int, c loadgenConfig, ctxs [][]byte, edible []bool, level uint64, limit int) (levelResult, error) {
 	var before, after lgStatus
 	if err := cl.get(ctx, "/v1/bandits/"+name, &before); err != nil {
 		return levelResult{}, err
@@ -309,11 +450,16 @@ func runLevel(ctx context.Context, cl *lgClient, name string, n int, c loadgenCo
 	type worker struct {
 		lat                              []time.Duration
 		decisions, errors, refined, rerr int
+		uses, age                        float64
 	}
 	ws := make([]worker, n)
 	deadline := time.Now().Add(c.duration)
 	if limit > 0 {
 		deadline = time.Now().Add(10 * time.Minute)
+	}
+	var cpu0 cpuReading
+	if meter != nil {
+		cpu0 = meter.read(ctx)
 	}
 	var count atomic.Int64
 	start := time.Now()
@@ -341,17 +487,15 @@ func runLevel(ctx context.Context, cl *lgClient, name string, n int, c loadgenCo
 				}
 				w.lat = append(w.lat, lat)
 				w.decisions++
-				var d struct {
-					EventID string `json:"event_id"`
-					Arm     string `json:"arm"`
-					Sample  string `json:"sample"`
-				}
+				var d lgDecision
 				if json.Unmarshal(out, &d) != nil {
 					w.errors++
 					continue
 				}
 				if d.Sample == "refined" {
 					w.refined++
+					w.uses += d.Propensity.SampleUses
+					w.age += d.Propensity.SampleAgeSeconds
 				}
 				if !c.rewards {
 					continue
@@ -366,16 +510,25 @@ func runLevel(ctx context.Context, cl *lgClient, name string, n int, c loadgenCo
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r := levelResult{clients: n, elapsed: elapsed}
+	if meter != nil {
+		r.cpu = meter.read(ctx).since(cpu0)
+	}
 	if err := cl.get(ctx, "/v1/bandits/"+name, &after); err != nil {
 		return levelResult{}, err
 	}
-	r := levelResult{clients: n, elapsed: elapsed}
 	var lat []time.Duration
 	for _, w := range ws {
 		r.decisions += w.decisions
 		r.errors += w.errors + w.rerr
 		r.refined += w.refined
+		r.uses += w.uses
+		r.age += w.age
 		lat = append(lat, w.lat...)
+	}
+	if r.refined > 0 {
+		r.uses /= float64(r.refined)
+		r.age /= float64(r.refined)
 	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -385,8 +538,7 @@ func runLevel(ctx context.Context, cl *lgClient, name string, n int, c loadgenCo
 	}
 	r.decisionsPerSecond = float64(r.decisions) / elapsed.Seconds()
 	if before.Status.Bank != nil && after.Status.Bank != nil {
-		r.produced = after.Status.Bank.Produced - before.Status.Bank.Produced
-		r.productionPerSecond = float64(r.produced) / elapsed.Seconds()
+		r.productionPerSecond = float64(after.Status.Bank.Produced-before.Status.Bank.Produced) / elapsed.Seconds()
 	}
 	return r, nil
 }

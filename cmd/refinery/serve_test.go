@@ -284,6 +284,14 @@ func runMushroom(t *testing.T, data *simulators.MushroomData, url string, steps,
 	if samples["refined"] == 0 {
 		t.Errorf("no decision acted on refined samples: %v", samples)
 	}
+	// The trainer and the refinement workers ran: their CPU time is
+	// counted, and is part of the process's.
+	training := metricSum(t, metrics, "refinery_cpu_seconds_total", `activity="training"`)
+	refinement := metricSum(t, metrics, "refinery_cpu_seconds_total", `activity="refinement"`)
+	process := metricSum(t, metrics, "process_cpu_seconds_total")
+	if !(training > 0 && refinement > 0 && training+refinement <= process+0.02) {
+		t.Errorf("CPU seconds: training %g, refinement %g, the whole process %g", training, refinement, process)
+	}
 
 	var status struct {
 		Status struct {

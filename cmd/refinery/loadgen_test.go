@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLoadgenTable drives an in-memory serve with the load generator for
+// two short levels and checks the table: a row per level with every
+// column, decisions made, no errors, and the CPU of serving, training
+// and refinement (serve's metrics) and of the loader in cores; the
+// refined-sample columns and PostgreSQL's CPU are "-" (eps-greedy, no
+// --database-url).
+func TestLoadgenTable(t *testing.T) {
+	data := mushroomData(t)
+	m := startServe(t, "")
+	c := loadgenConfig{
+		url: m.URL(), policy: "eps-greedy", levels: []int{1, 4}, duration: 400 * time.Millisecond,
+		warm: true, rewards: true, header: true, train: 40, seed: 1, profileLevel: 64,
+	}
+	var out bytes.Buffer
+	if err := loadgen(context.Background(), c, data, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want a header, a rule and 2 rows:\n%s", out.String())
+	}
+	header := cells(lines[0])
+	if len(header) != 17 || header[1] != "clients" || header[12] != "CPU serving" || header[16] != "CPU loader" {
+		t.Fatalf("header %q", header)
+	}
+	for i, line := range lines[2:] {
+		row := cells(line)
+		if len(row) != len(header) {
+			t.Fatalf("row %q has %d cells, the header %d", line, len(row), len(header))
+		}
+		if row[0] != "eps-greedy" || row[1] != strconv.Itoa(c.levels[i]) {
+			t.Errorf("row %q: want eps-greedy at %d clients", line, c.levels[i])
+		}
+		if n, err := strconv.Atoi(row[2]); err != nil || n <= 0 || row[10] != "0" {
+			t.Errorf("row %q: want decisions and no errors", line)
+		}
+		for _, col := range []int{7, 8, 9, 11, 15} { // refined, uses, age, bank, PostgreSQL
+			if row[col] != "-" {
+				t.Errorf("row %q: %s = %q, want -", line, header[col], row[col])
+			}
+		}
+		var serving float64
+		for _, col := range []int{12, 13, 14, 16} {
+			v, err := strconv.ParseFloat(row[col], 64)
+			if err != nil || v < 0 || v > 64 {
+				t.Errorf("row %q: %s = %q, want a number of cores", line, header[col], row[col])
+			}
+			if col == 12 {
+				serving = v
+			}
+		}
+		if serving <= 0 {
+			t.Errorf("row %q: serving used no CPU", line)
+		}
+	}
+}
+
+// cells splits a Markdown table row into its trimmed cells.
+func cells(line string) []string {
+	f := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+	for i := range f {
+		f[i] = strings.TrimSpace(f[i])
+	}
+	return f
+}
+
