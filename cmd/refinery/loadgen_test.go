@@ -75,4 +75,3 @@ func cells(line string) []string {
 	}
 	return f
 }
-
