@@ -37,8 +37,9 @@ type model struct {
 	sig2 []float64
 	std  nn.Standardization
 	elbo float64 // NaN before any training
-	// lik is the likelihood the posterior was trained on, shared with
-	// the refiners; nil while there is no data.
+	// lik is the likelihood the posterior was trained on, under local
+	// reparameterization (refineLikelihood), shared with the refiners;
+	// nil while there is no data.
 	lik       *nn.Likelihood
 	trainedAt time.Time
 	// superseded is closed when a newer model is published.
@@ -203,13 +204,29 @@ func sigma2(q *posterior.MeanField) []float64 {
 }
 
 // likelihood is the Gaussian bandit likelihood of the network on v under
-// the current standardization, with the noise variance learned.
+// the current standardization, with the noise variance learned and
+// training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
-	est := nn.LocalReparam
+	est, _ := a.cfg.Training.estimator()
 	if a.cfg.Policy.Kind == EpsGreedy || a.cfg.Policy.Kind == Greedy {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}
-	return nn.NewLikelihood(a.arch, v, nn.Options{Estimator: est, LearnNoise: true, Standardization: a.std})
+	return nn.NewLikelihood(a.arch, v, nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, LearnNoise: true, Standardization: a.std})
+}
+
+// refineLikelihood is the likelihood refinement uses: the trainer's lik
+// under local reparameterization, otherwise the same data and options
+// with nn.LocalReparam. Refinement's objective, ELBO_aux (Havasi et al.
+// 2021, Eq. 13), is an ELBO, which the RIS trainer's moment-propagation
+// objective is not; training.estimator chooses the trainer's estimator
+// only.
+func refineLikelihood(lik *nn.Likelihood) *nn.Likelihood {
+	opt := lik.Options()
+	if opt.Estimator == nn.LocalReparam {
+		return lik
+	}
+	opt.Estimator = nn.LocalReparam
+	return nn.NewLikelihood(lik.Arch(), lik.Data(), opt)
 }
 
 // Name returns the bandit's name.
@@ -290,7 +307,7 @@ func (a *Agent) load(ctx context.Context) error {
 		}
 		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
 		if n > 0 {
-			m.lik = a.tr.Likelihood().(*nn.Likelihood)
+			m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
 		}
 	}
 	a.publish(m)
@@ -544,7 +561,7 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 		}
 		iters = st.Iterations
 		m.q, m.sig2, m.std, m.elbo = a.q.Clone(), sigma2(a.q), a.std, st.MeanELBO
-		m.lik = a.tr.Likelihood().(*nn.Likelihood)
+		m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
 	}
 	a.publish(m)
 	a.obs.Trained(a.name, iters, m.version, m.elbo)

@@ -222,6 +222,24 @@ type TrainingConfig struct {
 	// are trained on together. It bounds the trainer's CPU use and how
 	// often a new posterior makes the bank's refined samples stale.
 	MinInterval *Duration `json:"min_interval"`
+	// Estimator is how the trainer of the mean-field policies
+	// (refined-ts, mf-ts) estimates the ELBO's expected log-likelihood
+	// and its gradient: "local-reparam" (default; local
+	// reparameterization, Kingma et al. 2015), "weight-reparam" (one
+	// weight sample per minibatch, Blundell et al. 2015) or "ris"
+	// (reparameterized importance sampling of each hidden layer's first
+	// moment, Long et al. 2024; it optimizes the paper's
+	// moment-propagation objective rather than the ELBO itself, with less
+	// gradient variance: bench/ris.md; but on the mushroom bandit the
+	// posterior it trains made mean-field TS pass almost always,
+	// bench/ris-mushroom.md). eps-greedy and greedy train a point
+	// estimate and ignore it; refinement always uses local-reparam (its
+	// ELBO_aux is the ELBO's).
+	Estimator string `json:"estimator"`
+	// RISSamples is the number of importance samples per row and hidden
+	// unit of "ris" (Algorithm 1's M); default 1, 1..16. Other
+	// estimators ignore it.
+	RISSamples int `json:"ris_samples"`
 }
 
 // RefinementConfig is local refinement (Havasi et al. 2021, Algorithm 1)
@@ -267,6 +285,8 @@ const (
 	DefaultIterationsPerRew  = 20
 	DefaultStopTolerance     = 0.001
 	DefaultCPUShare          = 0.25
+	DefaultEstimator         = "local-reparam"
+	DefaultRISSamples        = 1
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 0.01
@@ -296,6 +316,7 @@ const (
 	MaxHiddenWidth    = 1024
 	MaxParams         = 500_000
 	MaxBanditNameLen  = 64
+	MaxRISSamples     = 16
 	maxDurationConfig = 10 * 365 * 24 * time.Hour
 )
 
@@ -493,6 +514,12 @@ func (c *Config) SetDefaults() {
 	if t.CPUShare == 0 {
 		t.CPUShare = DefaultCPUShare
 	}
+	if t.Estimator == "" {
+		t.Estimator = DefaultEstimator
+	}
+	if t.RISSamples == 0 {
+		t.RISSamples = DefaultRISSamples
+	}
 	r := &c.Refinement
 	if r.Fractions == nil {
 		r.Fractions = append([]float64(nil), DefaultFractions...)
@@ -683,6 +710,10 @@ func (c *Config) validateModel(v *validator) {
 	if t.MinInterval != nil && (*t.MinInterval < 0 || time.Duration(*t.MinInterval) > time.Hour) {
 		v.add("training.min_interval", "want a duration between 0s and 1h")
 	}
+	if _, err := t.estimator(); err != nil {
+		v.add("training.estimator", err.Error())
+	}
+	v.intRange("training.ris_samples", t.RISSamples, 1, MaxRISSamples)
 	r := c.Refinement
 	if len(r.Fractions) > 16 {
 		v.add("refinement.fractions", fmt.Sprintf("%d fractions, want at most 16", len(r.Fractions)))
@@ -832,4 +863,29 @@ func checkName(n string) string {
 		return "contains control characters"
 	}
 	return ""
+}
+
+// trainingEstimators are the estimators training.estimator may name.
+var trainingEstimators = []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.RIS}
+
+// ValidateEstimator reports whether Estimator names an estimator the
+// trainer offers (training.estimator); the empty string is the default.
+func (t TrainingConfig) ValidateEstimator() error {
+	if t.Estimator == "" {
+		return nil
+	}
+	_, err := t.estimator()
+	return err
+}
+
+// estimator returns the nn.Estimator that Estimator names.
+func (t TrainingConfig) estimator() (nn.Estimator, error) {
+	names := make([]string, len(trainingEstimators))
+	for i, e := range trainingEstimators {
+		if e.Name() == t.Estimator {
+			return e, nil
+		}
+		names[i] = strconv.Quote(e.Name())
+	}
+	return 0, fmt.Errorf("want one of %s", strings.Join(names, ", "))
 }

@@ -26,7 +26,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	case !reflect.DeepEqual(m.Hidden, []int{100, 100}) || m.PriorVariance != 1 || m.InitSigma != 0.01:
 		t.Errorf("model %+v", m)
 	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval) ||
-		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0.001 || tr.CPUShare != 0.25:
+		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0.001 || tr.CPUShare != 0.25 || tr.Estimator != "local-reparam" || tr.RISSamples != 1:
 		t.Errorf("training %+v", tr)
 	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16:
 		t.Errorf("refinement %+v", r)
@@ -77,6 +77,10 @@ func TestParseConfigNamesTheField(t *testing.T) {
 		{"a negative max_versions_behind", `{` + base + `, "policy": {"max_versions_behind": -1}}`, "policy.max_versions_behind"},
 		{"a stop tolerance above 1", `{` + base + `, "training": {"stop_tolerance": 2}}`, "training.stop_tolerance"},
 		{"a CPU share above 1", `{` + base + `, "training": {"cpu_share": 1.5}}`, "training.cpu_share"},
+		{"an unknown estimator", `{` + base + `, "training": {"estimator": "importance"}}`, "training.estimator"},
+		{"the point estimator", `{` + base + `, "training": {"estimator": "deterministic"}}`, "training.estimator"},
+		{"too many RIS samples", `{` + base + `, "training": {"estimator": "ris", "ris_samples": 17}}`, "training.ris_samples"},
+		{"a negative number of RIS samples", `{` + base + `, "training": {"ris_samples": -1}}`, "training.ris_samples"},
 		{"no iteration per reward", `{` + base + `, "training": {"iterations_per_reward": -3}}`, "training.iterations_per_reward"},
 		{"epsilon on refined-ts", `{` + base + `, "policy": {"epsilon": 0.1}}`, "policy.epsilon"},
 		{"nonzero epsilon on greedy", `{` + base + `, "policy": {"kind": "greedy", "epsilon": 0.1}}`, "policy.epsilon"},

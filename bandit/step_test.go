@@ -27,13 +27,19 @@ type stepDecision struct {
 // decisions, rewarding each at once, and returns its decisions.
 func playStep(t *testing.T, kind bandit.PolicyKind, seed uint64, steps int) []stepDecision {
 	t.Helper()
+	return playStepConfig(t, smallConfig(kind), seed, steps)
+}
+
+// playStepConfig is playStep with the bandit configuration cfg.
+func playStepConfig(t *testing.T, cfg *bandit.Config, seed uint64, steps int) []stepDecision {
+	t.Helper()
 	ctx := context.Background()
 	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: seed, Step: &bandit.StepConfig{TrainEvery: 5}})
 	defer svc.Close(ctx)
 	if err := svc.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := svc.Create(ctx, smallConfig(kind))
+	a, err := svc.Create(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +88,34 @@ func TestStepAgentIsDeterministic(t *testing.T) {
 				t.Errorf("refined-ts's last decision acted on %s samples", a[len(a)-1].Sample)
 			}
 		})
+	}
+}
+
+// training.estimator chooses the trainer's estimator: a refined-ts bandit
+// trains, refines (on local reparameterization) and decides under each,
+// and the posteriors, hence the scores, differ from local
+// reparameterization's on the same seed.
+func TestTrainingEstimatorIsUsed(t *testing.T) {
+	scores := map[string][]float64{}
+	for _, est := range []string{"local-reparam", "weight-reparam", "ris"} {
+		t.Run(est, func(t *testing.T) {
+			cfg := smallConfig(bandit.RefinedTS)
+			cfg.Training.Estimator = est
+			cfg.Training.RISSamples = 2
+			got := playStepConfig(t, cfg, 11, 30)
+			last := got[len(got)-1]
+			if last.Version != 5 || last.Sample != bandit.SampleRefined {
+				t.Errorf("last decision on version %d with %s samples, want version 5, refined", last.Version, last.Sample)
+			}
+			for _, d := range got {
+				scores[est] = append(scores[est], d.Scores...)
+			}
+		})
+	}
+	for _, est := range []string{"weight-reparam", "ris"} {
+		if slices.Equal(scores[est], scores["local-reparam"]) {
+			t.Errorf("%s decided with the scores of local-reparam", est)
+		}
 	}
 }
 

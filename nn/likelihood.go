@@ -1,10 +1,8 @@
 package nn
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 )
 
 // MaxRISSamples bounds Options.RISSamples.
@@ -72,16 +70,6 @@ func (e Estimator) Name() string {
 		return "invalid"
 	}
 	return estimatorNames[e]
-}
-
-// ParseEstimator returns the estimator Name calls name.
-func ParseEstimator(name string) (Estimator, error) {
-	for i, n := range estimatorNames {
-		if n == name {
-			return Estimator(i), nil
-		}
-	}
-	return 0, fmt.Errorf("nn: unknown estimator %q (want one of %s)", name, strings.Join(estimatorNames, ", "))
 }
 
 // Options configures a Likelihood.

@@ -15,9 +15,10 @@ import "math"
 //	r*(w) ∝ |f(w)| q(w),  f(w) = relu(w z~_{l-1})                (Eq. 9),
 //
 // instead of passing on one sample of the layer's output as local
-// reparameterization does. The input z~_{l-1} is deterministic given the
-// parameters, so f depends on a unit's weight row w_j only through its
-// pre-activation a_j = w_j z~_{l-1} + b_j, which under q is exactly
+// reparameterization does. Given the previous layer's estimate z~_{l-1}
+// (the contexts for the first layer), f depends on a unit's weight row w_j
+// only through its pre-activation a_j = w_j z~_{l-1} + b_j, which under q is
+// exactly
 // N(m_j, v_j) with m = z~ mu_W^T + mu_b and v = (z~∘z~)(sigma_W∘sigma_W)^T
 // + sigma_b∘sigma_b (Appendix A: the bias is one more weight on a constant
 // input). We therefore sample each unit's pre-activation, not its weight
@@ -77,7 +78,10 @@ import "math"
 // expected log-likelihood: the data term of the network whose hidden
 // layers output their means, sum_i E_{q_L}[log p(y_i | W_L z~_{L-1}(x_i))],
 // in which the hidden layers' variances act only through the means they
-// shift. nn's tests check the estimate of every z~_l against brute-force
+// shift: nothing in it penalizes how far a weight sample's predictions
+// stray from the means' (bench/ris-mushroom.md: mean-field Thompson
+// sampling on a RIS-trained posterior passed almost always on the
+// mushroom bandit). nn's tests check the estimate of every z~_l against brute-force
 // Monte Carlo over the weights and against the closed form
 // E_q[relu(a)] = s (t Phi(t) + phi(t)).
 

@@ -344,3 +344,11 @@ func TestRISFirstMomentMatchesBruteForce(t *testing.T) {
 		})
 	}
 }
+
+func TestEstimatorNames(t *testing.T) {
+	for e, want := range map[Estimator]string{LocalReparam: "local-reparam", WeightReparam: "weight-reparam", Deterministic: "deterministic", RIS: "ris", -1: "invalid", RIS + 1: "invalid"} {
+		if got := e.Name(); got != want {
+			t.Errorf("Estimator(%d).Name() = %q, want %q", int(e), got, want)
+		}
+	}
+}

@@ -69,6 +69,7 @@ type fastState struct {
 	dMu, dSigma, pm, prec []float32
 	mMu, vMu, mRho, vRho  []float32
 	dHyper, tmp           []float64
+	s2                    []float32 // PriorVar (collapsed bounds only)
 	hyper                 *nn.Adam
 	t                     int
 	mf                    kern.MeanFieldStep
@@ -114,6 +115,9 @@ func (f *fastState) load(q *MeanField, point bool) {
 		f.tmp[j] = 1 / v
 	}
 	f.eval.ToEngine(f.prec, f.tmp)
+	if f.s2 != nil {
+		f.eval.ToEngine(f.s2, q.PriorVar)
+	}
 	f.mf.PriorMean, f.pt.PriorMean = nil, nil
 	if q.PriorMean != nil {
 		f.eval.ToEngine(f.pm, q.PriorMean)
@@ -169,6 +173,16 @@ func (t *Trainer) stepFast(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 		f.pt.Scale, f.pt.Adam = float32(scale), coef
 		kern.PointAdam(&f.pt, n)
 	} else {
+		if t.cfg.Bound != BoundELBO {
+			// The learned prior given q, in float64 from the engine's
+			// values, as the fixed prior of the fused pass: its KL
+			// gradient is then the collapsed bound's (collapsed).
+			for j, mu := range f.mu[:n] {
+				m, prec := t.col.prior(float64(mu), float64(f.sigma[j]), float64(f.s2[j]))
+				f.pm[j], f.prec[j] = float32(m), float32(prec)
+			}
+			f.mf.PriorMean = f.pm
+		}
 		f.mf.Scale, f.mf.Adam = float32(scale), coef
 		kern.MeanFieldAdam(&f.mf, n)
 	}

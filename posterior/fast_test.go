@@ -55,19 +55,34 @@ func smallBandit(est nn.Estimator, referenceNoise bool) (*nn.Likelihood, *MeanFi
 // Exact zeros (a point estimate's rho, inputs outside the batch) are
 // structural on both engines and held to the tight tolerance.
 func TestFastTrainerStepMatchesReference(t *testing.T) {
+	type tcase struct {
+		est   nn.Estimator
+		point bool
+		bound Bound
+	}
+	cases := []tcase{{est: nn.Deterministic, point: true}}
 	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic, nn.RIS} {
-		for _, point := range []bool{false, true} {
-			if point && est != nn.Deterministic {
-				continue
-			}
+		cases = append(cases, tcase{est: est})
+	}
+	// The collapsed bounds (Eqs. 9 and 10) on the fast engine: the learned
+	// prior given q from the float32 values, then the fused pass.
+	for _, b := range []Bound{BoundCollapsedMean, BoundCollapsedMeanVar} {
+		cases = append(cases, tcase{est: nn.LocalReparam, bound: b})
+	}
+	for _, c := range cases {
+		est, point := c.est, c.point
+		{
 			name := est.String()
 			if point {
 				name += " point estimate"
 			}
+			if c.bound != BoundELBO {
+				name += " " + c.bound.String()
+			}
 			t.Run(name, func(t *testing.T) {
 				lik, q0 := smallBandit(est, true)
 				const lr = 1e-3
-				cfg := TrainConfig{BatchSize: 32, LR: lr, Point: point}
+				cfg := TrainConfig{BatchSize: 32, LR: lr, Point: point, Bound: c.bound}
 				ref, fast := q0.Clone(), q0.Clone()
 				cfg.Reference = true
 				trR, _ := NewTrainer(lik, cfg)

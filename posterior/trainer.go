@@ -44,6 +44,17 @@ type TrainConfig struct {
 	// without a fast evaluator run on the fast trainer through an
 	// adapter of their float64 one.
 	Reference bool
+	// Bound is the objective: the ELBO with q's fixed prior (the
+	// default) or a collapsed bound that learns the prior's parameters
+	// (seed 004, Eqs. 9 and 10). Run reports the bound it optimizes.
+	Bound Bound
+	// CollapsedReg is alpha_reg of Eq. 9 and delta of Eq. 10, in (0, 1];
+	// zero means DefaultCollapsedReg. 1 makes Eq. 9 the ELBO with the
+	// prior N(0, PriorVar).
+	CollapsedReg float64
+	// CollapsedShape is the shape of Eq. 10's Gamma hyperprior, > 0;
+	// zero means DefaultCollapsedShape.
+	CollapsedShape float64
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
@@ -52,6 +63,12 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	}
 	if c.LR == 0 {
 		c.LR = DefaultLR
+	}
+	if c.CollapsedReg == 0 {
+		c.CollapsedReg = DefaultCollapsedReg
+	}
+	if c.CollapsedShape == 0 {
+		c.CollapsedShape = DefaultCollapsedShape
 	}
 	return c
 }
@@ -64,6 +81,14 @@ func (c TrainConfig) validate() error {
 		return fmt.Errorf("posterior: learning rate %g, want > 0", c.LR)
 	case c.FinalLR < 0 || math.IsInf(c.FinalLR, 0) || math.IsNaN(c.FinalLR):
 		return fmt.Errorf("posterior: final learning rate %g, want >= 0", c.FinalLR)
+	case c.Bound < BoundELBO || c.Bound > BoundCollapsedMeanVar:
+		return fmt.Errorf("posterior: unknown bound %d", int(c.Bound))
+	case c.Bound != BoundELBO && c.Point:
+		return fmt.Errorf("posterior: bound %s with a point estimate, want the ELBO's MAP objective", c.Bound)
+	case !(c.CollapsedReg > 0 && c.CollapsedReg <= 1):
+		return fmt.Errorf("posterior: collapsed regularization %g, want in (0, 1]", c.CollapsedReg)
+	case !(c.CollapsedShape > 0) || math.IsInf(c.CollapsedShape, 0):
+		return fmt.Errorf("posterior: collapsed hyperprior shape %g, want > 0", c.CollapsedShape)
 	}
 	return nil
 }
@@ -91,6 +116,7 @@ type Trainer struct {
 	lr   float64    // Adam's current learning rate
 	adam *nn.Adam   // reference path only
 	fast *fastState // fast engine only
+	col  collapsed  // the collapsed bound's constants (Bound != BoundELBO)
 
 	grad  []float64 // gradient of -ELBO w.r.t. [mu | rho | hyper]
 	sigma []float64 // softplus(rho)
@@ -114,11 +140,15 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		sigma: make([]float64, n),
 		sgm:   make([]float64, n),
 		rows:  make([]int, cfg.BatchSize),
+		col:   newCollapsed(cfg.Bound, cfg.CollapsedReg, cfg.CollapsedShape),
 	}
 	if cfg.Reference {
 		t.adam = nn.NewAdam(2*n+nh, cfg.LR)
 	} else {
 		t.fast = newFastState(lik, cfg.BatchSize)
+		if cfg.Bound != BoundELBO {
+			t.fast.s2 = make([]float32, n) // in the engine's layout
+		}
 	}
 	return t, nil
 }
@@ -224,7 +254,9 @@ func (t *Trainer) end(q *MeanField) {
 //
 // (the KL gradient of MeanField.KL, the softplus' derivative
 // sigmoid(rho)); both passes over the parameters use one exp and one
-// log1p per parameter.
+// log1p per parameter. Under a collapsed bound m and 1/s^2 are the learned
+// prior's mean and precision given q (collapsed.prior), which makes the
+// same expressions the gradient of Eq. 9 or Eq. 10.
 func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	n := len(q.Mu)
 	if n != t.lik.NumParams() || len(q.Hyper) != t.lik.NumHyper() {
@@ -266,10 +298,15 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 		clear(dRho)
 	} else {
 		// Adam descends: store the negated ELBO gradient.
+		col := t.cfg.Bound != BoundELBO
 		for j, mu := range q.Mu {
 			s, inv := sig[j], 1/pv[j]
 			d := mu
-			if pm != nil {
+			if col {
+				var m float64
+				m, inv = t.col.prior(mu, s, pv[j])
+				d -= m
+			} else if pm != nil {
 				d -= pm[j]
 			}
 			dMu[j] = d*inv - scale*dMu[j]
@@ -367,9 +404,16 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 	return st, nil
 }
 
-// penalty is what the objective subtracts from the data term: KL[q || p]
-// for the ELBO, -log p(mu) for the MAP objective of a point estimate.
+// Penalty is what the trainer's objective subtracts from the data term:
+// KL[q || p] for the ELBO, the negated prior part of Eq. 9 or Eq. 10 for
+// a collapsed bound (which ignores q.PriorMean), -log p(mu) for the MAP
+// objective of a point estimate.
+func (t *Trainer) Penalty(q *MeanField) float64 { return t.penalty(q) }
+
 func (t *Trainer) penalty(q *MeanField) float64 {
+	if t.cfg.Bound != BoundELBO {
+		return t.col.sum(q)
+	}
 	if !t.cfg.Point {
 		return q.KL()
 	}
@@ -380,9 +424,10 @@ func (t *Trainer) penalty(q *MeanField) float64 {
 	return nlp
 }
 
-// ELBO returns a Monte Carlo estimate of the full-data ELBO of q,
-// averaging `samples` draws of the data term over every row (in chunks of
-// the batch size) and subtracting the exact KL. It allocates nothing.
+// ELBO returns a Monte Carlo estimate of the full-data ELBO of q (the
+// collapsed bound under one), averaging `samples` draws of the data term
+// over every row (in chunks of the batch size) and subtracting the exact
+// KL (Penalty). It allocates nothing.
 func (t *Trainer) ELBO(q *MeanField, samples int, rng *rand.Rand) float64 {
 	n := len(q.Mu)
 	dMu, dRho, dHyper := t.grad[:n], t.grad[n:2*n], t.grad[2*n:]
@@ -402,7 +447,7 @@ func (t *Trainer) ELBO(q *MeanField, samples int, rng *rand.Rand) float64 {
 	if samples > 0 {
 		ll /= float64(samples)
 	}
-	return ll - q.KL()
+	return ll - t.penalty(q)
 }
 
 // log1pSmall returns log(1 + e) for 0 <= e <= 1 to 1e-12 relative: by

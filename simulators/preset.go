@@ -49,6 +49,10 @@ type Preset struct {
 //     every policy (make bench-mushroom) at about 45 minutes on 2 cores.
 //     Before the fast engine this preset had to shrink the network to
 //     2x32 and refinement to 40 iterations.
+//
+// Both train with the service's default estimator, local
+// reparameterization; refinery simulate --estimator sets the preset's
+// training.estimator (weight-reparam, ris) for a run.
 func Presets() map[string]Preset {
 	paper := Preset{
 		Name:        "paper",

@@ -50,10 +50,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	banditConfig := fs.String("bandit-config", "", "play exactly this bandit configuration (the JSON body of POST /v1/bandits) instead of --policies and --preset; its arms and features must be the environment's")
 	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
+	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
+			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
 			fmt.Fprintln(stdout)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
@@ -73,6 +74,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	preset, ok := simulators.Presets()[*presetName]
 	if !ok {
 		return usageError{fmt.Errorf("unknown preset %q (want %s)", *presetName, presetNames())}
+	}
+	if *estimator != "" {
+		if *banditConfig != "" {
+			return usageError{errors.New("--estimator: the --bandit-config file sets training.estimator")}
+		}
+		preset.Bandit.Training.Estimator = *estimator
+		if err := preset.Bandit.Training.ValidateEstimator(); err != nil {
+			return usageError{fmt.Errorf("--estimator %q: %w", *estimator, err)}
+		}
 	}
 	var specs []simulators.PolicySpec
 	var err error

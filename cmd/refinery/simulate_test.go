@@ -34,5 +34,10 @@ func TestSimulateBanditConfig(t *testing.T) {
 		{"an output path that cannot be a directory fails before the run", []string{"simulate", "--env", "wheel", "--steps", "100000000", "--out", fits + "/out"}, 1, "",
 			"refinery simulate: --out: mkdir " + fits + ": not a directory\n"},
 		{"a negative reward delay is refused", []string{"simulate", "--reward-delay", "-1"}, 2, "", "refinery simulate: --reward-delay -1: want at least 0\n"},
+		{"--estimator sets the preset's training.estimator", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"estimator":"ris"`, ""},
+		{"an unknown estimator is refused", []string{"simulate", "--estimator", "exact"}, 2, "",
+			`refinery simulate: --estimator "exact": want one of "local-reparam", "weight-reparam", "ris"` + "\n"},
+		{"--estimator does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--estimator", "ris"}, 2, "",
+			"refinery simulate: --estimator: the --bandit-config file sets training.estimator\n"},
 	})
 }
