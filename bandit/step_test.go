@@ -119,6 +119,32 @@ func TestTrainingEstimatorIsUsed(t *testing.T) {
 	}
 }
 
+// training.bound chooses the trainer's objective: a refined-ts bandit
+// trains, refines and decides under each collapsed bound (seed 004, Eqs.
+// 9 and 10), and the scores differ from the ELBO's on the same seed.
+func TestTrainingBoundIsUsed(t *testing.T) {
+	scores := map[string][]float64{}
+	for _, b := range []string{"elbo", "collapsed-mean", "collapsed-mean-var"} {
+		t.Run(b, func(t *testing.T) {
+			cfg := smallConfig(bandit.RefinedTS)
+			cfg.Training.Bound = b
+			got := playStepConfig(t, cfg, 11, 30)
+			last := got[len(got)-1]
+			if last.Version != 5 || last.Sample != bandit.SampleRefined {
+				t.Errorf("last decision on version %d with %s samples, want version 5, refined", last.Version, last.Sample)
+			}
+			for _, d := range got {
+				scores[b] = append(scores[b], d.Scores...)
+			}
+		})
+	}
+	for _, b := range []string{"collapsed-mean", "collapsed-mean-var"} {
+		if slices.Equal(scores[b], scores["elbo"]) {
+			t.Errorf("%s decided with the scores of elbo", b)
+		}
+	}
+}
+
 // The propensities the service reports for Thompson sampling are the
 // probabilities of its choices: on a fixed context, the mean reported
 // propensity of each arm over many decisions matches the frequency with
