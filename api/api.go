@@ -587,9 +587,14 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req decisionRequest
-	if err := bandit.DecodeStrict(body, &req); err != nil {
-		s.writeProblem(w, r, err)
-		return
+	var ok bool
+	// The plain bodies clients send in one pass; any other body through
+	// the general decoder, for its errors (bandit.ParseDecisionBody).
+	if req.EventID, req.Context, req.ExcludedArms, ok = bandit.ParseDecisionBody(body); !ok {
+		if err := bandit.DecodeStrict(body, &req); err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
 	}
 	dr := bandit.DecideRequest{Context: req.Context, Excluded: req.ExcludedArms}
 	if req.EventID != nil {
@@ -609,25 +614,6 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	d := out.Decision
 	arms := a.Config().Arms
-	resp := decisionResponse{
-		EventID:       d.EventID,
-		Arm:           arms[d.Arm],
-		Probabilities: make(map[string]float64, len(arms)),
-		Scores:        make(map[string]float64, len(arms)),
-		ModelVersion:  d.ModelVersion,
-		Sample:        d.Sample,
-		Policy:        d.Policy,
-		CreatedAt:     d.CreatedAt,
-		Propensity:    out.Propensity,
-	}
-	for i, name := range arms {
-		if i < len(d.Propensities) {
-			resp.Probabilities[name] = d.Propensities[i]
-		}
-		if i < len(d.Scores) {
-			resp.Scores[name] = d.Scores[i]
-		}
-	}
 	status := http.StatusOK
 	if out.Created {
 		status = http.StatusCreated
@@ -635,7 +621,13 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
 		}
 	}
-	s.writeJSON(w, r, status, resp)
+	if b, ok := appendDecision(make([]byte, 0, 512), arms, d, out.Propensity); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(append(b, '\n'))
+		return
+	}
+	s.writeJSON(w, r, status, newDecisionResponse(arms, d, out.Propensity))
 }
 
 // rewardRequest is the body of POST .../reward.
@@ -657,7 +649,9 @@ func (s *Server) reward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req rewardRequest
-	if err := bandit.DecodeStrict(body, &req); err != nil {
+	if v, ok := bandit.ParseRewardBody(body); ok {
+		req.Value = &v
+	} else if err := bandit.DecodeStrict(body, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}

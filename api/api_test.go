@@ -45,6 +45,7 @@ func memoryStore(t *testing.T) bandit.Store {
 
 func postgresStore(t *testing.T) bandit.Store {
 	pcfg, _ := storetest.FreshSchema(t)
+	store.SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
 	ctx := context.Background()
 	if err := store.MigrateConfig(ctx, pcfg.ConnConfig, store.Up); err != nil {
 		t.Fatalf("migrate: %v", err)

@@ -44,6 +44,19 @@ type model struct {
 	trainedAt time.Time
 	// superseded is closed when a newer model is published.
 	superseded chan struct{}
+	// muw is q's means made ready for the fast engine, on first use
+	// (weights).
+	prep sync.Once
+	muw  *nn.Weights
+}
+
+// weights returns the posterior means made ready for the fast engine
+// (nn.Weights), once per model: the point-estimate decisions predict
+// with them, and converting them per decision cost as much as the
+// forward pass.
+func (m *model) weights(a nn.Arch) *nn.Weights {
+	m.prep.Do(func() { m.muw = a.PrepareWeights(m.q.Mu) })
+	return m.muw
 }
 
 // Agent is one bandit at work: its configuration and encoder, the
@@ -458,7 +471,8 @@ func (a *Agent) trainLoop() {
 		case <-a.wake:
 		}
 		start := time.Now()
-		err := a.trainSafely(ctx)
+		var err error
+		a.pool.cpu.add(&a.pool.cpu.training, cpustat.Measure(func() { err = a.trainSafely(ctx) }))
 		took := time.Since(start)
 		// The trainer's CPU budget: at most training.cpu_share of a core
 		// on average, and a retraining at most every min_interval.
@@ -545,11 +559,7 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
 	iters := 0
 	if a.q != nil {
-		var st posterior.RunStats
-		var err error
-		a.pool.cpu.add(&a.pool.cpu.training, cpustat.Measure(func() {
-			st, err = a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
-		}))
+		st, err := a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
 		if err != nil {
 			// Go back to the last published posterior.
 			a.q.CopyFrom(prev.q)
@@ -916,7 +926,7 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 		policy.UniformRule(&pd, arms, excluded, rng)
 	case Greedy, EpsGreedy:
 		p := a.predictor()
-		pd.Scores = p.Predict(make([]float64, arms), m.q.Mu, x, m.std)
+		pd.Scores = p.PredictWeights(make([]float64, arms), m.weights(a.arch), x, m.std)
 		a.predictors.Put(p)
 		policy.EpsGreedyRule(&pd, *a.cfg.Policy.Epsilon, excluded, rng)
 	case LinearTS:
@@ -957,7 +967,7 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 			pool := make([]float64, len(t.pool)*arms) // predictions in reward units
 			version := t.got[0].version
 			for i, r := range t.pool {
-				p.Predict(pool[i*arms:(i+1)*arms], r.w, x, r.std)
+				p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, x, r.std)
 				if i < S {
 					version = min(version, r.version)
 				}

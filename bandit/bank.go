@@ -11,11 +11,12 @@ import (
 )
 
 // refined is one locally refined posterior sample in a bank: a full
-// weight vector, read-only once banked, tagged with the posterior version
-// it was refined from and the time it was banked.
+// weight vector, read-only once banked and made ready for the fast engine
+// (it serves many decisions), tagged with the posterior version it was
+// refined from and the time it was banked.
 type refined struct {
 	version int64
-	w       []float64
+	w       *nn.Weights
 	std     nn.Standardization // of the posterior it was refined from
 	at      time.Time
 	uses    int
@@ -129,7 +130,7 @@ func (b *bank) reserve() bool {
 // put ends a reservation with a finished sample (w nil: the refinement
 // failed or was abandoned). A sample already past its bounds is
 // discarded; put reports whether the sample was kept.
-func (b *bank) put(version int64, w []float64, std nn.Standardization) bool {
+func (b *bank) put(version int64, w *nn.Weights, std nn.Standardization) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inflight--

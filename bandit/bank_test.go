@@ -10,7 +10,7 @@ import (
 )
 
 func TestBank(t *testing.T) {
-	w := []float64{1}
+	w := nn.NewArch(1, nil, 1).PrepareWeights([]float64{1, 0})
 	rng := rand.New(rand.NewPCG(1, 2))
 	loose := bankBounds{maxUses: 1000, maxAge: time.Hour, maxBehind: 0}
 	fill := func(b *bank, n int, version int64) {

@@ -11,11 +11,12 @@ import (
 // its thread, whose CPU time is read before and after), so that it does
 // not count the request path running beside it on other threads.
 type CPUTime struct {
-	// Training is every trainer's fitting of its posterior (the ELBO
-	// iterations and the standardization refit; not the reading of
-	// rows from the store).
+	// Training is every trainer's work: reading the new rows from the
+	// store, refitting the standardization, the ELBO iterations, and
+	// publishing (and now and then persisting) the posterior.
 	Training time.Duration
-	// Refinement is the refinement workers' refined samples.
+	// Refinement is the refinement workers' refined samples (and making
+	// them ready for the fast engine).
 	Refinement time.Duration
 }
 

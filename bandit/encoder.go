@@ -71,6 +71,14 @@ func (e *Encoder) Dim() int { return e.dim }
 // object, an unknown feature, a missing required feature, a value of the
 // wrong type, an undeclared category, a number out of float64 range.
 func (e *Encoder) Encode(raw json.RawMessage) ([]float64, error) {
+	if x, ok := e.encodeFast(raw); ok {
+		return x, nil
+	}
+	return e.encode(raw)
+}
+
+// encode is Encode's general path: every context, every error.
+func (e *Encoder) encode(raw json.RawMessage) ([]float64, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, invalid("context", "required: a JSON object of feature values")

@@ -133,7 +133,7 @@ func (p *refinePool) work(rng *rand.Rand) {
 // refineSafely is refine with a panic turned into an error, so that a
 // fault in one bandit's refinement never takes the process down; the
 // worker's refiner for that bandit is dropped and rebuilt next time.
-func (p *refinePool) refineSafely(a *Agent, m *model, refiners map[*Agent]*workerRefiner, rng *rand.Rand) (w []float64, err error) {
+func (p *refinePool) refineSafely(a *Agent, m *model, refiners map[*Agent]*workerRefiner, rng *rand.Rand) (w *nn.Weights, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			delete(refiners, a)
@@ -150,9 +150,10 @@ func (p *refinePool) refineSafely(a *Agent, m *model, refiners map[*Agent]*worke
 	return p.refine(a, m, refiners, rng)
 }
 
-// refine draws one refined sample from m. The refinement is abandoned
-// (context.Canceled) when a newer posterior makes its result stale.
-func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefiner, rng *rand.Rand) ([]float64, error) {
+// refine draws one refined sample from m, ready for the fast engine.
+// The refinement is abandoned (context.Canceled) when a newer posterior
+// makes its result stale.
+func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefiner, rng *rand.Rand) (*nn.Weights, error) {
 	wr := refiners[a]
 	if wr == nil {
 		ref, err := posterior.NewRefiner(m.lik, a.refineCfg)
@@ -182,10 +183,15 @@ func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefin
 		case <-stop:
 		}
 	}()
-	var w []float64
+	var w *nn.Weights
 	var st posterior.RefineStats
 	var err error
-	p.cpu.add(&p.cpu.refinement, cpustat.Measure(func() { w, st, err = wr.ref.Refine(ctx, nil, m.q, rng) }))
+	p.cpu.add(&p.cpu.refinement, cpustat.Measure(func() {
+		var v []float64
+		if v, st, err = wr.ref.Refine(ctx, nil, m.q, rng); err == nil {
+			w = a.arch.PrepareWeights(v)
+		}
+	}))
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func (a *Agent) refineNow(ctx context.Context, m *model, n int) error {
 			a.bank.put(m.version, nil, m.std)
 			return fmt.Errorf("bandit %s: refine: %w", a.name, err)
 		}
-		a.bank.put(m.version, w, m.std)
+		a.bank.put(m.version, a.arch.PrepareWeights(w), m.std)
 		a.obs.Refined(a.name, st.Duration)
 	}
 	return nil

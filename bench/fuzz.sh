@@ -11,6 +11,9 @@ TARGETS="
 ./bandit FuzzParseConfig bandit configurations (POST /v1/bandits, stored configurations)
 ./bandit FuzzCheckJSON the raw JSON check of every body (duplicate keys, NUL, surrogates, UTF-8, depth)
 ./bandit FuzzEncodeAndTrain contexts and rewards through the encoder and training (step mode)
+./bandit FuzzEncodeFast contexts through the encoder's one-pass reader, against its general path
+./bandit FuzzParseDecisionBody decision bodies through the one-pass reader, against DecodeStrict
+./bandit FuzzParseRewardBody reward bodies through the one-pass reader, against DecodeStrict
 ./bandit FuzzLoadSnapshot stored posterior snapshots, loaded on restart
 ./simulators FuzzReadClassificationCSV CSV environments (refinery simulate --env csv:...)
 ./simulators FuzzReadMushroom the UCI mushroom data file

@@ -278,3 +278,41 @@ func TestFastPredictorAllocatesNothing(t *testing.T) {
 		t.Errorf("SampleLocal: %v allocations per call, want 0", got)
 	}
 }
+
+// TestPredictWeights: predicting at prepared weights gives Predict's
+// outputs bit for bit, on both engines, for dense and one-hot contexts,
+// allocates nothing, and still does after the Predictor has predicted at
+// other parameters (the prepared weights are the caller's, not the
+// Predictor's buffer).
+func TestPredictWeights(t *testing.T) {
+	for _, p := range []problem{
+		newProblem(7, []int{9, 8}, 3, 50, 11),
+		newProblem(117, []int{100, 100}, 2, 50, 6).oneHot(2),
+	} {
+		std := Standardization{Shift: 2, Scale: 3}
+		other := make([]float64, len(p.mu))
+		for i := range other {
+			other[i] = -p.mu[i]
+		}
+		w := p.arch.PrepareWeights(p.mu)
+		if &w.Vector()[0] != &p.mu[0] {
+			t.Fatal("Vector is not the vector the weights were prepared from")
+		}
+		for _, reference := range []bool{false, true} {
+			pr := NewPredictor(p.arch, 16)
+			pr.Reference = reference
+			want := pr.Predict(nil, p.mu, p.data.x, std)
+			pr.Predict(nil, other, p.data.x, std)
+			got := pr.PredictWeights(nil, w, p.data.x, std)
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("reference %v: output %d: PredictWeights %v, Predict %v", reference, i, got[i], want[i])
+				}
+			}
+			dst := make([]float64, 40*p.arch.Out())
+			if n := testing.AllocsPerRun(20, func() { pr.PredictWeights(dst, w, p.data.x[:40*p.arch.In()], std) }); n != 0 {
+				t.Errorf("reference %v: PredictWeights: %v allocations per call, want 0", reference, n)
+			}
+		}
+	}
+}

@@ -14,7 +14,8 @@ import (
 //
 // Predict and SampleLocal run on the float32 fast engine, with the
 // forward code of Evaluator32: parameters are converted to the engine
-// layout per call, sparse contexts gather their non-zero entries, and
+// layout per call (PredictWeights takes them converted once, see
+// Weights), sparse contexts gather their non-zero entries, and
 // outputs agree with the float64 path to float32 rounding (about 1e-6
 // relative). Setting Reference runs them on the float64 reference path.
 type Predictor struct {
@@ -74,6 +75,51 @@ func (p *Predictor) chunk(x []float64, n int) View {
 // length must be rows*Out.
 func (p *Predictor) Predict(dst, w, x []float64, s Standardization) []float64 {
 	p.arch.checkLen(w, "w")
+	dst = p.predictDst(dst, x)
+	if !p.Reference {
+		p.arch.toEngine(p.w32, p.tmp32, w)
+		return p.predict32(dst, p.w32, x, s)
+	}
+	return p.predict64(dst, w, x, s)
+}
+
+// Weights is a parameter vector made ready for the fast engine once
+// (Arch.PrepareWeights), for the many predictions of a posterior sample
+// that serves many decisions: Predict converts its parameters to the
+// engine's layout on every call, which for one decision on the paper's
+// network costs about as much as the forward pass itself.
+type Weights struct {
+	w   []float64 // canonical, for the reference path
+	w32 []float32 // engine layout
+}
+
+// PrepareWeights returns w ready for Predictor.PredictWeights. w is
+// kept, not copied: it must not change while the Weights are in use.
+func (a Arch) PrepareWeights(w []float64) *Weights {
+	a.checkLen(w, "w")
+	pw := &Weights{w: w, w32: make([]float32, a.n)}
+	a.toEngine(pw.w32, make([]float32, a.n), w)
+	return pw
+}
+
+// Vector returns the canonical parameter vector the Weights were
+// prepared from.
+func (w *Weights) Vector() []float64 { return w.w }
+
+// PredictWeights is Predict at prepared parameters: the same outputs,
+// bit for bit, without converting the parameters (TestPredictWeights).
+func (p *Predictor) PredictWeights(dst []float64, w *Weights, x []float64, s Standardization) []float64 {
+	p.arch.checkLen(w.w, "w")
+	dst = p.predictDst(dst, x)
+	if !p.Reference {
+		return p.predict32(dst, w.w32, x, s)
+	}
+	return p.predict64(dst, w.w, x, s)
+}
+
+// predictDst checks x and dst for a prediction and returns dst, made if
+// nil.
+func (p *Predictor) predictDst(dst, x []float64) []float64 {
 	in, out := p.arch.In(), p.arch.Out()
 	if len(x)%in != 0 {
 		panic("nn: len(x) is not a multiple of the input width")
@@ -85,20 +131,31 @@ func (p *Predictor) Predict(dst, w, x []float64, s Standardization) []float64 {
 	if len(dst) != rows*out {
 		panic("nn: len(dst) must be rows*Out")
 	}
+	return dst
+}
+
+// predict32 is Predict on the fast engine at w32 (engine layout).
+func (p *Predictor) predict32(dst []float64, w32 []float32, x []float64, s Standardization) []float64 {
+	in, out := p.arch.In(), p.arch.Out()
+	rows := len(x) / in
 	sh, sc := s.Shift, s.scale()
-	if !p.Reference {
-		p.arch.toEngine(p.w32, p.tmp32, w)
-		f := p.fast.act[p.last()]
-		for lo := 0; lo < rows; lo += p.max {
-			hi := min(lo+p.max, rows)
-			v := p.chunk(x[lo*in:hi*in], hi-lo)
-			p.fast.forward(p.w32, &v, hi-lo)
-			for i, o := range f[:(hi-lo)*out] {
-				dst[lo*out+i] = sh + sc*float64(o)
-			}
+	f := p.fast.act[p.last()]
+	for lo := 0; lo < rows; lo += p.max {
+		hi := min(lo+p.max, rows)
+		v := p.chunk(x[lo*in:hi*in], hi-lo)
+		p.fast.forward(w32, &v, hi-lo)
+		for i, o := range f[:(hi-lo)*out] {
+			dst[lo*out+i] = sh + sc*float64(o)
 		}
-		return dst
 	}
+	return dst
+}
+
+// predict64 is Predict on the float64 reference path.
+func (p *Predictor) predict64(dst, w, x []float64, s Standardization) []float64 {
+	in, out := p.arch.In(), p.arch.Out()
+	rows := len(x) / in
+	sh, sc := s.Shift, s.scale()
 	f := p.act[p.last()]
 	transposeWeights(p.arch, p.wT, w)
 	for lo := 0; lo < rows; lo += p.max {

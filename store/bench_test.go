@@ -69,6 +69,7 @@ func benchWrites(b *testing.B, writers int, cfg Config, unordered bool) {
 	}
 	// Row-at-a-time gets a connection per writer, as pgbench's clients do.
 	pcfg.MaxConns = int32(max(4, writers))
+	SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		b.Fatal(err)

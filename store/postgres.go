@@ -77,6 +77,7 @@ func OpenPostgres(ctx context.Context, databaseURL string, cfg Config) (*Postgre
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database URL: %w", err)
 	}
+	SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: open pool: %w", err)
@@ -92,6 +93,27 @@ func OpenPostgres(ctx context.Context, databaseURL string, cfg Config) (*Postgre
 		return nil, err
 	}
 	return s, nil
+}
+
+// SetSessionDefaults sets in params (a connection configuration's
+// run-time parameters) the session settings the store's statements are
+// written for, unless params sets them already:
+//
+//   - plan_cache_mode force_generic_plan: every execution of a prepared
+//     statement uses its generic plan, the one TestPlans* check, planned
+//     once per connection. By default PostgreSQL plans again at every
+//     execution while that plan looks cheaper than the generic one,
+//     which it does for the small batches of a lightly loaded service:
+//     that cost 200 to 260 µs of PostgreSQL CPU per single-row batch
+//     (BenchmarkWrites, writers=1: 520 to 590 µs per row instead of 330
+//     to 400), for the same plans.
+//
+// OpenPostgres applies it; callers that make their own pool for
+// NewPostgres should too.
+func SetSessionDefaults(params map[string]string) {
+	if _, ok := params["plan_cache_mode"]; !ok {
+		params["plan_cache_mode"] = "force_generic_plan"
+	}
 }
 
 // Pool returns the store's connection pool.

@@ -21,6 +21,7 @@ import (
 func openTestPostgres(t testing.TB, cfg Config) (*Postgres, *pgxpool.Pool) {
 	t.Helper()
 	pcfg, _ := storetest.FreshSchema(t)
+	SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
 	ctx := context.Background()
 	if err := MigrateConfig(ctx, pcfg.ConnConfig, Up); err != nil {
 		t.Fatalf("migrate up: %v", err)

@@ -299,6 +299,19 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 			label = st.Policy.Kind
 		}
 		loadgenRow(stdout, label, r, st.Status.Bank != nil)
+		if c := r.cpu; r.decisions > 0 {
+			// The CPU per decision (and its reward) hardly depends on how
+			// loaded the machine is, unlike the rates: what to compare
+			// across runs on a busy machine.
+			per := func(d time.Duration, ok bool) string {
+				if !ok {
+					return "-"
+				}
+				return fmt.Sprintf("%.0f", float64(d.Microseconds())/float64(r.decisions))
+			}
+			fmt.Fprintf(stderr, "%s, %d clients: CPU per decision (µs): serving %s, training %s, refinement %s, PostgreSQL %s, loader %s\n",
+				label, n, per(c.serving, c.serveOK), per(c.training, c.serveOK), per(c.refinement, c.serveOK), per(c.postgres, c.postgresOK), per(c.loader, c.loaderOK))
+		}
 	}
 	return nil
 }
@@ -468,15 +481,22 @@ func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n
 		wg.Go(func() {
 			w := &ws[g]
 			rng := rand.New(rand.NewPCG(c.seed, level<<32|uint64(g)))
-			for i := 0; time.Now().Before(deadline); i++ {
+			rc, err := newRawClient(cl.base, 30*time.Second)
+			if err != nil {
+				w.errors++
+				return
+			}
+			defer rc.close()
+			decisions := "/v1/bandits/" + name + "/decisions"
+			var body, reward []byte
+			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 				if limit > 0 && count.Add(1) > int64(limit) {
 					return
 				}
 				row := rng.IntN(len(ctxs))
-				body := append([]byte(`{"context":`), ctxs[row]...)
-				body = append(body, '}')
+				body = append(append(append(body[:0], `{"context":`...), ctxs[row]...), '}')
 				t0 := time.Now()
-				code, out, err := cl.post(ctx, "/v1/bandits/"+name+"/decisions", body)
+				code, out, err := rc.post(decisions, body)
 				lat := time.Since(t0)
 				if err != nil || code != http.StatusCreated {
 					w.errors++
@@ -500,8 +520,8 @@ func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n
 				if !c.rewards {
 					continue
 				}
-				reward := mushroomReward(edible[row], d.Arm, rng)
-				code, _, err = cl.post(ctx, "/v1/bandits/"+name+"/events/"+d.EventID+"/reward", []byte(`{"value":`+strconv.FormatFloat(reward, 'g', -1, 64)+`}`))
+				reward = strconv.AppendFloat(append(reward[:0], `{"value":`...), mushroomReward(edible[row], d.Arm, rng), 'g', -1, 64)
+				code, _, err = rc.post("/v1/bandits/"+name+"/events/"+d.EventID+"/reward", append(reward, '}'))
 				if err != nil || code != http.StatusNoContent {
 					w.rerr++
 				}
