@@ -160,7 +160,15 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.std = nn.Standardization{Scale: 1}
 		a.sigma = make([]float64, n)
 		point := cfg.Policy.Kind == EpsGreedy || cfg.Policy.Kind == Greedy
-		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point})
+		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
+		if !point { // a point estimate has no collapsed bound
+			b, err := posterior.ParseBound(cfg.Training.Bound)
+			if err != nil {
+				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
+			}
+			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
+		}
+		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)
 		if err != nil {
 			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
 		}

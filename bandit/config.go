@@ -240,6 +240,25 @@ type TrainingConfig struct {
 	// unit of "ris" (Algorithm 1's M); default 1, 1..16. Other
 	// estimators ignore it.
 	RISSamples int `json:"ris_samples"`
+	// Bound is the objective the trainer of the mean-field policies
+	// maximizes: "elbo" (default; the ELBO with the fixed prior
+	// N(0, model.prior_variance)), "collapsed-mean" (CM-MF-VI, Tomczak
+	// et al., seed 004, Eq. 9: the prior means are learned in closed
+	// form under a N(0, alpha) hyperprior and integrated out) or
+	// "collapsed-mean-var" (CMV-MF-VI, Eq. 10: prior means and
+	// variances, under a Gamma hyperprior on the prior precision whose
+	// mean is 1/model.prior_variance). The trainer's reported ELBO is
+	// then the collapsed bound. Refinement keeps the fixed prior.
+	// eps-greedy and greedy train a point estimate and ignore it.
+	Bound string `json:"bound"`
+	// CollapsedReg is alpha_reg = gamma/(gamma + alpha) of Eq. 9 and
+	// delta of Eq. 10, the weight of the posterior means' regularization;
+	// default 0.075 (the paper's), (0, 1]; 1 makes "collapsed-mean" the
+	// ELBO.
+	CollapsedReg float64 `json:"collapsed_reg"`
+	// CollapsedShape is the shape of Eq. 10's Gamma hyperprior on the
+	// prior precisions; default 1, (0, 1000]. Other bounds ignore it.
+	CollapsedShape float64 `json:"collapsed_shape"`
 }
 
 // RefinementConfig is local refinement (Havasi et al. 2021, Algorithm 1)
@@ -287,6 +306,9 @@ const (
 	DefaultCPUShare          = 0.25
 	DefaultEstimator         = "local-reparam"
 	DefaultRISSamples        = 1
+	DefaultBound             = "elbo"
+	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
+	DefaultCollapsedShape    = posterior.DefaultCollapsedShape
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 0.01
@@ -520,6 +542,15 @@ func (c *Config) SetDefaults() {
 	if t.RISSamples == 0 {
 		t.RISSamples = DefaultRISSamples
 	}
+	if t.Bound == "" {
+		t.Bound = DefaultBound
+	}
+	if t.CollapsedReg == 0 {
+		t.CollapsedReg = DefaultCollapsedReg
+	}
+	if t.CollapsedShape == 0 {
+		t.CollapsedShape = DefaultCollapsedShape
+	}
 	r := &c.Refinement
 	if r.Fractions == nil {
 		r.Fractions = append([]float64(nil), DefaultFractions...)
@@ -714,6 +745,11 @@ func (c *Config) validateModel(v *validator) {
 		v.add("training.estimator", err.Error())
 	}
 	v.intRange("training.ris_samples", t.RISSamples, 1, MaxRISSamples)
+	if _, err := posterior.ParseBound(t.Bound); err != nil {
+		v.add("training.bound", fmt.Sprintf("%q, want one of \"elbo\", \"collapsed-mean\", \"collapsed-mean-var\"", t.Bound))
+	}
+	v.positive("training.collapsed_reg", t.CollapsedReg, 1)
+	v.positive("training.collapsed_shape", t.CollapsedShape, 1000)
 	r := c.Refinement
 	if len(r.Fractions) > 16 {
 		v.add("refinement.fractions", fmt.Sprintf("%d fractions, want at most 16", len(r.Fractions)))

@@ -26,7 +26,8 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	case !reflect.DeepEqual(m.Hidden, []int{100, 100}) || m.PriorVariance != 1 || m.InitSigma != 0.01:
 		t.Errorf("model %+v", m)
 	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval) ||
-		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0.001 || tr.CPUShare != 0.25 || tr.Estimator != "local-reparam" || tr.RISSamples != 1:
+		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0.001 || tr.CPUShare != 0.25 || tr.Estimator != "local-reparam" || tr.RISSamples != 1 ||
+		tr.Bound != "elbo" || tr.CollapsedReg != 0.075 || tr.CollapsedShape != 1:
 		t.Errorf("training %+v", tr)
 	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16:
 		t.Errorf("refinement %+v", r)
@@ -81,6 +82,10 @@ func TestParseConfigNamesTheField(t *testing.T) {
 		{"the point estimator", `{` + base + `, "training": {"estimator": "deterministic"}}`, "training.estimator"},
 		{"too many RIS samples", `{` + base + `, "training": {"estimator": "ris", "ris_samples": 17}}`, "training.ris_samples"},
 		{"a negative number of RIS samples", `{` + base + `, "training": {"ris_samples": -1}}`, "training.ris_samples"},
+		{"an unknown bound", `{` + base + `, "training": {"bound": "collapsed"}}`, "training.bound"},
+		{"a collapsed regularization above 1", `{` + base + `, "training": {"bound": "collapsed-mean", "collapsed_reg": 1.5}}`, "training.collapsed_reg"},
+		{"a negative collapsed regularization", `{` + base + `, "training": {"collapsed_reg": -0.1}}`, "training.collapsed_reg"},
+		{"a negative hyperprior shape", `{` + base + `, "training": {"bound": "collapsed-mean-var", "collapsed_shape": -1}}`, "training.collapsed_shape"},
 		{"no iteration per reward", `{` + base + `, "training": {"iterations_per_reward": -3}}`, "training.iterations_per_reward"},
 		{"epsilon on refined-ts", `{` + base + `, "policy": {"epsilon": 0.1}}`, "policy.epsilon"},
 		{"nonzero epsilon on greedy", `{` + base + `, "policy": {"kind": "greedy", "epsilon": 0.1}}`, "policy.epsilon"},

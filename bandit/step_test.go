@@ -91,32 +91,50 @@ func TestStepAgentIsDeterministic(t *testing.T) {
 	}
 }
 
-// training.estimator chooses the trainer's estimator: a refined-ts bandit
-// trains, refines (on local reparameterization) and decides under each,
-// and the posteriors, hence the scores, differ from local
-// reparameterization's on the same seed.
-func TestTrainingEstimatorIsUsed(t *testing.T) {
+// settingIsUsed plays a refined-ts bandit for 30 steps under each value
+// of a training setting (set writes it into the configuration) and checks
+// that it trains, refines and decides under each, and that every value
+// after the first decides with other scores than the first on the same
+// seed.
+func settingIsUsed(t *testing.T, values []string, set func(*bandit.TrainingConfig, string)) {
+	t.Helper()
 	scores := map[string][]float64{}
-	for _, est := range []string{"local-reparam", "weight-reparam", "ris"} {
-		t.Run(est, func(t *testing.T) {
+	for _, v := range values {
+		t.Run(v, func(t *testing.T) {
 			cfg := smallConfig(bandit.RefinedTS)
-			cfg.Training.Estimator = est
-			cfg.Training.RISSamples = 2
+			set(&cfg.Training, v)
 			got := playStepConfig(t, cfg, 11, 30)
 			last := got[len(got)-1]
 			if last.Version != 5 || last.Sample != bandit.SampleRefined {
 				t.Errorf("last decision on version %d with %s samples, want version 5, refined", last.Version, last.Sample)
 			}
 			for _, d := range got {
-				scores[est] = append(scores[est], d.Scores...)
+				scores[v] = append(scores[v], d.Scores...)
 			}
 		})
 	}
-	for _, est := range []string{"weight-reparam", "ris"} {
-		if slices.Equal(scores[est], scores["local-reparam"]) {
-			t.Errorf("%s decided with the scores of local-reparam", est)
+	for _, v := range values[1:] {
+		if slices.Equal(scores[v], scores[values[0]]) {
+			t.Errorf("%s decided with the scores of %s", v, values[0])
 		}
 	}
+}
+
+// training.estimator chooses the trainer's estimator: the posteriors,
+// hence the scores, differ from local reparameterization's (refinement
+// uses local reparameterization under each).
+func TestTrainingEstimatorIsUsed(t *testing.T) {
+	settingIsUsed(t, []string{"local-reparam", "weight-reparam", "ris"}, func(c *bandit.TrainingConfig, v string) {
+		c.Estimator, c.RISSamples = v, 2
+	})
+}
+
+// training.bound chooses the trainer's objective: under each collapsed
+// bound (seed 004, Eqs. 9 and 10) the scores differ from the ELBO's.
+func TestTrainingBoundIsUsed(t *testing.T) {
+	settingIsUsed(t, []string{"elbo", "collapsed-mean", "collapsed-mean-var"}, func(c *bandit.TrainingConfig, v string) {
+		c.Bound = v
+	})
 }
 
 // The propensities the service reports for Thompson sampling are the

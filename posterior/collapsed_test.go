@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gonum.org/v1/gonum/mat"
 )
 
 // randomQ returns one weight's q = N(mu, sigma^2) and prior variance s2
@@ -334,4 +336,92 @@ func TestCollapsedFastMatchesReference(t *testing.T) {
 		}
 		t.Logf("%s: worst fast-reference difference %.3g; largest difference from the ELBO's trajectory %.3g", b, worst, apart)
 	}
+}
+
+// TestCollapsedMeanIsBayesianLinearRegression trains CM-MF-VI (Eq. 9) on
+// Bayesian linear regression, where it has a closed-form optimum: the
+// bound is E_q[log p(y | X w)] - sum_j [(sigma_j^2 + alpha_reg mu_j^2) /
+// (2 gamma) - log sigma_j] + const, so mu* is the exact posterior mean
+// under the prior N(0, gamma/alpha_reg) = N(0, gamma + alpha), the
+// marginal prior of the hierarchical model (Bishop 2006, Eqs.
+// 3.50-3.51), and sigma_j*^2 = 1/Lambda_jj with Lambda the posterior
+// precision under the prior N(0, gamma). The trainer must reach both, its
+// reported bound must equal Eq. 9 at the closed-form optimum, and that
+// must lie below the exact log evidence log N(y | 0, s2 I + (gamma +
+// alpha) X X^T).
+func TestCollapsedMeanIsBayesianLinearRegression(t *testing.T) {
+	forEngines(t, func(t *testing.T, reference bool) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		lik := correlatedRegression(rng, 40, 3, 0.8, 0.25)
+		lik.exact = true
+		const reg = 0.075
+		gamma := []float64{1, 1, 2}
+		marg := make([]float64, 3)
+		for j, g := range gamma {
+			marg[j] = g / reg
+		}
+		wantMean, _ := lik.exactPosterior(marg)
+		_, prec := lik.exactPosterior(gamma)
+
+		q := NewMeanField(3, 0, gamma, 0.5)
+		tr, err := NewTrainer(lik, TrainConfig{BatchSize: 64, LR: 0.05, FinalLR: 1e-5, Reference: reference, Bound: BoundCollapsedMean, CollapsedReg: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := tr.Run(t.Context(), q, 20000, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := q.Sigma(nil)
+		for j := range 3 {
+			if rel := math.Abs(q.Mu[j]-wantMean[j]) / math.Abs(wantMean[j]); rel > 1e-5 {
+				t.Errorf("mean[%d] = %.9g, want %.9g (rel err %.2g)", j, q.Mu[j], wantMean[j], rel)
+			}
+			if wantVar := 1 / prec.At(j, j); math.Abs(sig[j]*sig[j]-wantVar)/wantVar > 1e-5 {
+				t.Errorf("var[%d] = %.9g, want %.9g", j, sig[j]*sig[j], wantVar)
+			}
+		}
+
+		// Eq. 9 at the closed-form optimum.
+		opt := NewMeanField(3, 0, gamma, 1)
+		copy(opt.Mu, wantMean)
+		for j := range 3 {
+			opt.Rho[j] = SoftplusInv(math.Sqrt(1 / prec.At(j, j)))
+		}
+		want := tr.ELBO(opt, 1, rng) // exact data term
+		if got := tr.ELBO(q, 1, rng); math.Abs(got-want) > 1e-7*math.Abs(want) {
+			t.Errorf("bound at the trained q %.10g, at the closed-form optimum %.10g", got, want)
+		}
+		if math.Abs(st.LastELBO-want) > 1e-6*math.Abs(want) {
+			t.Errorf("Run reports %.10g, the closed-form optimum of Eq. 9 is %.10g", st.LastELBO, want)
+		}
+		// log N(y | 0, s2 I + X diag(gamma + alpha) X^T)
+		n := len(lik.y)
+		cov := mat.NewSymDense(n, nil)
+		for a := range n {
+			for b := a; b < n; b++ {
+				var c float64
+				for j := range 3 {
+					c += lik.x[a][j] * marg[j] * lik.x[b][j]
+				}
+				if a == b {
+					c += lik.noiseVar
+				}
+				cov.SetSym(a, b, c)
+			}
+		}
+		var ch mat.Cholesky
+		if !ch.Factorize(cov) {
+			t.Fatal("evidence covariance not positive definite")
+		}
+		var alpha mat.VecDense
+		if err := ch.SolveVecTo(&alpha, mat.NewVecDense(n, lik.y)); err != nil {
+			t.Fatal(err)
+		}
+		logEv := -0.5*(float64(n)*math.Log(2*math.Pi)+ch.LogDet()) - 0.5*mat.Dot(&alpha, mat.NewVecDense(n, lik.y))
+		if want > logEv {
+			t.Errorf("Eq. 9 at its optimum %.10g above the exact log evidence %.10g", want, logEv)
+		}
+		t.Logf("Eq. 9 at its optimum %.6f, exact log evidence with the marginal prior %.6f", want, logEv)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/posterior"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -51,10 +52,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
 	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
+	bound := fs.String("bound", "", "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of seed 004) or collapsed-mean-var (Eq. 10) (default: the preset's, elbo)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
+			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
 			fmt.Fprintln(stdout)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
@@ -83,6 +85,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := preset.Bandit.Training.ValidateEstimator(); err != nil {
 			return usageError{fmt.Errorf("--estimator %q: %w", *estimator, err)}
 		}
+	}
+	if *bound != "" {
+		if *banditConfig != "" {
+			return usageError{errors.New("--bound: the --bandit-config file sets training.bound")}
+		}
+		if _, err := posterior.ParseBound(*bound); err != nil {
+			return usageError{fmt.Errorf("--bound %q: want one of \"elbo\", \"collapsed-mean\", \"collapsed-mean-var\"", *bound)}
+		}
+		preset.Bandit.Training.Bound = *bound
 	}
 	var specs []simulators.PolicySpec
 	var err error

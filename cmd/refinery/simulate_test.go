@@ -37,6 +37,11 @@ func TestSimulateBanditConfig(t *testing.T) {
 		{"--estimator sets the preset's training.estimator", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"estimator":"ris"`, ""},
 		{"an unknown estimator is refused", []string{"simulate", "--estimator", "exact"}, 2, "",
 			`refinery simulate: --estimator "exact": want one of "local-reparam", "weight-reparam", "ris"` + "\n"},
+		{"--bound sets the preset's training.bound", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--bound", "collapsed-mean", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"bound":"collapsed-mean"`, ""},
+		{"an unknown bound is refused", []string{"simulate", "--bound", "collapsed"}, 2, "",
+			`refinery simulate: --bound "collapsed": want one of "elbo", "collapsed-mean", "collapsed-mean-var"` + "\n"},
+		{"--bound does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--bound", "elbo"}, 2, "",
+			"refinery simulate: --bound: the --bandit-config file sets training.bound\n"},
 		{"--estimator does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--estimator", "ris"}, 2, "",
 			"refinery simulate: --estimator: the --bandit-config file sets training.estimator\n"},
 	})
