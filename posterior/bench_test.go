@@ -69,6 +69,29 @@ var engines = []struct {
 // BenchmarkTrainerStep is one ELBO iteration of the trainer (minibatch of
 // 64, forward, backward, KL gradient, Adam) on the paper's bandit network,
 // per estimator on the float64 reference path and on the fast engine.
+// BenchmarkTrainerStepBound is BenchmarkTrainerStep's local
+// reparameterization under each bound (seed 004, Eqs. 9 and 10: a
+// per-parameter pre-pass for the learned prior).
+func BenchmarkTrainerStepBound(b *testing.B) {
+	for _, bound := range []posterior.Bound{posterior.BoundELBO, posterior.BoundCollapsedMean, posterior.BoundCollapsedMeanVar} {
+		for _, eng := range engines {
+			b.Run(bound.String()+"/"+eng.name, func(b *testing.B) {
+				lik, q := paperModel(nn.LocalReparam)
+				tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{Reference: eng.reference, Bound: bound})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(3, 4))
+				b.ReportAllocs()
+				b.ResetTimer()
+				if _, err := tr.Run(context.Background(), q, b.N, rng); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
 func BenchmarkTrainerStep(b *testing.B) {
 	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic, nn.RIS} {
 		for _, eng := range engines {

@@ -89,12 +89,19 @@ func newCollapsed(b Bound, reg, shape float64) collapsed {
 // learned q* of its parameters: E[mu_p] and 1/gamma (Eq. 9), E[mu_p] and
 // E[tau] (Eq. 10). s2 is the MeanField's PriorVar[j].
 func (c collapsed) prior(mu, sigma, s2 float64) (m, prec float64) {
-	m = (1 - c.reg) * mu
-	if c.bound == BoundCollapsedMean {
+	return learnedPrior(c.bound == BoundCollapsedMean, c.reg, c.shape, mu, sigma, s2)
+}
+
+// learnedPrior is collapsed.prior in the precision of its arguments: the
+// reference path's float64 and the fast engine's float32, whose pre-pass
+// it serves without conversions.
+func learnedPrior[T float32 | float64](meanOnly bool, reg, shape, mu, sigma, s2 T) (m, prec T) {
+	m = (1 - reg) * mu
+	if meanOnly {
 		return m, 1 / s2
 	}
-	rate := c.shape*s2 + 0.5*(c.reg*mu*mu+sigma*sigma)
-	return m, (c.shape + 0.5) / rate
+	rate := shape*s2 + 0.5*(reg*mu*mu+sigma*sigma)
+	return m, (shape + 0.5) / rate
 }
 
 // penalty returns weight j's share of (data term - bound): Eq. 9,

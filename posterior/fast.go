@@ -174,12 +174,19 @@ func (t *Trainer) stepFast(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 		kern.PointAdam(&f.pt, n)
 	} else {
 		if t.cfg.Bound != BoundELBO {
-			// The learned prior given q, in float64 from the engine's
-			// values, as the fixed prior of the fused pass: its KL
-			// gradient is then the collapsed bound's (collapsed).
-			for j, mu := range f.mu[:n] {
-				m, prec := t.col.prior(float64(mu), float64(f.sigma[j]), float64(f.s2[j]))
-				f.pm[j], f.prec[j] = float32(m), float32(prec)
+			// The learned prior given q as the fixed prior of the fused
+			// pass, whose KL gradient is then the collapsed bound's
+			// (collapsed). Eq. 9's precision 1/gamma is the loaded one.
+			reg, shape := float32(t.col.reg), float32(t.col.shape)
+			if t.cfg.Bound == BoundCollapsedMean {
+				keep := 1 - reg
+				for j, mu := range f.mu[:n] {
+					f.pm[j] = keep * mu
+				}
+			} else {
+				for j, mu := range f.mu[:n] {
+					f.pm[j], f.prec[j] = learnedPrior(false, reg, shape, mu, f.sigma[j], f.s2[j])
+				}
 			}
 			f.mf.PriorMean = f.pm
 		}

@@ -236,12 +236,16 @@ func TestTrainerStepAllocatesNothing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	lik := correlatedRegression(rng, 100, 4, 0.5, 0.5)
 	q := NewMeanField(4, 0, ones(4, 1), 0.3)
-	tr, err := NewTrainer(lik, TrainConfig{BatchSize: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := testing.AllocsPerRun(100, func() { tr.Step(q, rng) }); a != 0 {
-		t.Errorf("Step allocates %v times, want 0", a)
+	for _, b := range []Bound{BoundELBO, BoundCollapsedMean, BoundCollapsedMeanVar} {
+		for _, ref := range []bool{false, true} {
+			tr, err := NewTrainer(lik, TrainConfig{BatchSize: 8, Bound: b, Reference: ref})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := testing.AllocsPerRun(100, func() { tr.Step(q, rng) }); a != 0 {
+				t.Errorf("Step (%s, reference %v) allocates %v times, want 0", b, ref, a)
+			}
+		}
 	}
 }
 
