@@ -200,8 +200,12 @@ const rewardLockSpace = 0x52454631
 // planning every execution instead, plan_cache_mode force_custom_plan,
 // cost 55 µs of PostgreSQL CPU per row). Lookups are scalar subqueries
 // on a unique key, run per input row, whose cheapest plan is an index
-// lookup at any table size; rows to delete are found that way and
-// deleted by ctid (a TID scan).
+// lookup at any table size; the delete from unrewarded is bounded to the
+// batch's range of decision IDs, an index range at any size. Which
+// unique index a lookup uses the planner can only tell once the tables
+// have statistics: the store analyzes them as they grow (analyze.go).
+// TestPlans* check the generic plans, which the store's connections use
+// (SetSessionDefaults).
 const (
 	// sqlInsertDecisions inserts the decisions whose event IDs are new,
 	// with their unrewarded entries, and returns per input row, in
