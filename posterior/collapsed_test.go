@@ -425,3 +425,52 @@ func TestCollapsedMeanIsBayesianLinearRegression(t *testing.T) {
 		t.Logf("Eq. 9 at its optimum %.6f, exact log evidence with the marginal prior %.6f", want, logEv)
 	})
 }
+
+// TestCollapsedMeanVarStationaryOnLinearRegression trains CMV-MF-VI
+// (Eq. 10) on Bayesian linear regression, where its optimum has no closed
+// form but satisfies, per weight j with B_j = b + delta mu_j^2/2 +
+// sigma_j^2/2 and c = a + 1/2, the stationarity conditions of Eq. 10
+// (the learned prior's precision c/B_j in the place of 1/gamma):
+//
+//	X_j^T (y - X mu) / s2 = delta c mu_j / B_j
+//	1/sigma_j^2 = ||X_j||^2 / s2 + c / B_j
+//
+// computed here from the data directly, not from the trainer.
+func TestCollapsedMeanVarStationaryOnLinearRegression(t *testing.T) {
+	forEngines(t, func(t *testing.T, reference bool) {
+		rng := rand.New(rand.NewPCG(7, 9))
+		lik := correlatedRegression(rng, 40, 3, 0.8, 0.25)
+		lik.exact = true
+		const delta, shape = 0.3, 2.0
+		gamma := []float64{1, 1, 2}
+		q := NewMeanField(3, 0, gamma, 0.5)
+		tr, err := NewTrainer(lik, TrainConfig{BatchSize: 64, LR: 0.05, FinalLR: 1e-5, Reference: reference,
+			Bound: BoundCollapsedMeanVar, CollapsedReg: delta, CollapsedShape: shape})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Run(t.Context(), q, 20000, rng); err != nil {
+			t.Fatal(err)
+		}
+		sig := q.Sigma(nil)
+		for j := range 3 {
+			var gmu, xx float64
+			for i, x := range lik.x {
+				f := 0.0
+				for k := range 3 {
+					f += x[k] * q.Mu[k]
+				}
+				gmu += x[j] * (lik.y[i] - f) / lik.noiseVar
+				xx += x[j] * x[j] / lik.noiseVar
+			}
+			c := shape + 0.5
+			bj := shape*gamma[j] + 0.5*(delta*q.Mu[j]*q.Mu[j]+sig[j]*sig[j])
+			if want := delta * c * q.Mu[j] / bj; math.Abs(gmu-want) > 1e-4*(1+math.Abs(want)) {
+				t.Errorf("weight %d: X^T(y - X mu)/s2 = %.9g, delta c mu/B = %.9g", j, gmu, want)
+			}
+			if want := 1 / (xx + c/bj); math.Abs(sig[j]*sig[j]-want) > 1e-5*want {
+				t.Errorf("weight %d: sigma^2 = %.9g, 1/(||x||^2/s2 + c/B) = %.9g", j, sig[j]*sig[j], want)
+			}
+		}
+	})
+}

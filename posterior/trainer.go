@@ -208,8 +208,9 @@ func (t *Trainer) batch(rng *rand.Rand) ([]int, float64) {
 
 // Step runs one Adam iteration on q, ascending the minibatch ELBO
 // estimate, and returns the estimate's data term (N/B) sum_batch log p
-// before the update. The ELBO estimate is that minus q.KL(), which costs
-// two logarithms per parameter and is left to callers that want it.
+// before the update. The ELBO estimate is that minus q.KL() (Penalty under
+// a collapsed bound), which costs two logarithms per parameter and is
+// left to callers that want it.
 func (t *Trainer) Step(q *MeanField, rng *rand.Rand) float64 {
 	t.begin(q)
 	ll, scale := t.iterate(q, rng)
