@@ -30,8 +30,8 @@ type Metrics struct {
 	storeCommitSecs  prometheus.Histogram
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
-	bankCounters     *bankCollector
-	cpu              *cpuCollector
+	bankCounters     *serviceCollector
+	cpu              *serviceCollector
 	refinementErrors prometheus.Counter
 	sampleUses       *prometheus.HistogramVec
 	sampleAge        *prometheus.HistogramVec
@@ -100,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "HTTP request latency by method and route pattern.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"method", "route"}),
-		bankCounters: &bankCollector{desc: prometheus.NewDesc("refinery_refined_samples_total",
+		bankCounters: &serviceCollector{collect: collectBanks, desc: prometheus.NewDesc("refinery_refined_samples_total",
 			"Refined samples by what became of them: produced (banked), discarded (stale before use), used (uses by decisions), reused (uses beyond a sample's first).",
 			[]string{"bandit", "outcome"}, nil)},
 		sampleUses: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -123,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Decisions that found fewer usable refined samples than they need and acted on the freshest samples past their bounds.",
 		}, []string{"bandit"}),
 	}
-	m.cpu = &cpuCollector{desc: prometheus.NewDesc("refinery_cpu_seconds_total",
+	m.cpu = &serviceCollector{collect: collectCPU, desc: prometheus.NewDesc("refinery_cpu_seconds_total",
 		"CPU time of the service's background work, per OS thread: training (every trainer's fitting) and refinement (the refinement workers). The process's CPU (process_cpu_seconds_total) less these is serving's: the requests, the store and the runtime.",
 		[]string{"activity"}, nil)}
 	reg.MustRegister(m.cpu)
@@ -189,19 +189,24 @@ func (m *Metrics) observeAgent(a *bandit.Agent) {
 	}
 }
 
-// bankCollector reports the banks' counters at scrape time.
-type bankCollector struct {
-	desc *prometheus.Desc
-	svc  atomic.Pointer[bandit.Service]
+// serviceCollector reports, at scrape time, what collect reads from the
+// watched service (nothing before Watch).
+type serviceCollector struct {
+	desc    *prometheus.Desc
+	svc     atomic.Pointer[bandit.Service]
+	collect func(svc *bandit.Service, desc *prometheus.Desc, ch chan<- prometheus.Metric)
 }
 
-func (c *bankCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *bankCollector) Collect(ch chan<- prometheus.Metric) {
-	svc := c.svc.Load()
-	if svc == nil {
-		return
+func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	if svc := c.svc.Load(); svc != nil {
+		c.collect(svc, c.desc, ch)
 	}
+}
+
+// collectBanks reports the banks' counters.
+func collectBanks(svc *bandit.Service, desc *prometheus.Desc, ch chan<- prometheus.Metric) {
 	for _, a := range svc.Agents() {
 		b := a.Status().Bank
 		if b == nil {
@@ -211,28 +216,16 @@ func (c *bankCollector) Collect(ch chan<- prometheus.Metric) {
 			outcome string
 			n       int64
 		}{{"produced", b.Produced}, {"discarded", b.Discarded}, {"used", b.Used}, {"reused", b.Reused}} {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(kv.n), a.Name(), kv.outcome)
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(kv.n), a.Name(), kv.outcome)
 		}
 	}
 }
 
-// cpuCollector reports the service's training and refinement CPU time
-// at scrape time.
-type cpuCollector struct {
-	desc *prometheus.Desc
-	svc  atomic.Pointer[bandit.Service]
-}
-
-func (c *cpuCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *cpuCollector) Collect(ch chan<- prometheus.Metric) {
-	svc := c.svc.Load()
-	if svc == nil {
-		return
-	}
+// collectCPU reports the service's training and refinement CPU time.
+func collectCPU(svc *bandit.Service, desc *prometheus.Desc, ch chan<- prometheus.Metric) {
 	t := svc.CPUTime()
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, t.Training.Seconds(), "training")
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, t.Refinement.Seconds(), "refinement")
+	ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, t.Training.Seconds(), "training")
+	ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, t.Refinement.Seconds(), "refinement")
 }
 
 // statusWriter records the status code of a response.
