@@ -31,12 +31,15 @@ type model struct {
 	version int64
 	rows    int   // training rows the posterior has seen
 	cursor  int64 // Seq of the last of them
-	// q is the mean-field posterior and sig2 its variances; nil for the
-	// policies without a network (uniform, linear-ts).
-	q    *posterior.MeanField
-	sig2 []float64
-	std  nn.Standardization
-	elbo float64 // NaN before any training
+	// q is the mean-field posterior (the trainer's state); nil for the
+	// policies without a network (uniform, linear-ts). mu and sig2 are
+	// the means and variances Thompson decisions draw from: q's, except
+	// for the Thompson-sampling kinds before any training (version 0),
+	// where they are the prior's (setPosterior).
+	q        *posterior.MeanField
+	mu, sig2 []float64
+	std      nn.Standardization
+	elbo     float64 // NaN before any training
 	// lik is the likelihood the posterior was trained on, under local
 	// reparameterization (refineLikelihood), shared with the refiners;
 	// nil while there is no data.
@@ -179,7 +182,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 			LR:         cfg.Refinement.LR,
 			BatchSize:  cfg.Refinement.BatchSize,
 		}
-		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+		a.setPosterior(m)
 	case cfg.Policy.Kind == LinearTS:
 		lin, err := policy.NewLinear(policy.LinearConfig{Arms: arms, Features: dim, ProbabilitySamples: cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
 		if err != nil {
@@ -200,6 +203,34 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	}
 	a.model.Store(m)
 	return a, nil
+}
+
+// setPosterior publishes a copy of the trainer's posterior a.q in m: as
+// m.q, and as the means and variances decisions draw from, which for the
+// Thompson-sampling kinds (mf-ts, refined-ts) before any training
+// (m.version 0) are the prior's instead.
+//
+// Before any reward the posterior is the prior, and Thompson sampling
+// must draw from it (issue 18, finding 1). The trainer's starting point
+// is not the prior: its means start He-style and its standard deviations
+// at model.init_sigma (0.01), an optimization start whose predictions
+// are nearly deterministic (on a fresh 3-arm mf-ts bandit 97 of the
+// first 100 decisions had a chosen-arm probability of at least 0.999).
+// The prior N(m, s^2) (m the prior means, zero unless a collapsed bound
+// learned them; s^2 = model.prior_variance) is symmetric in the arms, so
+// every allowed arm is equally likely on every context. Greedy and
+// eps-greedy act on the means and keep the trainer's: with the prior's
+// zero means every score would tie.
+func (a *Agent) setPosterior(m *model) {
+	m.q = a.q.Clone()
+	m.mu, m.sig2 = m.q.Mu, sigma2(a.q)
+	if m.version == 0 && a.cfg.Policy.Kind.thompson() {
+		m.mu = make([]float64, len(m.q.Mu))
+		if m.q.PriorMean != nil {
+			copy(m.mu, m.q.PriorMean)
+		}
+		m.sig2 = slices.Clone(m.q.PriorVar)
+	}
 }
 
 // sigma2 returns softplus(rho)^2 per parameter.
@@ -313,7 +344,7 @@ func (a *Agent) load(ctx context.Context) error {
 		if a.tr != nil {
 			a.tr.SetLikelihood(a.likelihood(a.data.View()))
 		}
-		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+		a.setPosterior(m)
 		if n > 0 {
 			m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
 		}
@@ -568,7 +599,8 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 			return errors.Join(err, rerr)
 		}
 		iters = st.Iterations
-		m.q, m.sig2, m.std, m.elbo = a.q.Clone(), sigma2(a.q), a.std, st.MeanELBO
+		m.std, m.elbo = a.std, st.MeanELBO
+		a.setPosterior(m)
 		m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
 	}
 	a.publish(m)
@@ -983,7 +1015,7 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 			}, nil
 		}
 	}
-	pool := p.SampleLocal(nil, m.q.Mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g
+	pool := p.SampleLocal(nil, m.mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g
 	policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M}, excluded, rng)
 	pd.Sample = SampleMeanField
 	return &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}, nil

@@ -48,6 +48,10 @@ func (k PolicyKind) neural() bool {
 	return k == RefinedTS || k == MeanFieldTS || k == EpsGreedy || k == Greedy
 }
 
+// thompson reports whether the kind is Thompson sampling on the network's
+// mean-field posterior (refined-ts, mf-ts).
+func (k PolicyKind) thompson() bool { return k == RefinedTS || k == MeanFieldTS }
+
 // FeatureType is the type of one context feature.
 type FeatureType string
 
