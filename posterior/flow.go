@@ -240,7 +240,6 @@ func (f *Flow) elbo(s *flowScratch, target LogDensity, rng *rand.Rand, grad bool
 	return lp + ld + f.Base.Entropy()
 }
 
-
 // FlowStats describes a fit.
 type FlowStats struct {
 	// Iterations of Adam run.
