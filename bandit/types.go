@@ -27,7 +27,9 @@ const (
 	SampleRefined   = policy.SampleRefined   // locally refined sample (Havasi et al. 2021)
 	SampleMeanField = policy.SampleMeanField // plain draw from the mean-field posterior
 	SamplePoint     = policy.SamplePoint     // point estimate (greedy, epsilon-greedy)
-	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS)
+	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS, NeuralLinear)
+	SampleLaplace   = policy.SampleLaplace   // draw from a Laplace posterior (laplace-ts)
+	SampleFlow      = policy.SampleFlow      // flow-refined last-layer draw (flow-ts)
 	SampleNone      = policy.SampleNone      // no model (uniform)
 )
 
