@@ -13,7 +13,9 @@
 //	GET  /v1/bandits/{name}                           the bandit with its live status
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
-//	GET  /metrics                                     Prometheus text format
+//	GET  /metrics                                     Prometheus text format; every bandit x arm x sample kind
+//	                                                  of refinery_decisions_total and every bandit's
+//	                                                  refinery_rewards_total exist at 0 from creation and load
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema, no request
 //	                                                  failed on an unavailable database in the last 2s, and every

@@ -2,6 +2,7 @@ package bandit
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/refinery-bandits/refinery/policy"
@@ -32,6 +33,31 @@ const (
 	SampleFlow      = policy.SampleFlow      // flow-refined last-layer draw (flow-ts)
 	SampleNone      = policy.SampleNone      // no model (uniform)
 )
+
+// SampleKinds lists the kinds of sample a decision of this policy can act
+// on (Decision.Sample), in a fixed order: refined-ts decides on refined
+// samples, or on mean-field draws before its bank has any; mf-ts on
+// mean-field draws; greedy and eps-greedy on a point estimate; linear-ts
+// on exact posterior draws; uniform on none. The metrics create every
+// bandit x arm x kind series of refinery_decisions_total from it, at 0.
+func (k PolicyKind) SampleKinds() []SampleKind {
+	switch k {
+	case RefinedTS:
+		return []SampleKind{SampleRefined, SampleMeanField}
+	case MeanFieldTS:
+		return []SampleKind{SampleMeanField}
+	case EpsGreedy, Greedy:
+		return []SampleKind{SamplePoint}
+	case LinearTS:
+		return []SampleKind{SampleExact}
+	case Uniform:
+		return []SampleKind{SampleNone}
+	}
+	return nil
+}
+
+// PolicyKinds returns every policy kind a configuration accepts.
+func PolicyKinds() []PolicyKind { return slices.Clone(policyKinds) }
 
 // Decision is one arm choice, as stored.
 type Decision struct {
