@@ -73,8 +73,8 @@
 //	   "sample_uses": 41.3, "sample_age_seconds": 1.8, "versions_behind": 1}}
 //
 // sample is refined, mean-field (mf-ts, or refined-ts before its bank's
-// first refined samples), point (greedy, eps-greedy), exact (linear-ts) or none
-// (uniform); propensity says how the probabilities were estimated
+// first refined samples), point (greedy, eps-greedy), exact (linear-ts,
+// neural-linear), laplace (laplace-ts), flow (flow-ts) or none (uniform); propensity says how the probabilities were estimated
 // (bandit.Agent.Decide) and is absent on a 200 replay. The same event ID
 // with a context that encodes differently, or whose stored arm is now
 // excluded, is a 409.

@@ -28,7 +28,9 @@ const (
 	SampleRefined   = policy.SampleRefined   // locally refined sample (Havasi et al. 2021)
 	SampleMeanField = policy.SampleMeanField // plain draw from the mean-field posterior
 	SamplePoint     = policy.SamplePoint     // point estimate (greedy, epsilon-greedy)
-	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS)
+	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS, NeuralLinear)
+	SampleLaplace   = policy.SampleLaplace   // draw from a Laplace posterior (laplace-ts)
+	SampleFlow      = policy.SampleFlow      // flow-refined last-layer draw (flow-ts)
 	SampleNone      = policy.SampleNone      // no model (uniform)
 )
 
@@ -36,7 +38,8 @@ const (
 // on (Decision.Sample), in a fixed order: refined-ts decides on refined
 // samples, or on mean-field draws before its bank has any; mf-ts on
 // mean-field draws; greedy and eps-greedy on a point estimate; linear-ts
-// on exact posterior draws; uniform on none. The metrics create every
+// and neural-linear on exact posterior draws; laplace-ts on Laplace
+// draws; flow-ts on flow-refined draws; uniform on none. The metrics create every
 // bandit x arm x kind series of refinery_decisions_total from it, at 0.
 func (k PolicyKind) SampleKinds() []SampleKind {
 	switch k {
@@ -46,8 +49,12 @@ func (k PolicyKind) SampleKinds() []SampleKind {
 		return []SampleKind{SampleMeanField}
 	case EpsGreedy, Greedy:
 		return []SampleKind{SamplePoint}
-	case LinearTS:
+	case LinearTS, NeuralLinear:
 		return []SampleKind{SampleExact}
+	case LaplaceTS:
+		return []SampleKind{SampleLaplace}
+	case FlowTS:
+		return []SampleKind{SampleFlow}
 	case Uniform:
 		return []SampleKind{SampleNone}
 	}
