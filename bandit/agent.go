@@ -51,6 +51,19 @@ type model struct {
 	// (weights).
 	prep sync.Once
 	muw  *nn.Weights
+
+	// The posteriors of the point-estimate Thompson kinds, fitted at the
+	// MAP q.Mu (fitPosterior): laplace-ts "diagonal" draws from mu and
+	// sig2 as mf-ts does; laplace-ts "last-layer" and flow-ts from the
+	// last-layer Laplace posterior ll, flow-ts through its flow (nil
+	// before any data) whose mean training ELBO is flowELBO (NaN
+	// without); neural-linear from its linear posterior lin on the MAP's
+	// features, used under Agent.linMu (policy.Linear is not safe for
+	// concurrent use).
+	ll       *posterior.LastLayer
+	flow     *posterior.Flow
+	flowELBO float64
+	lin      *policy.Linear
 }
 
 // weights returns the posterior means made ready for the fast engine
@@ -162,7 +175,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.arch.InitHe(a.q.Mu, a.trng)
 		a.std = nn.Standardization{Scale: 1}
 		a.sigma = make([]float64, n)
-		point := cfg.Policy.Kind == EpsGreedy || cfg.Policy.Kind == Greedy
+		point := cfg.Policy.Kind.point()
 		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 		if !point { // a point estimate has no collapsed bound
 			b, err := posterior.ParseBound(cfg.Training.Bound)
@@ -183,6 +196,9 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 			BatchSize:  cfg.Refinement.BatchSize,
 		}
 		a.setPosterior(m)
+		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
+			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
+		}
 	case cfg.Policy.Kind == LinearTS:
 		lin, err := policy.NewLinear(policy.LinearConfig{Arms: arms, Features: dim, ProbabilitySamples: cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
 		if err != nil {
@@ -247,7 +263,7 @@ func sigma2(q *posterior.MeanField) []float64 {
 // training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
 	est, _ := a.cfg.Training.estimator()
-	if a.cfg.Policy.Kind == EpsGreedy || a.cfg.Policy.Kind == Greedy {
+	if a.cfg.Policy.Kind.point() {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}
 	return nn.NewLikelihood(a.arch, v, nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, LearnNoise: true, Standardization: a.std})
@@ -290,6 +306,18 @@ type snapshotMeta struct {
 	Inputs int        `json:"inputs"`
 	Hidden []int      `json:"hidden"`
 	Arms   int        `json:"arms"`
+	// The posterior fitted at the MAP, for laplace-ts and flow-ts
+	// (fitPosterior; absent in snapshots of the other kinds and in those
+	// written before it existed, which load and refit it from the
+	// restored MAP and the stored rows): LaplaceVar the diagonal
+	// Laplace variances (float64 little-endian), LastLayer
+	// posterior.LastLayer.MarshalBinary, Flow posterior.Flow's with
+	// FlowELBO. neural-linear's linear posterior is rebuilt from the
+	// MAP and the rows at load.
+	LaplaceVar []byte   `json:"laplace_var,omitempty"`
+	LastLayer  []byte   `json:"last_layer,omitempty"`
+	Flow       []byte   `json:"flow,omitempty"`
+	FlowELBO   *float64 `json:"flow_elbo,omitempty"`
 }
 
 // load restores the agent from the store: the latest snapshot, if any,
@@ -298,6 +326,7 @@ type snapshotMeta struct {
 func (a *Agent) load(ctx context.Context) error {
 	var snapVersion, snapCursor int64
 	var snapRows int
+	var snapMeta *snapshotMeta
 	elbo := math.NaN()
 	if a.cfg.Policy.Kind != Uniform {
 		snap, err := a.store.LatestSnapshot(ctx, a.name)
@@ -311,7 +340,7 @@ func (a *Agent) load(ctx context.Context) error {
 				a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
 				break
 			}
-			snapVersion, snapCursor, snapRows = snap.Version, meta.Cursor, meta.Rows
+			snapVersion, snapCursor, snapRows, snapMeta = snap.Version, meta.Cursor, meta.Rows, meta
 			if meta.ELBO != nil {
 				elbo = *meta.ELBO
 			}
@@ -347,6 +376,17 @@ func (a *Agent) load(ctx context.Context) error {
 		a.setPosterior(m)
 		if n > 0 {
 			m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
+		}
+		ok, err := a.restorePosterior(m, snapMeta)
+		if err != nil {
+			a.log.Warn("refitting the posterior of the snapshot", "version", snapVersion, "err", err)
+		}
+		if !ok {
+			// The snapshot's MAP stands; its posterior is fitted on the
+			// rows the snapshot had seen.
+			if err := a.fitPosterior(m, a.likelihood(a.data.View().Prefix(rows))); err != nil {
+				return fmt.Errorf("load %s: %w", a.name, err)
+			}
 		}
 	}
 	a.publish(m)
@@ -602,6 +642,12 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 		m.std, m.elbo = a.std, st.MeanELBO
 		a.setPosterior(m)
 		m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
+		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
+			a.q.CopyFrom(prev.q)
+			a.std = prev.std
+			a.tr.Reset()
+			return errors.Join(err, rerr)
+		}
 	}
 	a.publish(m)
 	a.obs.Trained(a.name, iters, m.version, m.elbo)
@@ -682,6 +728,9 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if m.q != nil {
 		var err error
 		if params, err = m.q.MarshalBinary(); err != nil {
+			return err
+		}
+		if err := encodePosterior(&meta, m); err != nil {
 			return err
 		}
 	}
@@ -796,8 +845,10 @@ type DecideRequest struct {
 type Propensity struct {
 	// Estimator is "exact" (uniform, greedy, eps-greedy), "mean-field"
 	// (Monte Carlo over groups of mean-field draws), "refined-pool"
-	// (resampled groups of the refined samples at hand) or
-	// "linear-posterior" (Monte Carlo over exact posterior draws).
+	// (resampled groups of the refined samples at hand),
+	// "linear-posterior" (Monte Carlo over exact posterior draws:
+	// linear-ts, neural-linear), "laplace" (groups of Laplace draws:
+	// laplace-ts) or "flow" (groups of flow-refined draws: flow-ts).
 	Estimator string `json:"estimator"`
 	// Samples is the number of distinct posterior samples behind the
 	// estimate, Groups the number of groups of policy.samples draws
@@ -883,8 +934,11 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 //     there are at most policy.MaxExactSubsets (the default bank of 16
 //     in groups of 3: 560; Propensity.Exact), and otherwise estimated
 //     from M-1 further subsets drawn the same way (policy.ThompsonVote);
-//   - linear-ts: M further draws from the exact posterior
-//     (policy.Linear).
+//   - linear-ts, and neural-linear on the network's features: M
+//     further draws from the exact posterior (policy.Linear);
+//   - laplace-ts (diagonal): as mf-ts, on the Laplace posterior;
+//     flow-ts and last-layer laplace-ts: M-1 more groups of fresh draws
+//     from the posterior, voting (policy.ThompsonVote).
 //
 // Every estimate is then floored at MinPropensity for each allowed arm
 // (policy.FloorPropensities); Propensity says which estimator, how many
@@ -994,13 +1048,30 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 		if err != nil {
 			return nil, err
 		}
-		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
-		prop = &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples, Floor: MinPropensity}
+		prop = &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}
+	case LaplaceTS, FlowTS:
+		if a.cfg.Policy.lastLayer() {
+			prop = a.lastLayerThompson(&pd, m, x, excluded, rng)
+			break
+		}
+		var err error
+		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
+			return nil, err
+		}
+	case NeuralLinear:
+		var err error
+		if prop, err = a.neuralLinear(ctx, &pd, m, x, excluded); err != nil {
+			return nil, err
+		}
 	case RefinedTS, MeanFieldTS:
 		var err error
 		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
 			return nil, err
 		}
+	}
+	if prop.Estimator != "exact" {
+		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
+		prop.Floor = MinPropensity
 	}
 	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
 	return prop, nil
@@ -1031,13 +1102,12 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 				}
 			}
 			groups := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
-			policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
 			pd.Sample = SampleRefined
 			// The oldest posterior version the samples were refined from.
 			d.ModelVersion = version
 			a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
 			return &Propensity{
-				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: groups != M, Floor: MinPropensity,
+				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: groups != M,
 				SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
 			}, nil
 		}
@@ -1046,12 +1116,16 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 	// integrated out (policy.ThompsonGauss).
 	mean, vari := p.SampleLocalMoments(nil, nil, m.mu, m.sig2, x, M*S, m.std, rng)
 	policy.ThompsonGauss(pd, policy.Gaussian{Mean: mean, Var: vari, Arms: arms, S: S, M: M}, excluded, rng)
-	policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
-	pd.Sample = SampleMeanField
-	prop := &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M, Floor: MinPropensity}
+	prop := &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}
 	if allowed := arms - countTrue(excluded); allowed > 2 {
 		prop.OutputDraws = policy.OutputDraws
 	}
+	if a.cfg.Policy.Kind == LaplaceTS { // the diagonal Laplace posterior is a mean-field Gaussian too
+		pd.Sample = SampleLaplace
+		prop.Estimator = "laplace"
+		return prop, nil
+	}
+	pd.Sample = SampleMeanField
 	return prop, nil
 }
 
@@ -1093,6 +1167,9 @@ type Status struct {
 	// trainer has not succeeded since (it retries every second); absent
 	// when training is well.
 	TrainerError string `json:"trainer_error,omitempty"`
+	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
+	// fitted at the network's MAP; absent for the other kinds.
+	Posterior *PosteriorStatus `json:"posterior,omitempty"`
 }
 
 // BankStatus describes a bank of refined samples.
@@ -1117,7 +1194,7 @@ type BankStatus struct {
 // Status returns the agent's live state.
 func (a *Agent) Status() Status {
 	m := a.model.Load()
-	st := Status{ModelVersion: m.version, TrainedRows: m.rows}
+	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m)}
 	if e := a.trainErr.Load(); e != nil {
 		st.TrainerError = *e
 	}

@@ -269,3 +269,53 @@ func TestLastLayerBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestLastLayerTarget: the gradient of the noise-marginalized target
+// matches central differences, and for a single row and one parameter
+// its value matches the integral over the noise by quadrature.
+func TestLastLayerTarget(t *testing.T) {
+	a, view, w := laplaceProblem(3, []int{4}, 2, 40, 5)
+	lik := nn.NewLikelihood(a, view, nn.Options{Estimator: nn.Deterministic, LearnNoise: true, Standardization: nn.FitStandardization(view)})
+	ll, err := FitLastLayer(nn.NewPredictor(a, 16), lik, w, []float64{0}, LastLayerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := ll.Target(1, ll.NoiseVar)
+	rng := rand.New(rand.NewPCG(1, 1))
+	th := ll.Base.Sample(nil, nil, rng)
+	g := make([]float64, len(th))
+	tg.LogDensity(g, th)
+	tmp := make([]float64, len(th))
+	for j := range th {
+		v := th[j]
+		const h = 1e-6
+		th[j] = v + h
+		up := tg.LogDensity(tmp, th)
+		th[j] = v - h
+		down := tg.LogDensity(tmp, th)
+		th[j] = v
+		if num := (up - down) / (2 * h); math.Abs(num-g[j]) > 1e-5*max(1, math.Abs(num)) {
+			t.Errorf("gradient[%d] = %.8g, central difference %.8g", j, g[j], num)
+		}
+	}
+	// One arm, one row with feature 0 (only the bias acts), Dim 1:
+	// log p~(theta) against the quadrature of
+	// int N(t | theta, s2) IG(s2 | a0, b0) ds2 * N(theta | 0, 1/alpha).
+	one := &LastLayer{Arms: 1, Dim: 1, Alpha: 2, Gram: []float64{1}, XtY: []float64{0.7}, YtY: []float64{0.49}, N: []int{1}}
+	const a0, b0, theta = 2.0, 0.5, 0.2
+	got := one.Target(a0, b0).LogDensity(make([]float64, 1), []float64{theta})
+	var integral float64
+	const steps = 200000
+	for i := range steps { // s2 = e^u, u in [-12, 8]
+		u := -12 + 20*(float64(i)+0.5)/steps
+		s2 := math.Exp(u)
+		lg, _ := math.Lgamma(a0)
+		ig := a0*math.Log(b0) - lg - (a0+1)*u - b0/s2
+		ln := -0.5*math.Log(2*math.Pi*s2) - (0.7-theta)*(0.7-theta)/(2*s2)
+		integral += math.Exp(ig+ln) * s2 * 20 / steps
+	}
+	want := math.Log(integral) + 0.5*math.Log(2/(2*math.Pi)) - 2*theta*theta/2
+	if math.Abs(got-want) > 1e-6 {
+		t.Errorf("marginalized target %.10g, quadrature %.10g", got, want)
+	}
+}

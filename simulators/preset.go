@@ -86,7 +86,7 @@ func Presets() map[string]Preset {
 }
 
 // PolicyNames lists the policy names ParsePolicies accepts.
-var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-ts", "linear-ts"}
+var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-ts", "linear-ts", "laplace-ts", "flow-ts", "neural-linear"}
 
 // PolicySpec names one policy of a simulation and how to build it.
 type PolicySpec struct {
@@ -155,7 +155,8 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 }
 
 // ParsePolicies parses a comma-separated list of policies:
-// uniform, greedy, mf-ts, refined-ts, linear-ts, and eps-greedy, which
+// uniform, greedy, mf-ts, refined-ts, linear-ts, laplace-ts, flow-ts,
+// neural-linear, and eps-greedy, which
 // expands to one policy per epsilon of the preset, or eps-greedy:E for
 // a given epsilon E.
 func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
