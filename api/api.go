@@ -16,6 +16,7 @@
 //	GET  /metrics                                     Prometheus text format; every bandit x arm x sample kind
 //	                                                  of refinery_decisions_total and every bandit's
 //	                                                  refinery_rewards_total exist at 0 from creation and load
+//	GET  /openapi.json                                the OpenAPI 3.1 document of these routes (api/openapi.json)
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema, no request
 //	                                                  failed on an unavailable database in the last 2s, and every
@@ -259,9 +260,10 @@ func New(cfg Config) *Server {
 	})
 	r.Get("/", s.index)
 	r.With(s.admit).Get("/v1/dashboard", s.dashboardJSON)
-	r.Handle("/static/*", staticHandler())
+	r.Method(http.MethodGet, "/static/*", staticHandler())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.json", s.openapi)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	r.Route("/v1/bandits", func(r chi.Router) {
 		r.Use(s.admit)
