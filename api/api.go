@@ -69,13 +69,18 @@
 //	{"event_id": "e1", "arm": "eat", "probabilities": {"eat": 0.97, "pass": 0.03},
 //	 "scores": {"eat": 4.1, "pass": 0.0}, "model_version": 12, "sample": "refined",
 //	 "policy": "refined-ts", "created_at": "...",
-//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 32,
-//	   "sample_uses": 41.3, "sample_age_seconds": 1.8, "versions_behind": 1}}
+//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 455,
+//	   "exact": true, "floor": 0.0001, "sample_uses": 41.3, "sample_age_seconds": 1.8,
+//	   "versions_behind": 1}}
 //
 // sample is refined, mean-field (mf-ts, or refined-ts before its bank's
 // first refined samples), point (greedy, eps-greedy), exact (linear-ts,
-// neural-linear), laplace (laplace-ts), flow (flow-ts) or none (uniform); propensity says how the probabilities were estimated
-// (bandit.Agent.Decide) and is absent on a 200 replay. The same event ID
+// neural-linear), laplace (laplace-ts), flow (flow-ts) or none (uniform);
+// propensity says how the probabilities were estimated
+// (bandit.Agent.Decide): by which estimator, from how many posterior
+// samples and groups of policy.samples (every subset of the pool when
+// "exact"), and the floor every allowed arm's estimated probability was
+// lifted to (bandit.MinPropensity); it is absent on a 200 replay. The same event ID
 // with a context that encodes differently, or whose stored arm is now
 // excluded, is a 409.
 //
