@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
+	"github.com/refinery-bandits/refinery/migrations"
 	"github.com/refinery-bandits/refinery/store/storetest"
 )
 
@@ -41,19 +44,30 @@ func TestMigrateCommandLine(t *testing.T) {
 
 func TestMigrateAgainstPostgres(t *testing.T) {
 	url := storetest.FreshSchemaURL(t)
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	if err != nil || len(ups) == 0 {
+		t.Fatalf("the embedded migrations: %v, %v", ups, err)
+	}
+	version := func(v int) string {
+		if v == 0 {
+			return "schema version 0 (no migration applied)\n"
+		}
+		return fmt.Sprintf("schema version %d\n", v)
+	}
+	latest := len(ups) // versions count up from 1 without gaps (migrations.TestFiles)
 	tests := []struct {
 		name       string
 		args       []string
 		env        string // $DATABASE_URL
 		wantStdout string
 	}{
-		{"version before any migration is 0", []string{"migrate", "version", "--database-url", url}, "", "schema version 0 (no migration applied)\n"},
-		{"up applies the migrations", []string{"migrate", "up", "--database-url", url}, "", "schema version 1\n"},
-		{"up again changes nothing", []string{"migrate", "--database-url", url, "up"}, "", "schema version 1\n"},
-		{"the URL can come from DATABASE_URL", []string{"migrate", "version"}, url, "schema version 1\n"},
-		{"down reverts the newest migration", []string{"migrate", "down"}, url, "schema version 0 (no migration applied)\n"},
-		{"up after down applies them again", []string{"migrate", "up"}, url, "schema version 1\n"},
-		{"down --all reverts every migration", []string{"migrate", "down", "--all"}, url, "schema version 0 (no migration applied)\n"},
+		{"version before any migration is 0", []string{"migrate", "version", "--database-url", url}, "", version(0)},
+		{"up applies the migrations", []string{"migrate", "up", "--database-url", url}, "", version(latest)},
+		{"up again changes nothing", []string{"migrate", "--database-url", url, "up"}, "", version(latest)},
+		{"the URL can come from DATABASE_URL", []string{"migrate", "version"}, url, version(latest)},
+		{"down reverts the newest migration", []string{"migrate", "down"}, url, version(latest - 1)},
+		{"up after down applies them again", []string{"migrate", "up"}, url, version(latest)},
+		{"down --all reverts every migration", []string{"migrate", "down", "--all"}, url, version(0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
