@@ -27,10 +27,12 @@ const (
 
 // DefaultNGVIStep is the natural-gradient step size beta of
 // OptimizerNGVI. beta = 1 jumps to the optimum of a conjugate model in one
-// step when the gradients are exact; 0.1 averages the curvature of about
-// ten minibatches, which keeps the precision of a network's weights from
-// following one minibatch's noise.
-const DefaultNGVIStep = 0.1
+// step when the gradients are exact; 0.01 averages the curvature of about
+// a hundred minibatches. On the mushroom bandit's 2x100 network (400
+// rows) 0.1 drove the posterior to a state whose data term was thousands
+// of times worse than at the start, 0.01 ran stably for 3,000
+// iterations and 0.001 hardly moved the means in as many.
+const DefaultNGVIStep = 0.01
 
 var optimizerNames = [...]string{"adam", "ngvi"}
 
@@ -70,11 +72,12 @@ func ParseOptimizer(name string) (Optimizer, error) {
 // Lambda = 1/sigma^2, and the gradient in the expectation parameters
 // (E[w], E[w^2]) follows from the one in (mu, sigma^2) (Khan et al. 2018,
 // Section 3). Written in (mu, Lambda) it is the seed's "Natural-Gradient
-// VI for BNNs" update with Lambda = N (s + lambda~):
+// VI for BNNs" update with Lambda = N (s + lambda~), where the seed's
+// equations are unnumbered; numbered here:
 //
 //	(N1)  h       = -gSigma / sigma
-//	(N2)  Lambda' = max((1 - beta) Lambda + beta (prec + h), prec)
-//	(N3)  mu'     = mu + beta (gMu - prec (mu - m)) / Lambda'
+//	(N2)  Lambda' = (1 - beta) Lambda + beta (prec + h),  then clamped to [Lambda/2, 2 Lambda] and to >= prec
+//	(N3)  mu'     = mu + beta (gMu - prec (mu - m)) / Lambda',  the step clamped to [-sigma', sigma']
 //	(N4)  sigma'  = 1 / sqrt(Lambda')
 //
 // h is the curvature term. The seed's update uses the Hessian of
@@ -91,17 +94,23 @@ func ParseOptimizer(name string) (Optimizer, error) {
 //
 //	gMu = prec (mu - m),   1/sigma^2 = prec - gSigma/sigma
 //
-// No approximation is made beyond the estimator's. The floor in (N2)
-// keeps the precision positive when a noisy h is negative (a network's
-// log-likelihood is not concave); it also keeps sigma at most the prior's
-// standard deviation, which the ELBO's optimum exceeds only where the
-// expected curvature is negative.
+// No approximation is made beyond the estimator's. The clamps are trust
+// regions that leave the fixed points alone; the unclamped update
+// diverged on the mushroom bandit's 2x100 network (400 rows, step 0.1:
+// the means grew from 0.6 to 1e7 in five iterations) because a noisy or
+// underestimated curvature makes (N3) a Newton step far too long. The
+// precision changes by at most a factor 2 per step; the mean by at most
+// one posterior standard deviation (a KL change of at most 1/2 nat per
+// parameter); the floor keeps the precision positive when a noisy h is
+// negative (a network's log-likelihood is not concave) and sigma at most
+// the prior's standard deviation, which the ELBO's optimum exceeds only
+// where the expected curvature is negative.
 func ngviUpdate(mu, sigma, gMu, gSigma, m, prec, beta float64) (muNew, sigmaNew float64) {
 	lam := 1 / (sigma * sigma)
-	h := -gSigma / sigma                        // (N1)
-	lam = max((1-beta)*lam+beta*(prec+h), prec) // (N2)
-	mu += beta * (gMu - prec*(mu-m)) / lam      // (N3)
-	return mu, 1 / math.Sqrt(lam)               // (N4)
+	h := -gSigma / sigma                                                // (N1)
+	lam = max(min(max((1-beta)*lam+beta*(prec+h), lam/2), 2*lam), prec) // (N2)
+	sd := 1 / math.Sqrt(lam)                                            // (N4)
+	return mu + max(min(beta*(gMu-prec*(mu-m))/lam, sd), -sd), sd       // (N3)
 }
 
 // ngviUpdate32 is ngviUpdate in float32 for the fast engine, where
@@ -109,7 +118,7 @@ func ngviUpdate(mu, sigma, gMu, gSigma, m, prec, beta float64) (muNew, sigmaNew 
 func ngviUpdate32(mu, sigma, gMu, gSigma, m, prec, beta float32) (muNew, sigmaNew float32) {
 	lam := 1 / (sigma * sigma)
 	h := -gSigma / sigma
-	lam = max((1-beta)*lam+beta*(prec+h), prec)
-	mu += beta * (gMu - prec*(mu-m)) / lam
-	return mu, 1 / float32(math.Sqrt(float64(lam)))
+	lam = max(min(max((1-beta)*lam+beta*(prec+h), lam/2), 2*lam), prec)
+	sd := 1 / float32(math.Sqrt(float64(lam)))
+	return mu + max(min(beta*(gMu-prec*(mu-m))/lam, sd), -sd), sd
 }

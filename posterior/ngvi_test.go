@@ -115,9 +115,10 @@ func testNGVIReachesBayesianLinearRegressionBeforeAdam(t *testing.T, reference b
 
 // TestNGVIUpdateFixedPoint: the stationary points of the ELBO in
 // (mu, sigma), gMu = prec (mu - m) and 1/sigma^2 = prec - gSigma/sigma,
-// are exactly the fixed points of ngviUpdate at every step size, and at
-// step 1 with the curvature of a Gaussian data term the update jumps to
-// them from anywhere.
+// are exactly the fixed points of ngviUpdate at every step size; at step
+// 1 with the curvature of a Gaussian data term the update jumps to them
+// from within its trust regions, and it moves at most to their edge from
+// outside.
 func TestNGVIUpdateFixedPoint(t *testing.T) {
 	const m, prec, a, b = 0.3, 2.0, 5.0, 1.5 // E(w) = -a/2 w^2 + b w
 	// The optimum of -a/2 (mu^2 + sigma^2) + b mu - KL: Lambda = prec + a,
@@ -136,15 +137,30 @@ func TestNGVIUpdateFixedPoint(t *testing.T) {
 			t.Errorf("float32 step %g from the optimum (%g, %g) = (%g, %g), want no move", beta, muOpt, sigOpt, mu32, sigma32)
 		}
 	}
-	gm, gs := grads(-2, 0.05)
-	mu, sigma := ngviUpdate(-2, 0.05, gm, gs, m, prec, 1)
+	// Step 1 from within the trust regions (precision within a factor 2
+	// of the optimum's, mean within one new standard deviation) lands on
+	// the optimum.
+	mu0, sig0 := muOpt+0.5*sigOpt, 1.2*sigOpt
+	gm, gs := grads(mu0, sig0)
+	mu, sigma := ngviUpdate(mu0, sig0, gm, gs, m, prec, 1)
 	if math.Abs(mu-muOpt) > 1e-12 || math.Abs(sigma-sigOpt) > 1e-12 {
-		t.Errorf("step 1 from (-2, 0.05) = (%g, %g), want the optimum (%g, %g)", mu, sigma, muOpt, sigOpt)
+		t.Errorf("step 1 from (%g, %g) = (%g, %g), want the optimum (%g, %g)", mu0, sig0, mu, sigma, muOpt, sigOpt)
+	}
+	// From far away the trust regions bound the step: the precision
+	// changes by at most a factor 2 and the mean by at most the new
+	// standard deviation.
+	gm, gs = grads(-2, 0.05)
+	mu, sigma = ngviUpdate(-2, 0.05, gm, gs, m, prec, 1)
+	if want := 0.05 * math.Sqrt2; math.Abs(sigma-want) > 1e-15 {
+		t.Errorf("sigma after step 1 from 0.05 towards %g = %g, want %g (precision halved)", sigOpt, sigma, want)
+	}
+	if want := -2 + sigma; math.Abs(mu-want) > 1e-15 {
+		t.Errorf("mean after step 1 from -2 towards %g = %g, want %g (one standard deviation)", muOpt, mu, want)
 	}
 	// A negative curvature estimate cannot make the precision fall below
 	// the prior's.
-	if _, s := ngviUpdate(0, 0.1, 0, 1e6, m, prec, 1); !(s <= 1/math.Sqrt(prec)) {
-		t.Errorf("sigma after a curvature estimate of -1e7 = %g, want at most the prior's %g", s, 1/math.Sqrt(prec))
+	if _, s := ngviUpdate(0, 0.6, 0, 1e6, m, prec, 1); !(s <= 1/math.Sqrt(prec)) {
+		t.Errorf("sigma after a curvature estimate of -1.7e6 = %g, want at most the prior's %g", s, 1/math.Sqrt(prec))
 	}
 }
 
