@@ -58,6 +58,8 @@ type PolicySummary struct {
 	// steps of a single run per second of its wall time.
 	WallSeconds    float64 `json:"wall_seconds"`
 	StepsPerSecond float64 `json:"steps_per_second"`
+	// CPUSeconds sums the CPU time of the runs (RunResult.CPU).
+	CPUSeconds float64 `json:"cpu_seconds"`
 	// Samples is the share of the decisions of the completed runs by
 	// the kind of sample they acted on (refined, mean-field, ...).
 	Samples map[bandit.SampleKind]float64 `json:"samples,omitempty"`
@@ -116,6 +118,7 @@ func Summarize(cfg RunConfig, results []*RunResult) Summary {
 				decided += n
 			}
 			ps.WallSeconds += r.Wall.Seconds()
+			ps.CPUSeconds += r.CPU.Seconds()
 			steps += r.Steps
 		}
 		ps.Runs = len(exp)
@@ -262,8 +265,8 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		b.WriteString(" **Interrupted**: only completed runs are summarized.")
 	}
 	b.WriteString("\n\n")
-	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | on refined samples | locked into one arm | steps/s per run |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | on refined samples | locked into one arm | steps/s per run | CPU s per run |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	ps := append([]PolicySummary(nil), s.Policies...)
 	sortPolicies(ps)
 	for _, p := range ps {
@@ -274,7 +277,7 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		if p.Runs == 0 {
 			// No mean of nothing: a policy without a completed run is
 			// missing, not a regret of 0.
-			fmt.Fprintf(&b, "| %s | %s | missing | - | missing | - | - | - |\n", p.Policy, runs)
+			fmt.Fprintf(&b, "| %s | %s | missing | - | missing | - | - | - | - |\n", p.Policy, runs)
 			continue
 		}
 		refined := "-"
@@ -285,8 +288,8 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		if p.LockedIn > 0 {
 			locked += fmt.Sprintf(" (seeds %s)", joinInts(p.LockedInSeeds))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %s | %.1f |\n",
-			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, locked, p.StepsPerSecond)
+		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %s | %.1f | %.1f |\n",
+			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
 	}
 	fmt.Fprintf(&b, "\nLocked into one arm: one arm took at least %g%% of the decisions of a run's last %d steps (all of them in a shorter run).\n", 100*LockInShare, LockInWindow)
 	fmt.Fprintf(&b, "\nPreset `%s`: %s.\n", s.Preset.Name, s.Preset.Description)

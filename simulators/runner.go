@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -91,6 +92,10 @@ type RunResult struct {
 	// Final cumulative regrets after Steps steps.
 	Expected, Realized float64
 	Wall               time.Duration
+	// CPU is the CPU time of the run's goroutine (cpustat.Measure; in
+	// step mode training and refinement run on it); zero where thread
+	// CPU time cannot be read.
+	CPU time.Duration
 	// Samples counts the decisions by what they acted on.
 	Samples SampleCounts
 	// TopArmShare is the share of the decisions of the last
@@ -224,7 +229,7 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 			defer wg.Done()
 			for r := range jobs {
 				prog.begin(r)
-				runOne(ctx, r, specs[r.Policy], cfg, every, prog.done[r.Policy])
+				r.CPU = cpustat.Measure(func() { runOne(ctx, r, specs[r.Policy], cfg, every, prog.done[r.Policy]) })
 				prog.end(r)
 			}
 		}()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -105,6 +106,9 @@ func TestSimulateEndToEnd(t *testing.T) {
 		if p.Runs != 2 || !(p.WallSeconds > 0) || !(p.StepsPerSecond > 0) {
 			t.Errorf("policy %s: runs %d, wall %g s, %g steps/s; want 2 runs and positive timings", p.Policy, p.Runs, p.WallSeconds, p.StepsPerSecond)
 		}
+		if runtime.GOOS == "linux" && !(p.CPUSeconds > 0) {
+			t.Errorf("policy %s: CPU %g s, want positive (thread CPU time on Linux)", p.Policy, p.CPUSeconds)
+		}
 		if p.ExpectedMean < 0 {
 			t.Errorf("policy %s: negative mean expected regret %g", p.Policy, p.ExpectedMean)
 		}
@@ -120,6 +124,7 @@ func TestSimulateEndToEnd(t *testing.T) {
 	for i := range got.Policies {
 		got.Policies[i].WallSeconds = 0
 		got.Policies[i].StepsPerSecond = 0
+		got.Policies[i].CPUSeconds = 0
 	}
 	gb, err := json.MarshalIndent(got, "", "  ")
 	if err != nil {
