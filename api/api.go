@@ -13,7 +13,9 @@
 //	GET  /v1/bandits/{name}                           the bandit with its live status
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
-//	GET  /metrics                                     Prometheus text format
+//	GET  /metrics                                     Prometheus text format; every bandit x arm x sample kind
+//	                                                  of refinery_decisions_total and every bandit's
+//	                                                  refinery_rewards_total exist at 0 from creation and load
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema, no request
 //	                                                  failed on an unavailable database in the last 2s, and every
@@ -70,8 +72,8 @@
 //	   "sample_uses": 41.3, "sample_age_seconds": 1.8, "versions_behind": 1}}
 //
 // sample is refined, mean-field (mf-ts, or refined-ts before its bank's
-// first refined samples), point (greedy, eps-greedy), exact (linear-ts) or none
-// (uniform); propensity says how the probabilities were estimated
+// first refined samples), point (greedy, eps-greedy), exact (linear-ts,
+// neural-linear), laplace (laplace-ts), flow (flow-ts) or none (uniform); propensity says how the probabilities were estimated
 // (bandit.Agent.Decide) and is absent on a 200 replay. The same event ID
 // with a context that encodes differently, or whose stored arm is now
 // excluded, is a 409.

@@ -31,6 +31,7 @@ type Metrics struct {
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
 	bankCounters     *serviceCollector
+	atZero           *seriesAtZero
 	cpu              *serviceCollector
 	refinementErrors prometheus.Counter
 	sampleUses       *prometheus.HistogramVec
@@ -128,7 +129,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		[]string{"activity"}, nil)}
 	reg.MustRegister(m.cpu)
 	reg.MustRegister(m.sampleUses, m.sampleAge, m.sampleBehind, m.beyondBounds)
-	reg.MustRegister(m.decisions, m.rewards, m.decisionSeconds, m.trainerIters, m.elbo, m.modelVersion,
+	m.atZero = &seriesAtZero{decisions: m.decisions, rewards: m.rewards}
+	reg.MustRegister(m.atZero, m.decisionSeconds, m.trainerIters, m.elbo, m.modelVersion,
 		m.bankDepth, m.refinementSecs, m.storeBatchSize, m.storeCommitSecs, m.httpRequests, m.httpDuration, m.bankCounters)
 	return m
 }
@@ -136,6 +138,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Watch makes the metrics report the banks of svc's agents.
 func (m *Metrics) Watch(svc *bandit.Service) {
 	m.bankCounters.svc.Store(svc)
+	m.atZero.svc.Store(svc)
 	m.cpu.svc.Store(svc)
 }
 
@@ -203,6 +206,39 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	if svc := c.svc.Load(); svc != nil {
 		c.collect(svc, c.desc, ch)
 	}
+}
+
+// seriesAtZero collects the decision and reward counters after creating,
+// at 0, every series that the watched service's bandits can increase:
+// each bandit x arm x sample kind of its policy (PolicyKind.SampleKinds)
+// of refinery_decisions_total and each bandit's refinery_rewards_total.
+// Done at scrape time, the series exist from a bandit's creation and
+// after a restart (the loaded bandits) without a hook in either path, so
+// that dashboards and alerts (rate, increase) see no holes.
+type seriesAtZero struct {
+	decisions, rewards *prometheus.CounterVec
+	svc                atomic.Pointer[bandit.Service]
+}
+
+func (c *seriesAtZero) Describe(ch chan<- *prometheus.Desc) {
+	c.decisions.Describe(ch)
+	c.rewards.Describe(ch)
+}
+
+func (c *seriesAtZero) Collect(ch chan<- prometheus.Metric) {
+	if svc := c.svc.Load(); svc != nil {
+		for _, a := range svc.Agents() {
+			cfg := a.Config()
+			for _, arm := range cfg.Arms {
+				for _, k := range cfg.Policy.Kind.SampleKinds() {
+					c.decisions.WithLabelValues(a.Name(), arm, string(k))
+				}
+			}
+			c.rewards.WithLabelValues(a.Name())
+		}
+	}
+	c.decisions.Collect(ch)
+	c.rewards.Collect(ch)
 }
 
 // collectBanks reports the banks' counters.

@@ -31,12 +31,15 @@ type model struct {
 	version int64
 	rows    int   // training rows the posterior has seen
 	cursor  int64 // Seq of the last of them
-	// q is the mean-field posterior and sig2 its variances; nil for the
-	// policies without a network (uniform, linear-ts).
-	q    *posterior.MeanField
-	sig2 []float64
-	std  nn.Standardization
-	elbo float64 // NaN before any training
+	// q is the mean-field posterior (the trainer's state); nil for the
+	// policies without a network (uniform, linear-ts). mu and sig2 are
+	// the means and variances Thompson decisions draw from: q's, except
+	// for the Thompson-sampling kinds before any training (version 0),
+	// where they are the prior's (setPosterior).
+	q        *posterior.MeanField
+	mu, sig2 []float64
+	std      nn.Standardization
+	elbo     float64 // NaN before any training
 	// lik is the likelihood the posterior was trained on, under local
 	// reparameterization (refineLikelihood), shared with the refiners;
 	// nil while there is no data.
@@ -48,6 +51,19 @@ type model struct {
 	// (weights).
 	prep sync.Once
 	muw  *nn.Weights
+
+	// The posteriors of the point-estimate Thompson kinds, fitted at the
+	// MAP q.Mu (fitPosterior): laplace-ts "diagonal" draws from mu and
+	// sig2 as mf-ts does; laplace-ts "last-layer" and flow-ts from the
+	// last-layer Laplace posterior ll, flow-ts through its flow (nil
+	// before any data) whose mean training ELBO is flowELBO (NaN
+	// without); neural-linear from its linear posterior lin on the MAP's
+	// features, used under Agent.linMu (policy.Linear is not safe for
+	// concurrent use).
+	ll       *posterior.LastLayer
+	flow     *posterior.Flow
+	flowELBO float64
+	lin      *policy.Linear
 }
 
 // weights returns the posterior means made ready for the fast engine
@@ -159,7 +175,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.arch.InitHe(a.q.Mu, a.trng)
 		a.std = nn.Standardization{Scale: 1}
 		a.sigma = make([]float64, n)
-		point := cfg.Policy.Kind == EpsGreedy || cfg.Policy.Kind == Greedy
+		point := cfg.Policy.Kind.point()
 		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 		if !point { // a point estimate has no collapsed bound
 			b, err := posterior.ParseBound(cfg.Training.Bound)
@@ -184,7 +200,10 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 			LR:         cfg.Refinement.LR,
 			BatchSize:  cfg.Refinement.BatchSize,
 		}
-		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+		a.setPosterior(m)
+		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
+			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
+		}
 	case cfg.Policy.Kind == LinearTS:
 		lin, err := policy.NewLinear(policy.LinearConfig{Arms: arms, Features: dim, ProbabilitySamples: cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
 		if err != nil {
@@ -207,6 +226,34 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	return a, nil
 }
 
+// setPosterior publishes a copy of the trainer's posterior a.q in m: as
+// m.q, and as the means and variances decisions draw from, which for the
+// Thompson-sampling kinds (mf-ts, refined-ts) before any training
+// (m.version 0) are the prior's instead.
+//
+// Before any reward the posterior is the prior, and Thompson sampling
+// must draw from it (issue 18, finding 1). The trainer's starting point
+// is not the prior: its means start He-style and its standard deviations
+// at model.init_sigma (0.01), an optimization start whose predictions
+// are nearly deterministic (on a fresh 3-arm mf-ts bandit 97 of the
+// first 100 decisions had a chosen-arm probability of at least 0.999).
+// The prior N(m, s^2) (m the prior means, zero unless a collapsed bound
+// learned them; s^2 = model.prior_variance) is symmetric in the arms, so
+// every allowed arm is equally likely on every context. Greedy and
+// eps-greedy act on the means and keep the trainer's: with the prior's
+// zero means every score would tie.
+func (a *Agent) setPosterior(m *model) {
+	m.q = a.q.Clone()
+	m.mu, m.sig2 = m.q.Mu, sigma2(a.q)
+	if m.version == 0 && a.cfg.Policy.Kind.thompson() {
+		m.mu = make([]float64, len(m.q.Mu))
+		if m.q.PriorMean != nil {
+			copy(m.mu, m.q.PriorMean)
+		}
+		m.sig2 = slices.Clone(m.q.PriorVar)
+	}
+}
+
 // sigma2 returns softplus(rho)^2 per parameter.
 func sigma2(q *posterior.MeanField) []float64 {
 	s := q.Sigma(nil)
@@ -221,7 +268,7 @@ func sigma2(q *posterior.MeanField) []float64 {
 // training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
 	est, _ := a.cfg.Training.estimator()
-	if a.cfg.Policy.Kind == EpsGreedy || a.cfg.Policy.Kind == Greedy {
+	if a.cfg.Policy.Kind.point() {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}
 	return nn.NewLikelihood(a.arch, v, nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, LearnNoise: true, Standardization: a.std})
@@ -264,6 +311,18 @@ type snapshotMeta struct {
 	Inputs int        `json:"inputs"`
 	Hidden []int      `json:"hidden"`
 	Arms   int        `json:"arms"`
+	// The posterior fitted at the MAP, for laplace-ts and flow-ts
+	// (fitPosterior; absent in snapshots of the other kinds and in those
+	// written before it existed, which load and refit it from the
+	// restored MAP and the stored rows): LaplaceVar the diagonal
+	// Laplace variances (float64 little-endian), LastLayer
+	// posterior.LastLayer.MarshalBinary, Flow posterior.Flow's with
+	// FlowELBO. neural-linear's linear posterior is rebuilt from the
+	// MAP and the rows at load.
+	LaplaceVar []byte   `json:"laplace_var,omitempty"`
+	LastLayer  []byte   `json:"last_layer,omitempty"`
+	Flow       []byte   `json:"flow,omitempty"`
+	FlowELBO   *float64 `json:"flow_elbo,omitempty"`
 }
 
 // load restores the agent from the store: the latest snapshot, if any,
@@ -272,6 +331,7 @@ type snapshotMeta struct {
 func (a *Agent) load(ctx context.Context) error {
 	var snapVersion, snapCursor int64
 	var snapRows int
+	var snapMeta *snapshotMeta
 	elbo := math.NaN()
 	if a.cfg.Policy.Kind != Uniform {
 		snap, err := a.store.LatestSnapshot(ctx, a.name)
@@ -285,7 +345,7 @@ func (a *Agent) load(ctx context.Context) error {
 				a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
 				break
 			}
-			snapVersion, snapCursor, snapRows = snap.Version, meta.Cursor, meta.Rows
+			snapVersion, snapCursor, snapRows, snapMeta = snap.Version, meta.Cursor, meta.Rows, meta
 			if meta.ELBO != nil {
 				elbo = *meta.ELBO
 			}
@@ -318,9 +378,20 @@ func (a *Agent) load(ctx context.Context) error {
 		if a.tr != nil {
 			a.tr.SetLikelihood(a.likelihood(a.data.View()))
 		}
-		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+		a.setPosterior(m)
 		if n > 0 {
 			m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
+		}
+		ok, err := a.restorePosterior(m, snapMeta)
+		if err != nil {
+			a.log.Warn("refitting the posterior of the snapshot", "version", snapVersion, "err", err)
+		}
+		if !ok {
+			// The snapshot's MAP stands; its posterior is fitted on the
+			// rows the snapshot had seen.
+			if err := a.fitPosterior(m, a.likelihood(a.data.View().Prefix(rows))); err != nil {
+				return fmt.Errorf("load %s: %w", a.name, err)
+			}
 		}
 	}
 	a.publish(m)
@@ -573,8 +644,15 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 			return errors.Join(err, rerr)
 		}
 		iters = st.Iterations
-		m.q, m.sig2, m.std, m.elbo = a.q.Clone(), sigma2(a.q), a.std, st.MeanELBO
+		m.std, m.elbo = a.std, st.MeanELBO
+		a.setPosterior(m)
 		m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
+		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
+			a.q.CopyFrom(prev.q)
+			a.std = prev.std
+			a.tr.Reset()
+			return errors.Join(err, rerr)
+		}
 	}
 	a.publish(m)
 	a.obs.Trained(a.name, iters, m.version, m.elbo)
@@ -655,6 +733,9 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if m.q != nil {
 		var err error
 		if params, err = m.q.MarshalBinary(); err != nil {
+			return err
+		}
+		if err := encodePosterior(&meta, m); err != nil {
 			return err
 		}
 	}
@@ -769,8 +850,10 @@ type DecideRequest struct {
 type Propensity struct {
 	// Estimator is "exact" (uniform, greedy, eps-greedy), "mean-field"
 	// (Monte Carlo over groups of mean-field draws), "refined-pool"
-	// (resampled groups of the refined samples at hand) or
-	// "linear-posterior" (Monte Carlo over exact posterior draws).
+	// (resampled groups of the refined samples at hand),
+	// "linear-posterior" (Monte Carlo over exact posterior draws:
+	// linear-ts, neural-linear), "laplace" (groups of Laplace draws:
+	// laplace-ts) or "flow" (groups of flow-refined draws: flow-ts).
 	Estimator string `json:"estimator"`
 	// Samples is the number of distinct posterior samples behind the
 	// estimate, Groups the number of groups of policy.samples draws
@@ -835,8 +918,11 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 //     are drawn from the pool the same way: an unbiased estimate of the
 //     probability of each arm given the samples at hand, however often
 //     they are reused (policy.ThompsonVote);
-//   - linear-ts: M further draws from the exact posterior
-//     (policy.Linear).
+//   - linear-ts, and neural-linear on the network's features: M
+//     further draws from the exact posterior (policy.Linear);
+//   - laplace-ts and flow-ts: M-1 more groups of fresh draws from the
+//     Laplace posterior (flow-refined for flow-ts), unbiased as for
+//     mf-ts.
 //
 // An event ID that was already decided returns the stored decision
 // (Outcome.Created false) when the context encodes identically and the
@@ -943,6 +1029,20 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 			return nil, err
 		}
 		prop = &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}
+	case LaplaceTS, FlowTS:
+		if a.cfg.Policy.lastLayer() {
+			prop = a.lastLayerThompson(&pd, m, x, excluded, rng)
+			break
+		}
+		var err error
+		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
+			return nil, err
+		}
+	case NeuralLinear:
+		var err error
+		if prop, err = a.neuralLinear(ctx, &pd, m, x, excluded); err != nil {
+			return nil, err
+		}
 	case RefinedTS, MeanFieldTS:
 		var err error
 		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
@@ -988,8 +1088,12 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 			}, nil
 		}
 	}
-	pool := p.SampleLocal(nil, m.q.Mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g
+	pool := p.SampleLocal(nil, m.mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g
 	policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M}, excluded, rng)
+	if a.cfg.Policy.Kind == LaplaceTS { // the diagonal Laplace posterior is a mean-field Gaussian too
+		pd.Sample = SampleLaplace
+		return &Propensity{Estimator: "laplace", Samples: M * S, Groups: M}, nil
+	}
 	pd.Sample = SampleMeanField
 	return &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}, nil
 }
@@ -1015,6 +1119,9 @@ type Status struct {
 	// trainer has not succeeded since (it retries every second); absent
 	// when training is well.
 	TrainerError string `json:"trainer_error,omitempty"`
+	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
+	// fitted at the network's MAP; absent for the other kinds.
+	Posterior *PosteriorStatus `json:"posterior,omitempty"`
 }
 
 // BankStatus describes a bank of refined samples.
@@ -1039,7 +1146,7 @@ type BankStatus struct {
 // Status returns the agent's live state.
 func (a *Agent) Status() Status {
 	m := a.model.Load()
-	st := Status{ModelVersion: m.version, TrainedRows: m.rows}
+	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m)}
 	if e := a.trainErr.Load(); e != nil {
 		st.TrainerError = *e
 	}

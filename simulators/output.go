@@ -256,7 +256,10 @@ func writeRegretCSV(w io.Writer, cfg RunConfig, results []*RunResult) error {
 // policy (lowest mean final expected regret) first.
 func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d), preset %s\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1, s.Preset.Name)
+	// The preset is named once, in its own line below the title (the
+	// title named it too, and the same line was then printed twice).
+	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d)\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1)
+	fmt.Fprintf(&b, "Preset `%s`: %s.\n\n", s.Preset.Name, s.Preset.Description)
 	if s.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", s.Command)
 	}
@@ -292,7 +295,6 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
 	}
 	fmt.Fprintf(&b, "\nLocked into one arm: one arm took at least %g%% of the decisions of a run's last %d steps (all of them in a shorter run).\n", 100*LockInShare, LockInWindow)
-	fmt.Fprintf(&b, "\nPreset `%s`: %s.\n", s.Preset.Name, s.Preset.Description)
 	for _, e := range s.Errors {
 		fmt.Fprintf(&b, "\nError: %s\n", e)
 	}

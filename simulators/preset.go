@@ -86,7 +86,7 @@ func Presets() map[string]Preset {
 }
 
 // PolicyNames lists the policy names ParsePolicies accepts.
-var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-ts", "linear-ts"}
+var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-ts", "linear-ts", "laplace-ts", "flow-ts", "neural-linear"}
 
 // TrainingMethods are the training settings a mean-field policy may be
 // played under within one simulation, as "mf-ts@NAME" or
@@ -198,7 +198,8 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 }
 
 // ParsePolicies parses a comma-separated list of policies:
-// uniform, greedy, mf-ts, refined-ts, linear-ts, and eps-greedy, which
+// uniform, greedy, mf-ts, refined-ts, linear-ts, laplace-ts, flow-ts,
+// neural-linear, and eps-greedy, which
 // expands to one policy per epsilon of the preset, or eps-greedy:E for
 // a given epsilon E. mf-ts and refined-ts take training methods after an
 // "@", joined by "+" (TrainingMethods): "mf-ts@ngvi",

@@ -181,7 +181,7 @@ func policyStream(name string) uint64 {
 }
 
 // cost orders jobs so that the most expensive start first.
-var cost = map[string]int{"refined-ts": 0, "mf-ts": 1, "eps-greedy": 2, "greedy": 2, "linear-ts": 3, "uniform": 4}
+var cost = map[string]int{"refined-ts": 0, "flow-ts": 1, "laplace-ts": 1, "neural-linear": 1, "mf-ts": 1, "eps-greedy": 2, "greedy": 2, "linear-ts": 3, "uniform": 4}
 
 // Run plays every (policy, seed) pair for cfg.Steps steps, Workers runs
 // at a time, and returns one result per pair in policy-then-seed order.

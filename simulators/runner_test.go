@@ -70,6 +70,18 @@ func TestSimulateEndToEnd(t *testing.T) {
 		}
 	}
 
+	// summary.md names the preset in one line, once.
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(md), "tiny"); got != 1 {
+		t.Errorf("summary.md names the preset %d times, want once:\n%s", got, md)
+	}
+	if want := "Preset `tiny`: "; !strings.Contains(string(md), want) {
+		t.Errorf("summary.md lacks %q:\n%s", want, md)
+	}
+
 	// regret.csv: header, then 3 points (steps 20, 40, 60) per run.
 	fh, err := os.Open(filepath.Join(dir, "regret.csv"))
 	if err != nil {
