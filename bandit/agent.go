@@ -541,10 +541,15 @@ func (a *Agent) trainLoop() {
 			return
 		case <-a.wake:
 		}
+		release, ok := a.pool.background(a.done)
+		if !ok {
+			return
+		}
 		start := time.Now()
 		var err error
 		a.pool.cpu.add(&a.pool.cpu.training, cpustat.Measure(func() { err = a.trainSafely(ctx) }))
 		took := time.Since(start)
+		release()
 		// The trainer's CPU budget: at most training.cpu_share of a core
 		// on average, and a retraining at most every min_interval.
 		rest := time.Duration(float64(took) * (1/a.cfg.Training.CPUShare - 1))
