@@ -126,6 +126,18 @@ bench-showdown: data showdown-data build ## the showdown: SHOWDOWN_POLICIES on S
 		$(BIN) simulate --env $$env --data $(DATA_DIR) --policies $(SHOWDOWN_POLICIES) --steps $(SHOWDOWN_STEPS) --seeds $(SHOWDOWN_SEEDS) --preset $(SHOWDOWN_PRESET) --out $(SHOWDOWN_OUT)/$$name; \
 	done
 
+# The training methods of issue 13, each under mean-field and refined TS.
+METHODS        := elbo ris collapsed-mean collapsed-mean-var ngvi
+METHODS_STEPS  ?= 10000
+METHODS_SEEDS  ?= 5
+METHODS_OUT    ?= bench/mushroom-methods
+comma          := ,
+space          := $(subst ,, )
+METHODS_POLICY := $(subst $(space),$(comma),$(strip $(foreach m,$(METHODS),mf-ts@$(m)) $(foreach m,$(METHODS),refined-ts@$(m))))
+.PHONY: bench-mushroom-methods
+bench-mushroom-methods: data build ## mean-field and refined TS trained with each method (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi), fast preset, METHODS_SEEDS (5) seeds x METHODS_STEPS (10,000) steps, into METHODS_OUT (bench/mushroom-methods): regret ± s.e., seeds locked into one arm, CPU per run (about 400 CPU-minutes)
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies $(METHODS_POLICY) --steps $(METHODS_STEPS) --seeds $(METHODS_SEEDS) --preset fast --out $(METHODS_OUT)
+
 PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper
 bench-mushroom-paper: data build ## the paper preset (Havasi et al. 2021, Section 4.3) for PAPER_STEPS steps, into bench/mushroom-paper

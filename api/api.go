@@ -16,6 +16,7 @@
 //	GET  /metrics                                     Prometheus text format; every bandit x arm x sample kind
 //	                                                  of refinery_decisions_total and every bandit's
 //	                                                  refinery_rewards_total exist at 0 from creation and load
+//	GET  /openapi.json                                the OpenAPI 3.1 document of these routes (api/openapi.json)
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema, no request
 //	                                                  failed on an unavailable database in the last 2s, and every
@@ -68,13 +69,18 @@
 //	{"event_id": "e1", "arm": "eat", "probabilities": {"eat": 0.97, "pass": 0.03},
 //	 "scores": {"eat": 4.1, "pass": 0.0}, "model_version": 12, "sample": "refined",
 //	 "policy": "refined-ts", "created_at": "...",
-//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 32,
-//	   "sample_uses": 41.3, "sample_age_seconds": 1.8, "versions_behind": 1}}
+//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 455,
+//	   "exact": true, "floor": 0.0001, "sample_uses": 41.3, "sample_age_seconds": 1.8,
+//	   "versions_behind": 1}}
 //
 // sample is refined, mean-field (mf-ts, or refined-ts before its bank's
 // first refined samples), point (greedy, eps-greedy), exact (linear-ts,
-// neural-linear), laplace (laplace-ts), flow (flow-ts) or none (uniform); propensity says how the probabilities were estimated
-// (bandit.Agent.Decide) and is absent on a 200 replay. The same event ID
+// neural-linear), laplace (laplace-ts), flow (flow-ts) or none (uniform);
+// propensity says how the probabilities were estimated
+// (bandit.Agent.Decide): by which estimator, from how many posterior
+// samples and groups of policy.samples (every subset of the pool when
+// "exact"), and the floor every allowed arm's estimated probability was
+// lifted to (bandit.MinPropensity); it is absent on a 200 replay. The same event ID
 // with a context that encodes differently, or whose stored arm is now
 // excluded, is a 409.
 //
@@ -254,9 +260,10 @@ func New(cfg Config) *Server {
 	})
 	r.Get("/", s.index)
 	r.With(s.admit).Get("/v1/dashboard", s.dashboardJSON)
-	r.Handle("/static/*", staticHandler())
+	r.Method(http.MethodGet, "/static/*", staticHandler())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.json", s.openapi)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	r.Route("/v1/bandits", func(r chi.Router) {
 		r.Use(s.admit)

@@ -183,6 +183,11 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
 			}
 			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
+			o, err := posterior.ParseOptimizer(cfg.Training.Optimizer)
+			if err != nil {
+				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
+			}
+			tcfg.Optimizer, tcfg.NGVIStep = o, cfg.Training.NGVIStep
 		}
 		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)
 		if err != nil {
@@ -541,10 +546,15 @@ func (a *Agent) trainLoop() {
 			return
 		case <-a.wake:
 		}
+		release, ok := a.pool.background(a.done)
+		if !ok {
+			return
+		}
 		start := time.Now()
 		var err error
 		a.pool.cpu.add(&a.pool.cpu.training, cpustat.Measure(func() { err = a.trainSafely(ctx) }))
 		took := time.Since(start)
+		release()
 		// The trainer's CPU budget: at most training.cpu_share of a core
 		// on average, and a retraining at most every min_interval.
 		rest := time.Duration(float64(took) * (1/a.cfg.Training.CPUShare - 1))
@@ -852,9 +862,26 @@ type Propensity struct {
 	Estimator string `json:"estimator"`
 	// Samples is the number of distinct posterior samples behind the
 	// estimate, Groups the number of groups of policy.samples draws
-	// whose argmax frequencies are the probabilities (0 when exact).
+	// whose argmax frequencies (or, for "mean-field", conditional
+	// probabilities) average to the probabilities (0 when exact).
 	Samples int `json:"samples"`
 	Groups  int `json:"groups"`
+	// Exact is true for "refined-pool" when Groups is every
+	// policy.samples-subset of the samples at hand (at most
+	// policy.MaxExactSubsets): the probabilities are then exact given
+	// those samples, in steps of 1/Groups.
+	Exact bool `json:"exact,omitempty"`
+	// OutputDraws, for "mean-field" with more than two allowed arms, is
+	// the number of draws of the output layer's noise per group behind
+	// each group's conditional probabilities (policy.WinProbs); with two
+	// they are exact and it is absent.
+	OutputDraws int `json:"output_draws,omitempty"`
+	// Floor is MinPropensity for the estimated probabilities
+	// (estimators other than "exact"): each was mixed with the uniform
+	// distribution over the m allowed arms at weight m*Floor
+	// (policy.FloorPropensities), so no allowed arm reports less than
+	// Floor and none moved by more than m*Floor.
+	Floor float64 `json:"floor,omitempty"`
 	// For refined samples (estimator "refined-pool"): SampleUses is the
 	// mean number of decisions the decision's samples have served, this
 	// one included; SampleAgeSeconds the age of the oldest since it was
@@ -900,24 +927,32 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // Probabilities: uniform, greedy and eps-greedy are exact. The
 // Thompson-sampling rules play the argmax of the average prediction of S
 // = policy.samples posterior samples; the probability of each arm is
-// estimated as the fraction of M = policy.propensity_samples groups of S
-// samples whose average prefers it, the decision's own group being the
-// first (so the chosen arm has probability >= 1/M):
+// estimated from M = policy.propensity_samples groups of S samples, the
+// decision's own group being the first (issue 18, finding 2):
 //
-//   - mf-ts (and refined-ts falling back): M-1 more groups of fresh
-//     mean-field draws, an unbiased estimate with standard error at
-//     most 1/(2 sqrt(M));
+//   - mf-ts (and refined-ts before its first refined samples): M groups
+//     of S mean-field draws whose output layer's noise is integrated out
+//     (nn.Predictor.SampleLocalMoments, policy.ThompsonGauss): the mean
+//     over the groups of each arm's conditional probability of winning,
+//     exact given a group's hidden layers with two allowed arms and
+//     estimated from policy.OutputDraws draws with more; unbiased, with
+//     no steps of 1/M;
 //   - refined-ts: the decision's S samples are a uniform draw without
 //     replacement from the usable refined samples in the bank (the
-//     pool; Propensity.Samples says how many), and the M-1 other groups
-//     are drawn from the pool the same way: an unbiased estimate of the
-//     probability of each arm given the samples at hand, however often
-//     they are reused (policy.ThompsonVote);
+//     pool; Propensity.Samples says how many); the probability of each
+//     arm given the pool is computed exactly over every S-subset when
+//     there are at most policy.MaxExactSubsets (the default bank of 16
+//     in groups of 3: 560; Propensity.Exact), and otherwise estimated
+//     from M-1 further subsets drawn the same way (policy.ThompsonVote);
 //   - linear-ts, and neural-linear on the network's features: M
 //     further draws from the exact posterior (policy.Linear);
-//   - laplace-ts and flow-ts: M-1 more groups of fresh draws from the
-//     Laplace posterior (flow-refined for flow-ts), unbiased as for
-//     mf-ts.
+//   - laplace-ts (diagonal): as mf-ts, on the Laplace posterior;
+//     flow-ts and last-layer laplace-ts: M-1 more groups of fresh draws
+//     from the posterior, voting (policy.ThompsonVote).
+//
+// Every estimate is then floored at MinPropensity for each allowed arm
+// (policy.FloorPropensities); Propensity says which estimator, how many
+// samples and groups stand behind it, and the floor.
 //
 // An event ID that was already decided returns the stored decision
 // (Outcome.Created false) when the context encodes identically and the
@@ -1044,6 +1079,10 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 			return nil, err
 		}
 	}
+	if prop.Estimator != "exact" {
+		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
+		prop.Floor = MinPropensity
+	}
 	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
 	return prop, nil
 }
@@ -1072,25 +1111,49 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 					version = min(version, r.version)
 				}
 			}
-			policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
+			groups := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
 			pd.Sample = SampleRefined
 			// The oldest posterior version the samples were refined from.
 			d.ModelVersion = version
 			a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
 			return &Propensity{
-				Estimator: "refined-pool", Samples: len(t.pool), Groups: M,
+				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: groups != M,
 				SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
 			}, nil
 		}
 	}
-	pool := p.SampleLocal(nil, m.mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g
-	policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M}, excluded, rng)
+	// Draw g*S+k is sample k of group g; the output layer's noise is
+	// integrated out (policy.ThompsonGauss).
+	mean, vari := p.SampleLocalMoments(nil, nil, m.mu, m.sig2, x, M*S, m.std, rng)
+	policy.ThompsonGauss(pd, policy.Gaussian{Mean: mean, Var: vari, Arms: arms, S: S, M: M}, excluded, rng)
+	prop := &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}
+	if allowed := arms - countTrue(excluded); allowed > 2 {
+		prop.OutputDraws = policy.OutputDraws
+	}
 	if a.cfg.Policy.Kind == LaplaceTS { // the diagonal Laplace posterior is a mean-field Gaussian too
 		pd.Sample = SampleLaplace
-		return &Propensity{Estimator: "laplace", Samples: M * S, Groups: M}, nil
+		prop.Estimator = "laplace"
+		return prop, nil
 	}
 	pd.Sample = SampleMeanField
-	return &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}, nil
+	return prop, nil
+}
+
+// MinPropensity is the least probability the Thompson-sampling policies
+// report for an allowed arm (Propensity.Floor): importance weights from
+// their propensities are at most 1/MinPropensity = 10,000, and no
+// estimate moves by more than arms x 1e-4.
+const MinPropensity = 1e-4
+
+// countTrue returns the number of true flags.
+func countTrue(b []bool) int {
+	n := 0
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return n
 }
 
 // predictor returns a Predictor of the agent's network; put it back in

@@ -80,3 +80,40 @@ func TestFreshThompsonBanditExplores(t *testing.T) {
 		})
 	}
 }
+
+// Propensities have a resolution importance weighting can use (issue 18,
+// finding 2): 60 mean-field TS decisions of a bandit that learns (step
+// mode, trained every 5 rewards) report for every arm a probability in
+// [MinPropensity, 1-MinPropensity]; the 5 decisions before the first
+// training draw from the prior, whose conditional means are zero, so
+// their probabilities are exactly 1/2; and after it (the output layer's
+// noise integrated out) at most a few are multiples of 1/32, the steps
+// of the 32-group vote count they replaced, other than the floor.
+func TestThompsonPropensitiesAreFine(t *testing.T) {
+	got := playStep(t, bandit.MeanFieldTS, 11, 60)
+	steps, floored := 0, 0
+	for i, d := range got {
+		for k, p := range d.Propensities {
+			if p < bandit.MinPropensity || p > 1-bandit.MinPropensity {
+				t.Errorf("decision %d: propensity of arm %d = %g, want in [%g, %g]", i, k, p, bandit.MinPropensity, 1-bandit.MinPropensity)
+			}
+		}
+		p := d.Propensities[d.Arm]
+		if d.Version == 0 {
+			if p != 0.5 {
+				t.Errorf("decision %d on the prior: propensity %g, want 1/2", i, p)
+			}
+			continue
+		}
+		if p == 1-bandit.MinPropensity || p == bandit.MinPropensity {
+			floored++
+		} else if math.Abs(p*32-math.Round(p*32)) < 1e-9 {
+			steps++
+		}
+	}
+	t.Logf("%d of %d chosen-arm propensities at the floor", floored, len(got))
+	if steps > 3 {
+		t.Errorf("%d of %d chosen-arm propensities are multiples of 1/32", steps, len(got))
+	}
+	t.Logf("chosen-arm propensities: first %.6f, last %.6f", got[0].Propensities[got[0].Arm], got[len(got)-1].Propensities[got[len(got)-1].Arm])
+}
