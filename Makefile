@@ -100,6 +100,18 @@ bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 
 bench-mushroom-delay: data build ## bench-mushroom with every reward arriving 100 decisions late (production never sees a reward before the next decision), into bench/mushroom-delay100
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies uniform,eps-greedy,greedy,mf-ts,refined-ts,linear-ts --steps 10000 --seeds 5 --preset fast --reward-delay 100 --out bench/mushroom-delay100
 
+# The training methods of issue 13, each under mean-field and refined TS.
+METHODS        := elbo ris collapsed-mean collapsed-mean-var ngvi
+METHODS_STEPS  ?= 10000
+METHODS_SEEDS  ?= 5
+METHODS_OUT    ?= bench/mushroom-methods
+comma          := ,
+space          := $(subst ,, )
+METHODS_POLICY := $(subst $(space),$(comma),$(strip $(foreach m,$(METHODS),mf-ts@$(m)) $(foreach m,$(METHODS),refined-ts@$(m))))
+.PHONY: bench-mushroom-methods
+bench-mushroom-methods: data build ## mean-field and refined TS trained with each method (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi), fast preset, METHODS_SEEDS (5) seeds x METHODS_STEPS (10,000) steps, into METHODS_OUT (bench/mushroom-methods): regret ± s.e., seeds locked into one arm, CPU per run (about 400 CPU-minutes)
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies $(METHODS_POLICY) --steps $(METHODS_STEPS) --seeds $(METHODS_SEEDS) --preset fast --out $(METHODS_OUT)
+
 PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper
 bench-mushroom-paper: data build ## the paper preset (Havasi et al. 2021, Section 4.3) for PAPER_STEPS steps, into bench/mushroom-paper

@@ -321,6 +321,20 @@ type TrainingConfig struct {
 	// CollapsedShape is the shape of Eq. 10's Gamma hyperprior on the
 	// prior precisions; default 1, (0, 1000]. Other bounds ignore it.
 	CollapsedShape float64 `json:"collapsed_shape"`
+	// Optimizer is how the trainer of the mean-field policies steps the
+	// posterior: "adam" (default; Adam on the means and the softplus
+	// parameters of the standard deviations, at lr, Section 4.3) or
+	// "ngvi" (natural-gradient VI, Khan 2018, seed 002, Section 5:
+	// natural-gradient steps of size ngvi_step in the Gaussian's natural
+	// parameters, with the expected Hessian diagonal estimated from the
+	// same gradient estimator; posterior.OptimizerNGVI). The noise
+	// variance takes Adam steps at lr under both. Refinement always uses
+	// Adam (Havasi et al. 2021, Section 3); eps-greedy and greedy train a
+	// point estimate with Adam and ignore it.
+	Optimizer string `json:"optimizer"`
+	// NGVIStep is the natural-gradient step size beta of "ngvi";
+	// default 0.01 (posterior.DefaultNGVIStep), (0, 1]. "adam" ignores it.
+	NGVIStep float64 `json:"ngvi_step"`
 }
 
 // RefinementConfig is local refinement (Havasi et al. 2021, Algorithm 1)
@@ -371,6 +385,8 @@ const (
 	DefaultBound             = "elbo"
 	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
 	DefaultCollapsedShape    = posterior.DefaultCollapsedShape
+	DefaultOptimizer         = "adam"
+	DefaultNGVIStep          = posterior.DefaultNGVIStep
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 0.01
@@ -630,6 +646,12 @@ func (c *Config) SetDefaults() {
 	if t.CollapsedShape == 0 {
 		t.CollapsedShape = DefaultCollapsedShape
 	}
+	if t.Optimizer == "" {
+		t.Optimizer = DefaultOptimizer
+	}
+	if t.NGVIStep == 0 {
+		t.NGVIStep = DefaultNGVIStep
+	}
 	r := &c.Refinement
 	if r.Fractions == nil {
 		r.Fractions = append([]float64(nil), DefaultFractions...)
@@ -843,6 +865,10 @@ func (c *Config) validateModel(v *validator) {
 	}
 	v.positive("training.collapsed_reg", t.CollapsedReg, 1)
 	v.positive("training.collapsed_shape", t.CollapsedShape, 1000)
+	if _, err := posterior.ParseOptimizer(t.Optimizer); err != nil {
+		v.add("training.optimizer", fmt.Sprintf("%q, want one of \"adam\", \"ngvi\"", t.Optimizer))
+	}
+	v.positive("training.ngvi_step", t.NGVIStep, 1)
 	r := c.Refinement
 	if len(r.Fractions) > 16 {
 		v.add("refinement.fractions", fmt.Sprintf("%d fractions, want at most 16", len(r.Fractions)))
