@@ -183,6 +183,11 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
 			}
 			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
+			o, err := posterior.ParseOptimizer(cfg.Training.Optimizer)
+			if err != nil {
+				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
+			}
+			tcfg.Optimizer, tcfg.NGVIStep = o, cfg.Training.NGVIStep
 		}
 		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)
 		if err != nil {
