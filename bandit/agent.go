@@ -183,6 +183,11 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
 			}
 			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
+			o, err := posterior.ParseOptimizer(cfg.Training.Optimizer)
+			if err != nil {
+				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
+			}
+			tcfg.Optimizer, tcfg.NGVIStep = o, cfg.Training.NGVIStep
 		}
 		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)
 		if err != nil {
@@ -541,10 +546,15 @@ func (a *Agent) trainLoop() {
 			return
 		case <-a.wake:
 		}
+		release, ok := a.pool.background(a.done)
+		if !ok {
+			return
+		}
 		start := time.Now()
 		var err error
 		a.pool.cpu.add(&a.pool.cpu.training, cpustat.Measure(func() { err = a.trainSafely(ctx) }))
 		took := time.Since(start)
+		release()
 		// The trainer's CPU budget: at most training.cpu_share of a core
 		// on average, and a retraining at most every min_interval.
 		rest := time.Duration(float64(took) * (1/a.cfg.Training.CPUShare - 1))

@@ -294,8 +294,8 @@ type TrainingConfig struct {
 	// moment-propagation objective rather than the ELBO itself, with less
 	// gradient variance: bench/ris.md; but on the mushroom bandit the
 	// posterior it trains made mean-field TS pass almost always,
-	// bench/ris-mushroom.md). eps-greedy and greedy train a point
-	// estimate and ignore it; refinement always uses local-reparam (its
+	// bench/ris-mushroom.md). eps-greedy, greedy, laplace-ts, flow-ts and
+	// neural-linear train a point estimate (the MAP) and ignore it; refinement always uses local-reparam (its
 	// ELBO_aux is the ELBO's).
 	Estimator string `json:"estimator"`
 	// RISSamples is the number of importance samples per row and hidden
@@ -311,7 +311,8 @@ type TrainingConfig struct {
 	// variances, under a Gamma hyperprior on the prior precision whose
 	// mean is 1/model.prior_variance). The trainer's reported ELBO is
 	// then the collapsed bound. Refinement keeps the fixed prior.
-	// eps-greedy and greedy train a point estimate and ignore it.
+	// eps-greedy, greedy, laplace-ts, flow-ts and neural-linear train a
+	// point estimate (the MAP) and ignore it.
 	Bound string `json:"bound"`
 	// CollapsedReg is alpha_reg = gamma/(gamma + alpha) of Eq. 9 and
 	// delta of Eq. 10, the weight of the posterior means' regularization;
@@ -321,6 +322,20 @@ type TrainingConfig struct {
 	// CollapsedShape is the shape of Eq. 10's Gamma hyperprior on the
 	// prior precisions; default 1, (0, 1000]. Other bounds ignore it.
 	CollapsedShape float64 `json:"collapsed_shape"`
+	// Optimizer is how the trainer of the mean-field policies steps the
+	// posterior: "adam" (default; Adam on the means and the softplus
+	// parameters of the standard deviations, at lr, Section 4.3) or
+	// "ngvi" (natural-gradient VI, Khan 2018, seed 002, Section 5:
+	// natural-gradient steps of size ngvi_step in the Gaussian's natural
+	// parameters, with the expected Hessian diagonal estimated from the
+	// same gradient estimator; posterior.OptimizerNGVI). The noise
+	// variance takes Adam steps at lr under both. Refinement always uses
+	// Adam (Havasi et al. 2021, Section 3); eps-greedy and greedy train a
+	// point estimate with Adam and ignore it.
+	Optimizer string `json:"optimizer"`
+	// NGVIStep is the natural-gradient step size beta of "ngvi";
+	// default 0.01 (posterior.DefaultNGVIStep), (0, 1]. "adam" ignores it.
+	NGVIStep float64 `json:"ngvi_step"`
 }
 
 // RefinementConfig is local refinement (Havasi et al. 2021, Algorithm 1)
@@ -371,6 +386,8 @@ const (
 	DefaultBound             = "elbo"
 	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
 	DefaultCollapsedShape    = posterior.DefaultCollapsedShape
+	DefaultOptimizer         = "adam"
+	DefaultNGVIStep          = posterior.DefaultNGVIStep
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 0.01
@@ -630,6 +647,12 @@ func (c *Config) SetDefaults() {
 	if t.CollapsedShape == 0 {
 		t.CollapsedShape = DefaultCollapsedShape
 	}
+	if t.Optimizer == "" {
+		t.Optimizer = DefaultOptimizer
+	}
+	if t.NGVIStep == 0 {
+		t.NGVIStep = DefaultNGVIStep
+	}
 	r := &c.Refinement
 	if r.Fractions == nil {
 		r.Fractions = append([]float64(nil), DefaultFractions...)
@@ -843,6 +866,10 @@ func (c *Config) validateModel(v *validator) {
 	}
 	v.positive("training.collapsed_reg", t.CollapsedReg, 1)
 	v.positive("training.collapsed_shape", t.CollapsedShape, 1000)
+	if _, err := posterior.ParseOptimizer(t.Optimizer); err != nil {
+		v.add("training.optimizer", fmt.Sprintf("%q, want one of \"adam\", \"ngvi\"", t.Optimizer))
+	}
+	v.positive("training.ngvi_step", t.NGVIStep, 1)
 	r := c.Refinement
 	if len(r.Fractions) > 16 {
 		v.add("refinement.fractions", fmt.Sprintf("%d fractions, want at most 16", len(r.Fractions)))

@@ -256,8 +256,12 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 				}
 				return fmt.Sprintf("%.0f", float64(d.Microseconds())/float64(r.decisions))
 			}
-			fmt.Fprintf(stderr, "%s, %d clients: CPU per decision (µs): serving %s, training %s, refinement %s, PostgreSQL %s, loader %s\n",
-				label, n, per(c.serving, c.serveOK), per(c.training, c.serveOK), per(c.refinement, c.serveOK), per(c.postgres, c.postgresOK), per(c.loader, c.loaderOK))
+			batches := "-"
+			if c.commits > 0 {
+				batches = fmt.Sprintf("%.1f rows per commit", c.rows/c.commits)
+			}
+			fmt.Fprintf(stderr, "%s, %d clients: CPU per decision (µs): serving %s, training %s, refinement %s, PostgreSQL %s, loader %s; group commit: %s\n",
+				label, n, per(c.serving, c.serveOK), per(c.training, c.serveOK), per(c.refinement, c.serveOK), per(c.postgres, c.postgresOK), per(c.loader, c.loaderOK), batches)
 		}
 	}
 	return nil
@@ -282,6 +286,9 @@ type cpuReading struct {
 	backends                      map[int]time.Duration
 	loader                        time.Duration
 	loaderOK                      bool
+	// rows and commits are serve's group-commit counters
+	// (refinery_store_batch_size's sum and count).
+	rows, commits float64
 }
 
 // cpuUse is the CPU of a level: the difference of two readings.
@@ -290,6 +297,7 @@ type cpuUse struct {
 	serving, training, refinement time.Duration
 	postgres, loader              time.Duration
 	serveOK, postgresOK, loaderOK bool
+	rows, commits                 float64
 }
 
 func (m *cpuMeter) read(ctx context.Context) cpuReading {
@@ -301,6 +309,11 @@ func (m *cpuMeter) read(ctx context.Context) cpuReading {
 		r.training, okT = metricSeconds(text.String(), `refinery_cpu_seconds_total{activity="training"}`)
 		r.refinement, okR = metricSeconds(text.String(), `refinery_cpu_seconds_total{activity="refinement"}`)
 		r.serveOK = okP && okT && okR
+		rows, okS := metricValue(text.String(), "refinery_store_batch_size_sum")
+		commits, okC := metricValue(text.String(), "refinery_store_batch_size_count")
+		if okS && okC {
+			r.rows, r.commits = rows, commits
+		}
 	}
 	if m.db != nil {
 		rows, err := m.db.Query(ctx, cpustat.BackendsQuery)
@@ -319,7 +332,8 @@ func (m *cpuMeter) read(ctx context.Context) cpuReading {
 // there at a counts from zero; one gone by b is lost (the pool's
 // connections live through a level).
 func (b cpuReading) since(a cpuReading) cpuUse {
-	u := cpuUse{wall: b.at.Sub(a.at), serveOK: a.serveOK && b.serveOK, loaderOK: a.loaderOK && b.loaderOK}
+	u := cpuUse{wall: b.at.Sub(a.at), serveOK: a.serveOK && b.serveOK, loaderOK: a.loaderOK && b.loaderOK,
+		rows: b.rows - a.rows, commits: b.commits - a.commits}
 	if u.serveOK {
 		u.training, u.refinement = b.training-a.training, b.refinement-a.refinement
 		u.serving = max(b.process-a.process-u.training-u.refinement, 0)
@@ -336,6 +350,13 @@ func (b cpuReading) since(a cpuReading) cpuUse {
 // metricSeconds returns the value of the sample whose name and labels
 // are exactly series in a Prometheus text exposition, as a duration.
 func metricSeconds(text, series string) (time.Duration, bool) {
+	v, ok := metricValue(text, series)
+	return time.Duration(v * float64(time.Second)), ok
+}
+
+// metricValue returns the value of the sample whose name and labels are
+// exactly series in a Prometheus text exposition.
+func metricValue(text, series string) (float64, bool) {
 	for line := range strings.Lines(text) {
 		rest, ok := strings.CutPrefix(line, series+" ")
 		if !ok {
@@ -345,7 +366,7 @@ func metricSeconds(text, series string) (time.Duration, bool) {
 		if err != nil {
 			return 0, false
 		}
-		return time.Duration(v * float64(time.Second)), true
+		return v, true
 	}
 	return 0, false
 }
