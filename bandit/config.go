@@ -294,8 +294,8 @@ type TrainingConfig struct {
 	// moment-propagation objective rather than the ELBO itself, with less
 	// gradient variance: bench/ris.md; but on the mushroom bandit the
 	// posterior it trains made mean-field TS pass almost always,
-	// bench/ris-mushroom.md). eps-greedy and greedy train a point
-	// estimate and ignore it; refinement always uses local-reparam (its
+	// bench/ris-mushroom.md). eps-greedy, greedy, laplace-ts, flow-ts and
+	// neural-linear train a point estimate (the MAP) and ignore it; refinement always uses local-reparam (its
 	// ELBO_aux is the ELBO's).
 	Estimator string `json:"estimator"`
 	// RISSamples is the number of importance samples per row and hidden
@@ -311,7 +311,8 @@ type TrainingConfig struct {
 	// variances, under a Gamma hyperprior on the prior precision whose
 	// mean is 1/model.prior_variance). The trainer's reported ELBO is
 	// then the collapsed bound. Refinement keeps the fixed prior.
-	// eps-greedy and greedy train a point estimate and ignore it.
+	// eps-greedy, greedy, laplace-ts, flow-ts and neural-linear train a
+	// point estimate (the MAP) and ignore it.
 	Bound string `json:"bound"`
 	// CollapsedReg is alpha_reg = gamma/(gamma + alpha) of Eq. 9 and
 	// delta of Eq. 10, the weight of the posterior means' regularization;

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/migrations"
 	"github.com/refinery-bandits/refinery/store"
 	"github.com/refinery-bandits/refinery/store/storetest"
 )
@@ -27,7 +30,7 @@ func TestMigrateCommandLine(t *testing.T) {
 		{"down takes N or --all", []string{"migrate", "down", "2", "--all", "--database-url", "postgres://x"}, "refinery migrate: down takes either N or --all, not both\n"},
 		{"N is a positive integer", []string{"migrate", "down", "0", "--database-url", "postgres://x"}, "refinery migrate: down \"0\": want an integer of at least 1\n"},
 		{"goto needs a version", []string{"migrate", "goto", "--database-url", "postgres://x"}, "refinery migrate: goto needs a version: goto V\n"},
-		{"goto beyond the newest migration", []string{"migrate", "goto", "99", "--database-url", "postgres://x"}, "refinery migrate: goto 99: the newest migration is 1\n"},
+		{"goto beyond the newest migration", []string{"migrate", "goto", "99", "--database-url", "postgres://x"}, fmt.Sprintf("refinery migrate: goto 99: the newest migration is %d\n", latestMigration(t))},
 		{"force needs a version", []string{"migrate", "force", "--database-url", "postgres://x"}, "refinery migrate: force needs a version: force V\n"},
 		{"force takes -1 at least", []string{"migrate", "force", "-2", "--database-url", "postgres://x"}, "refinery migrate: force \"-2\": want an integer of at least -1\n"},
 		{"--yes goes with down and goto", []string{"migrate", "up", "--yes", "--database-url", "postgres://x"}, "refinery migrate: --yes goes with down and goto, not up\n"},
@@ -51,24 +54,44 @@ func TestMigrateCommandLine(t *testing.T) {
 	}
 }
 
+// latestMigration is the newest embedded migration: versions count up
+// from 1 without gaps (migrations.TestFiles).
+func latestMigration(t *testing.T) int {
+	t.Helper()
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	if err != nil || len(ups) == 0 {
+		t.Fatalf("the embedded migrations: %v, %v", ups, err)
+	}
+	return len(ups)
+}
+
+// versionLine is what migrate prints for schema version v.
+func versionLine(v int) string {
+	if v == 0 {
+		return "schema version 0 (no migration applied)\n"
+	}
+	return fmt.Sprintf("schema version %d\n", v)
+}
+
 func TestMigrateAgainstPostgres(t *testing.T) {
 	url := storetest.FreshSchemaURL(t)
+	latest := latestMigration(t)
 	tests := []struct {
 		name       string
 		args       []string
 		env        string // $DATABASE_URL
 		wantStdout string
 	}{
-		{"version before any migration is 0", []string{"migrate", "version", "--database-url", url}, "", "schema version 0 (no migration applied)\n"},
-		{"up applies the migrations", []string{"migrate", "up", "--database-url", url}, "", "schema version 1\n"},
-		{"up again changes nothing", []string{"migrate", "--database-url", url, "up"}, "", "schema version 1\n"},
-		{"the URL can come from DATABASE_URL", []string{"migrate", "version"}, url, "schema version 1\n"},
-		{"down reverts the newest migration", []string{"migrate", "down"}, url, "schema version 0 (no migration applied)\n"},
-		{"up after down applies them again", []string{"migrate", "up"}, url, "schema version 1\n"},
-		{"down --all reverts every migration", []string{"migrate", "down", "--all"}, url, "schema version 0 (no migration applied)\n"},
-		{"up 1 applies one", []string{"migrate", "up", "1"}, url, "schema version 1\n"},
-		{"goto 0 on empty tables reverts without asking", []string{"migrate", "goto", "0"}, url, "schema version 0 (no migration applied)\n"},
-		{"goto 1 applies", []string{"migrate", "goto", "1"}, url, "schema version 1\n"},
+		{"version before any migration is 0", []string{"migrate", "version", "--database-url", url}, "", versionLine(0)},
+		{"up applies the migrations", []string{"migrate", "up", "--database-url", url}, "", versionLine(latest)},
+		{"up again changes nothing", []string{"migrate", "--database-url", url, "up"}, "", versionLine(latest)},
+		{"the URL can come from DATABASE_URL", []string{"migrate", "version"}, url, versionLine(latest)},
+		{"down reverts the newest migration", []string{"migrate", "down"}, url, versionLine(latest - 1)},
+		{"up after down applies them again", []string{"migrate", "up"}, url, versionLine(latest)},
+		{"down --all reverts every migration", []string{"migrate", "down", "--all"}, url, versionLine(0)},
+		{"up 1 applies one", []string{"migrate", "up", "1"}, url, versionLine(1)},
+		{"goto 0 on empty tables reverts without asking", []string{"migrate", "goto", "0"}, url, versionLine(0)},
+		{"goto 1 applies", []string{"migrate", "goto", "1"}, url, versionLine(1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +120,7 @@ func TestMigrateAgainstPostgres(t *testing.T) {
 func TestMigrateDownRefusesToDeleteData(t *testing.T) {
 	url := storetest.FreshSchemaURL(t)
 	ctx := context.Background()
+	latest := latestMigration(t)
 	migrate := func(wantCode int, args ...string) (string, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
@@ -121,14 +145,14 @@ func TestMigrateDownRefusesToDeleteData(t *testing.T) {
 		if want := "refinery migrate: refusing to revert: the database holds 1 bandits, which reverting deletes; pass --yes to confirm\n"; stderr != want {
 			t.Errorf("migrate %v: stderr %q, want %q", args, stderr, want)
 		}
-		if out, _ := migrate(0, "version"); out != "schema version 1\n" {
-			t.Errorf("after a refused migrate %v: %q, want version 1", args, out)
+		if out, _ := migrate(0, "version"); out != versionLine(latest) {
+			t.Errorf("after a refused migrate %v: %q, want version %d", args, out, latest)
 		}
 	}
-	if out, _ := migrate(0, "goto", "1"); out != "schema version 1\n" {
+	if out, _ := migrate(0, "goto", fmt.Sprint(latest)); out != versionLine(latest) {
 		t.Errorf("goto the current version: %q", out)
 	}
-	if out, _ := migrate(0, "down", "--yes"); out != "schema version 0 (no migration applied)\n" {
+	if out, _ := migrate(0, "down", "--yes"); out != versionLine(latest-1) {
 		t.Errorf("down --yes: %q", out)
 	}
 	migrate(0, "up")

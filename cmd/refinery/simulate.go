@@ -144,6 +144,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	env, err := simulators.ParseEnv(*envSpec, *data)
 	if err != nil {
+		if errors.As(err, new(*simulators.EnvSpecError)) {
+			return usageError{fmt.Errorf("--env: %w", err)}
+		}
 		return err
 	}
 	for _, sp := range specs {
