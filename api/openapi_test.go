@@ -478,7 +478,7 @@ func drive(t *testing.T, h http.Handler, c *contract) {
 		             "collapsed_reg": 0.075, "collapsed_shape": 1, "optimizer": "adam", "ngvi_step": 0.01},
 		"refinement": {"fractions": [0.7, 0.3], "iterations": 5, "lr": 0.001, "batch_size": 8, "bank_size": 4},
 		"reward": {"wait": "10m", "default": null}}`
-	const posteriorBandit = `{"name": %q, "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {%s},
+	const posteriorBandit = `{"name": %q, "arms": [%s], "features": [{"name": "x", "type": "numeric"}], "policy": {%s},
 		"model": {"hidden": [4]}, "training": {"iterations": 10, "min_interval": "1ms", "cpu_share": 1}}`
 	for _, e := range []exchange{
 		{"GET", "/openapi.json", "", "", 200},
@@ -492,9 +492,9 @@ func drive(t *testing.T, h http.Handler, c *contract) {
 		{"POST", "/v1/bandits", "", ts, 201},
 		{"POST", "/v1/bandits", "", ts, 409},
 		{"POST", "/v1/bandits", "", `{"name": "eps", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "eps-greedy", "epsilon": 0.1}, "model": {"hidden": [4]}}`, 201},
-		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "diag", `"kind": "laplace-ts", "laplace": "diagonal"`), 201},
-		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"kind": "laplace-ts", "laplace": "last-layer"`), 201},
-		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "flow", `"kind": "flow-ts", "flow": {"length": 2, "iterations": 20, "lr": 0.03}`), 201},
+		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "diag", `"a", "b", "c"`, `"kind": "laplace-ts", "laplace": "diagonal"`), 201},
+		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"a", "b"`, `"kind": "laplace-ts", "laplace": "last-layer"`), 201},
+		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "flow", `"a", "b"`, `"kind": "flow-ts", "flow": {"length": 2, "iterations": 20, "lr": 0.03}`), 201},
 		{"POST", "/v1/bandits", "", `{"name": "sixth", "arms": ["a"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`, 403},
 		{"POST", "/v1/bandits", "", `{"name": "bad", "arms": [], "features": []}`, 400},
 		{"POST", "/v1/bandits", "text/plain", ts, 415},

@@ -1111,13 +1111,13 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 					version = min(version, r.version)
 				}
 			}
-			groups := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
+			groups, exact := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
 			pd.Sample = SampleRefined
 			// The oldest posterior version the samples were refined from.
 			d.ModelVersion = version
 			a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
 			return &Propensity{
-				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: groups != M,
+				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: exact,
 				SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
 			}, nil
 		}

@@ -468,13 +468,18 @@ func ParseConfig(data []byte) (*Config, error) {
 }
 
 // DecodeStrict unmarshals one JSON value into v, rejecting unknown
-// fields and trailing data, and turns decoding errors into a
+// fields (at any depth, named by their path such as "policy.kindd") and
+// keys that match a field only case-insensitively ("NAME" for "name"),
+// and trailing data, and turns decoding errors into a
 // *ValidationError naming the field (empty for the body as a whole:
 // malformed JSON, including NaN and Infinity, which JSON does not have).
 // CheckJSON runs first: duplicate keys, NUL characters, lone surrogates,
 // invalid UTF-8 and deep nesting are rejected before anything is decoded.
 func DecodeStrict(data []byte, v any) error {
 	if err := CheckJSON(data); err != nil {
+		return err
+	}
+	if err := checkFields(data, reflect.TypeOf(v)); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))

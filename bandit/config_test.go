@@ -99,6 +99,14 @@ func TestParseConfigNamesTheField(t *testing.T) {
 		{"a negative refinement fraction", `{` + base + `, "refinement": {"fractions": [1.5, -0.5]}}`, "refinement.fractions"},
 		{"a default reward with a negative wait", `{` + base + `, "reward": {"wait": "-1s", "default": 0}}`, "reward.wait"},
 		{"a default reward that is a string", `{` + base + `, "reward": {"default": "zero"}}`, "reward.default"},
+		// Strict keys (issue 18, finding 6): an unknown nested field is
+		// named by its path, and keys match case-sensitively.
+		{"an unknown nested field", `{` + base + `, "policy": {"kindd": "mf-ts"}}`, "policy.kindd"},
+		{"an unknown field two levels down", `{` + base + `, "model": {"hidden": [8], "init_sigmaa": 1}}`, "model.init_sigmaa"},
+		{"an unknown field in an array element", `{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric", "centre": 1}]}`, "features[0].centre"},
+		{"an upper-case key", `{"NAME": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric"}]}`, "NAME"},
+		{"a capitalized key", `{"name": "m", "Arms": ["a"], "features": [{"name": "w", "type": "numeric"}]}`, "Arms"},
+		{"a capitalized nested key", `{"name": "m", "arms": ["a"], "features": [{"Name": "w", "type": "numeric"}]}`, "features[0].Name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,6 +117,9 @@ func TestParseConfigNamesTheField(t *testing.T) {
 			}
 			if ve.Errors[0].Field != tt.field {
 				t.Errorf("field = %q (%v), want %q", ve.Errors[0].Field, err, tt.field)
+			}
+			if strings.ToLower(tt.field) != tt.field && !strings.Contains(ve.Errors[0].Detail, "case-sensitive") {
+				t.Errorf("detail = %q, want it to say that keys are case-sensitive", ve.Errors[0].Detail)
 			}
 		})
 	}

@@ -139,9 +139,9 @@ const MaxExactSubsets = 4096
 // breaks it): the probability given the samples at hand, without Monte
 // Carlo error, in steps of 1/C(n, S) (issue 18, finding 2).
 //
-// ThompsonVote returns the number of groups behind the probabilities:
-// M, or C(n, S) when exact.
-func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) int {
+// ThompsonVote returns the number of groups behind the probabilities, M
+// or C(n, S), and whether they are exact.
+func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) (groups int, exact bool) {
 	n := len(v.Pool) / v.Arms
 	switch {
 	case v.S < 1 || v.M < 1:
@@ -163,7 +163,7 @@ func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) int {
 			d.Scores[j] = y / float64(v.S)
 		}
 		exactVote(d.Probabilities, v, excluded, sum)
-		return c
+		return c, true
 	}
 	var idx []int // Resample: a permutation of the rows
 	if v.Resample {
@@ -197,7 +197,7 @@ func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) int {
 			}
 		}
 	}
-	return v.M
+	return v.M, false
 }
 
 // binomial returns C(n, k), or limit+1 once it exceeds limit.

@@ -103,8 +103,8 @@ func TestThompsonVoteResampledPoolMatchesExactProbability(t *testing.T) {
 			for i, r := range perm {
 				copy(rows[i*3:(i+1)*3], pool[r*3:(r+1)*3])
 			}
-			if g := ThompsonVote(&d, Votes{Pool: rows, Arms: 3, S: S, M: M, Resample: true}, excluded, rng); g != wantGroups {
-				t.Fatalf("%d rows: %d groups, want %d", n, g, wantGroups)
+			if g, exact := ThompsonVote(&d, Votes{Pool: rows, Arms: 3, S: S, M: M, Resample: true}, excluded, rng); g != wantGroups || exact != (subsets <= MaxExactSubsets) {
+				t.Fatalf("%d rows: %d groups, exact %v; want %d", n, g, exact, wantGroups)
 			}
 			freq[d.Arm]++
 			for k, p := range d.Probabilities {
