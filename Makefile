@@ -111,7 +111,7 @@ SHOWDOWN_STEPS    ?= 5000
 SHOWDOWN_SEEDS    ?= 5
 SHOWDOWN_OUT      ?= bench/showdown
 SHOWDOWN_PRESET   ?= fast
-SHOWDOWN_POLICIES ?= uniform,greedy,eps-greedy,linear-ts,neural-linear,mf-ts,refined-ts,laplace-ts,flow-ts
+SHOWDOWN_POLICIES ?= uniform,greedy,eps-greedy,linear-ts,neural-linear,mf-ts,refined-ts,laplace-ts:diagonal,laplace-ts:last-layer,flow-ts
 SHOWDOWN_PROBLEMS ?= mushroom=mushroom wheel-0.5=wheel:delta=0.5 wheel-0.9=wheel:delta=0.9 wheel-0.99=wheel:delta=0.99 satellite=csv:$(DATA_DIR)/satellite.csv letter=csv:$(DATA_DIR)/letter.csv
 
 .PHONY: showdown-data

@@ -13,6 +13,11 @@
 //	GET  /v1/bandits/{name}                           the bandit with its live status
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
+//	GET  /v1/bandits/{name}/snapshot                  the bandit's configuration and published posterior
+//	                                                  (bandit.SnapshotFile: versioned, checksummed)
+//	POST /v1/snapshots                                create a bandit from a snapshot: 201, Location, the bandit;
+//	                                                  400 naming the member at fault (another model_layout,
+//	                                                  a checksum mismatch, a posterior that does not fit)
 //	GET  /metrics                                     Prometheus text format; every bandit x arm x sample kind
 //	                                                  of refinery_decisions_total and every bandit's
 //	                                                  refinery_rewards_total exist at 0 from creation and load
@@ -140,6 +145,7 @@ const (
 	MaxConfigBytes   = 1 << 20  // POST /v1/bandits
 	MaxDecisionBytes = 64 << 10 // POST .../decisions
 	MaxRewardBytes   = 4 << 10  // POST .../reward
+	MaxSnapshotBytes = 64 << 20 // POST /v1/snapshots
 )
 
 // Config configures a Server.
@@ -274,8 +280,10 @@ func New(cfg Config) *Server {
 			r.Get("/", s.getBandit)
 			r.Post("/decisions", s.decide)
 			r.Post("/events/{event_id}/reward", s.reward)
+			r.Get("/snapshot", s.snapshot)
 		})
 	})
+	r.With(s.admit).Post("/v1/snapshots", s.importSnapshot)
 	s.router = r
 	return s
 }

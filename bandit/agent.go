@@ -765,6 +765,19 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if m.version == 0 || m.version <= a.persisted {
 		return nil
 	}
+	snap, err := a.snapshotOf(m)
+	if err != nil {
+		return err
+	}
+	if err := a.store.SaveSnapshot(ctx, snap); err != nil {
+		return err
+	}
+	a.persisted = m.version
+	return nil
+}
+
+// snapshotOf serializes the posterior m as the store keeps it.
+func (a *Agent) snapshotOf(m *model) (*Snapshot, error) {
 	meta := snapshotMeta{Kind: a.cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit, Inputs: a.enc.Dim(), Arms: len(a.cfg.Arms), Hidden: a.cfg.Model.Hidden}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		meta.ELBO = &m.elbo
@@ -773,21 +786,17 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if m.q != nil {
 		var err error
 		if params, err = m.q.MarshalBinary(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := encodePosterior(&meta, m); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	metrics, err := json.Marshal(meta)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := a.store.SaveSnapshot(ctx, &Snapshot{Bandit: a.name, Version: m.version, Params: params, Metrics: metrics}); err != nil {
-		return err
-	}
-	a.persisted = m.version
-	return nil
+	return &Snapshot{Bandit: a.name, Version: m.version, Params: params, Metrics: metrics}, nil
 }
 
 // reapLoop applies the configured default reward to decisions left

@@ -175,6 +175,12 @@ func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agen
 // if the configuration is invalid; ErrLimit if the service has
 // ServiceConfig.MaxBandits bandits already.
 func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
+	return s.create(ctx, cfg, nil)
+}
+
+// create is Create; snap, when not nil, is stored as the bandit's
+// snapshot before its agent loads (Import).
+func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Agent, error) {
 	if s.closed.Load() {
 		return nil, ErrUnavailable
 	}
@@ -201,6 +207,12 @@ func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
 	b := &Bandit{Name: cfg.Name, Config: raw}
 	if err := s.store.CreateBandit(ctx, b); err != nil {
 		return nil, err
+	}
+	if snap != nil {
+		snap.Bandit = cfg.Name
+		if err := s.store.SaveSnapshot(ctx, snap); err != nil {
+			return nil, err
+		}
 	}
 	stored, err := s.store.GetBandit(ctx, cfg.Name)
 	if err != nil {

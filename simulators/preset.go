@@ -132,6 +132,9 @@ type PolicySpec struct {
 	// Methods are names of TrainingMethods applied, in order, to the
 	// preset's training configuration (mf-ts and refined-ts only).
 	Methods []string
+	// Laplace is laplace-ts's policy.laplace ("diagonal" or
+	// "last-layer"); empty: the default.
+	Laplace string
 	// Config, when not nil, is the bandit's whole configuration (a
 	// --bandit-config file): the preset and Kind do not apply.
 	Config *bandit.Config
@@ -174,6 +177,7 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 			e := spec.Epsilon
 			c.Policy.Epsilon = &e
 		}
+		c.Policy.Laplace = spec.Laplace
 		zero := bandit.Duration(0)
 		c.Training.MinInterval = &zero // step mode: training.min_interval does not apply
 		for _, m := range spec.Methods {
@@ -201,7 +205,9 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 // uniform, greedy, mf-ts, refined-ts, linear-ts, laplace-ts, flow-ts,
 // neural-linear, and eps-greedy, which
 // expands to one policy per epsilon of the preset, or eps-greedy:E for
-// a given epsilon E. mf-ts and refined-ts take training methods after an
+// a given epsilon E, and laplace-ts:diagonal or laplace-ts:last-layer for
+// a Laplace structure (named laplace-ts-diagonal, laplace-ts-last-layer;
+// plain laplace-ts is the default, diagonal). mf-ts and refined-ts take training methods after an
 // "@", joined by "+" (TrainingMethods): "mf-ts@ngvi",
 // "refined-ts@collapsed-mean+ngvi"; the policy keeps that name in the
 // results, so that one run compares training methods side by side.
@@ -223,8 +229,17 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 		if !slices.Contains(PolicyNames, kind) {
 			return nil, fmt.Errorf("unknown policy %q (want one of %s)", item, strings.Join(PolicyNames, ", "))
 		}
-		if hasArg && kind != "eps-greedy" {
+		if hasArg && kind != "eps-greedy" && kind != "laplace-ts" {
 			return nil, fmt.Errorf("policy %q takes no argument", kind)
+		}
+		if hasArg && kind == "laplace-ts" && !hasMethods {
+			if arg != bandit.LaplaceDiagonal && arg != bandit.LaplaceLastLayer {
+				return nil, fmt.Errorf("laplace-ts:%s: want laplace-ts:%s or laplace-ts:%s", arg, bandit.LaplaceDiagonal, bandit.LaplaceLastLayer)
+			}
+			if err := add(PolicySpec{Name: "laplace-ts-" + arg, Kind: kind, Laplace: arg}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if hasMethods {
 			if kind != "mf-ts" && kind != "refined-ts" {

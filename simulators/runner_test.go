@@ -231,10 +231,24 @@ func TestParsePolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(specs); got != "[{mf-ts@ngvi mf-ts 0 [ngvi] <nil>} {refined-ts@collapsed-mean+ngvi refined-ts 0 [collapsed-mean ngvi] <nil>} {mf-ts mf-ts 0 [] <nil>}]" {
+	if got := fmt.Sprint(specs); got != "[{mf-ts@ngvi mf-ts 0 [ngvi]  <nil>} {refined-ts@collapsed-mean+ngvi refined-ts 0 [collapsed-mean ngvi]  <nil>} {mf-ts mf-ts 0 []  <nil>}]" {
 		t.Errorf("specs = %s", got)
 	}
-	for _, bad := range []string{"", "nope", "mf-ts,mf-ts", "eps-greedy:2", "mf-ts:3", "eps-greedy:x",
+	specs, err = ParsePolicies("laplace-ts,laplace-ts:last-layer,laplace-ts:diagonal", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(specs); got != "[{laplace-ts laplace-ts 0 []  <nil>} {laplace-ts-last-layer laplace-ts 0 [] last-layer <nil>} {laplace-ts-diagonal laplace-ts 0 [] diagonal <nil>}]" {
+		t.Errorf("specs = %s", got)
+	}
+	env, err := ParseEnv("wheel", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := BanditConfig(specs[1], env, p); err != nil || c.Policy.Laplace != "last-layer" {
+		t.Errorf("laplace-ts:last-layer plays policy.laplace %q (%v)", c.Policy.Laplace, err)
+	}
+	for _, bad := range []string{"", "nope", "mf-ts,mf-ts", "eps-greedy:2", "mf-ts:3", "eps-greedy:x", "laplace-ts:full", "flow-ts:last-layer", "laplace-ts:last-layer,laplace-ts:last-layer",
 		"mf-ts@nope", "mf-ts@", "mf-ts@ngvi+", "greedy@ngvi", "eps-greedy:0.1@ngvi", "mf-ts@ngvi,mf-ts@ngvi"} {
 		if _, err := ParsePolicies(bad, p); err == nil {
 			t.Errorf("ParsePolicies(%q) = nil error, want one", bad)

@@ -315,3 +315,25 @@ func (c *Client) Get(ctx context.Context, path string, w io.Writer) error {
 	_, err := c.do(ctx, http.MethodGet, path, nil, w, http.StatusOK)
 	return err
 }
+
+// Snapshot returns bandit name's snapshot: its configuration and
+// published posterior, versioned and checksummed.
+func (c *Client) Snapshot(ctx context.Context, name string) (*bandit.SnapshotFile, error) {
+	var f bandit.SnapshotFile
+	if _, err := c.do(ctx, http.MethodGet, "/v1/bandits/"+url.PathEscape(name)+"/snapshot", nil, &f, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// ImportSnapshot creates a bandit from a snapshot (a *bandit.SnapshotFile,
+// or its JSON as []byte or json.RawMessage) and returns it. A snapshot of
+// another model layout, altered, or whose posterior does not fit its
+// configuration is a 400 Error naming the member at fault.
+func (c *Client) ImportSnapshot(ctx context.Context, snapshot any) (*Bandit, error) {
+	var b Bandit
+	if _, err := c.do(ctx, http.MethodPost, "/v1/snapshots", snapshot, &b, http.StatusCreated); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
