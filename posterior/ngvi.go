@@ -29,9 +29,10 @@ const (
 // OptimizerNGVI. beta = 1 jumps to the optimum of a conjugate model in one
 // step when the gradients are exact; 0.01 averages the curvature of about
 // a hundred minibatches. On the mushroom bandit's 2x100 network (400
-// rows) 0.1 drove the posterior to a state whose data term was thousands
-// of times worse than at the start, 0.01 ran stably for 3,000
-// iterations and 0.001 hardly moved the means in as many.
+// rows, 3,000 iterations from the bandit's initial posterior;
+// TestNGVIOnTheMushroomNetwork) step 0.1 took the full-data ELBO from
+// -92,552 to -1.25e6, 0.01 to -2,501, and 0.001 to -59,382 with the
+// standard deviations only at 0.045 (Adam: -29,609).
 const DefaultNGVIStep = 0.01
 
 var optimizerNames = [...]string{"adam", "ngvi"}
