@@ -100,6 +100,44 @@ bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 
 bench-mushroom-delay: data build ## bench-mushroom with every reward arriving 100 decisions late (production never sees a reward before the next decision), into bench/mushroom-delay100
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies uniform,eps-greedy,greedy,mf-ts,refined-ts,linear-ts --steps 10000 --seeds 5 --preset fast --reward-delay 100 --out bench/mushroom-delay100
 
+# The showdown (issue 14): every policy on the mushroom bandit, the wheel
+# bandit at Riquelme et al.'s deltas and two mlbench classification
+# problems, SHOWDOWN_SEEDS seeds of SHOWDOWN_STEPS steps each, one
+# `refinery simulate` per problem into $(SHOWDOWN_OUT)/<problem>/
+# (summary.md: final regret with standard errors and steps per second;
+# regret.png). The full run is long: SHOWDOWN_STEPS=200 SHOWDOWN_SEEDS=2
+# SHOWDOWN_OUT=/tmp/showdown smokes it.
+SHOWDOWN_STEPS    ?= 5000
+SHOWDOWN_SEEDS    ?= 5
+SHOWDOWN_OUT      ?= bench/showdown
+SHOWDOWN_PRESET   ?= fast
+SHOWDOWN_POLICIES ?= uniform,greedy,eps-greedy,linear-ts,neural-linear,mf-ts,refined-ts,laplace-ts:diagonal,laplace-ts:last-layer,flow-ts
+SHOWDOWN_PROBLEMS ?= mushroom=mushroom wheel-0.5=wheel:delta=0.5 wheel-0.9=wheel:delta=0.9 wheel-0.99=wheel:delta=0.99 satellite=csv:$(DATA_DIR)/satellite.csv letter=csv:$(DATA_DIR)/letter.csv
+
+.PHONY: showdown-data
+showdown-data: ## Statlog Satellite and Letter Recognition from r-cran-mlbench into $(DATA_DIR)/satellite.csv and letter.csv (needs Rscript: apt-get install -y r-cran-mlbench)
+	@if [ ! -f $(DATA_DIR)/satellite.csv ] || [ ! -f $(DATA_DIR)/letter.csv ]; then sh bench/showdown/mlbench-csv.sh $(DATA_DIR); fi
+
+.PHONY: bench-showdown
+bench-showdown: data showdown-data build ## the showdown: SHOWDOWN_POLICIES on SHOWDOWN_PROBLEMS, SHOWDOWN_SEEDS x SHOWDOWN_STEPS each, into SHOWDOWN_OUT/<problem> (see bench/showdown/README.md)
+	@set -e; for p in $(SHOWDOWN_PROBLEMS); do \
+		name=$${p%%=*}; env=$${p#*=}; \
+		echo "== $$name: $$env"; \
+		$(BIN) simulate --env $$env --data $(DATA_DIR) --policies $(SHOWDOWN_POLICIES) --steps $(SHOWDOWN_STEPS) --seeds $(SHOWDOWN_SEEDS) --preset $(SHOWDOWN_PRESET) --out $(SHOWDOWN_OUT)/$$name; \
+	done
+
+# The training methods of issue 13, each under mean-field and refined TS.
+METHODS        := elbo ris collapsed-mean collapsed-mean-var ngvi
+METHODS_STEPS  ?= 10000
+METHODS_SEEDS  ?= 5
+METHODS_OUT    ?= bench/mushroom-methods
+comma          := ,
+space          := $(subst ,, )
+METHODS_POLICY := $(subst $(space),$(comma),$(strip $(foreach m,$(METHODS),mf-ts@$(m)) $(foreach m,$(METHODS),refined-ts@$(m))))
+.PHONY: bench-mushroom-methods
+bench-mushroom-methods: data build ## mean-field and refined TS trained with each method (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi), fast preset, METHODS_SEEDS (5) seeds x METHODS_STEPS (10,000) steps, into METHODS_OUT (bench/mushroom-methods): regret ± s.e., seeds locked into one arm, CPU per run (about 400 CPU-minutes)
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies $(METHODS_POLICY) --steps $(METHODS_STEPS) --seeds $(METHODS_SEEDS) --preset fast --out $(METHODS_OUT)
+
 PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper
 bench-mushroom-paper: data build ## the paper preset (Havasi et al. 2021, Section 4.3) for PAPER_STEPS steps, into bench/mushroom-paper

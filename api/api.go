@@ -13,7 +13,15 @@
 //	GET  /v1/bandits/{name}                           the bandit with its live status
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
-//	GET  /metrics                                     Prometheus text format
+//	GET  /v1/bandits/{name}/snapshot                  the bandit's configuration and published posterior
+//	                                                  (bandit.SnapshotFile: versioned, checksummed)
+//	POST /v1/snapshots                                create a bandit from a snapshot: 201, Location, the bandit;
+//	                                                  400 naming the member at fault (another model_layout,
+//	                                                  a checksum mismatch, a posterior that does not fit)
+//	GET  /metrics                                     Prometheus text format; every bandit x arm x sample kind
+//	                                                  of refinery_decisions_total and every bandit's
+//	                                                  refinery_rewards_total exist at 0 from creation and load
+//	GET  /openapi.json                                the OpenAPI 3.1 document of these routes (api/openapi.json)
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema, no request
 //	                                                  failed on an unavailable database in the last 2s, and every
@@ -66,13 +74,18 @@
 //	{"event_id": "e1", "arm": "eat", "probabilities": {"eat": 0.97, "pass": 0.03},
 //	 "scores": {"eat": 4.1, "pass": 0.0}, "model_version": 12, "sample": "refined",
 //	 "policy": "refined-ts", "created_at": "...",
-//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 32,
-//	   "sample_uses": 41.3, "sample_age_seconds": 1.8, "versions_behind": 1}}
+//	 "propensity": {"estimator": "refined-pool", "samples": 15, "groups": 455,
+//	   "exact": true, "floor": 0.0001, "sample_uses": 41.3, "sample_age_seconds": 1.8,
+//	   "versions_behind": 1}}
 //
 // sample is refined, mean-field (mf-ts, or refined-ts before its bank's
-// first refined samples), point (greedy, eps-greedy), exact (linear-ts) or none
-// (uniform); propensity says how the probabilities were estimated
-// (bandit.Agent.Decide) and is absent on a 200 replay. The same event ID
+// first refined samples), point (greedy, eps-greedy), exact (linear-ts,
+// neural-linear), laplace (laplace-ts), flow (flow-ts) or none (uniform);
+// propensity says how the probabilities were estimated
+// (bandit.Agent.Decide): by which estimator, from how many posterior
+// samples and groups of policy.samples (every subset of the pool when
+// "exact"), and the floor every allowed arm's estimated probability was
+// lifted to (bandit.MinPropensity); it is absent on a 200 replay. The same event ID
 // with a context that encodes differently, or whose stored arm is now
 // excluded, is a 409.
 //
@@ -132,6 +145,7 @@ const (
 	MaxConfigBytes   = 1 << 20  // POST /v1/bandits
 	MaxDecisionBytes = 64 << 10 // POST .../decisions
 	MaxRewardBytes   = 4 << 10  // POST .../reward
+	MaxSnapshotBytes = 64 << 20 // POST /v1/snapshots
 )
 
 // Config configures a Server.
@@ -252,9 +266,10 @@ func New(cfg Config) *Server {
 	})
 	r.Get("/", s.index)
 	r.With(s.admit).Get("/v1/dashboard", s.dashboardJSON)
-	r.Handle("/static/*", staticHandler())
+	r.Method(http.MethodGet, "/static/*", staticHandler())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.json", s.openapi)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	r.Route("/v1/bandits", func(r chi.Router) {
 		r.Use(s.admit)
@@ -265,8 +280,10 @@ func New(cfg Config) *Server {
 			r.Get("/", s.getBandit)
 			r.Post("/decisions", s.decide)
 			r.Post("/events/{event_id}/reward", s.reward)
+			r.Get("/snapshot", s.snapshot)
 		})
 	})
+	r.With(s.admit).Post("/v1/snapshots", s.importSnapshot)
 	s.router = r
 	return s
 }
@@ -283,10 +300,22 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	agentKey
-)
+const stateKey ctxKey = 0
+
+// reqState is what the middleware learns about a request, kept as one
+// value in its context: requestID puts it there and later middleware
+// (loadBandit) fills it in, so that each does not copy the request
+// with a context of its own (a copy of the request and a context node
+// per middleware and request).
+type reqState struct {
+	id    string
+	agent *bandit.Agent
+}
+
+func state(ctx context.Context) *reqState {
+	st, _ := ctx.Value(stateKey).(*reqState)
+	return st
+}
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
@@ -295,13 +324,13 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 func (s *Server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		if !requestIDRE.MatchString(id) {
+		if id == "" || !requestIDRE.MatchString(id) {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			id = hex.EncodeToString(b[:])
 		}
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		w.Header()["X-Request-Id"] = []string{id}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey, &reqState{id: id})))
 	})
 }
 
@@ -343,8 +372,10 @@ func (s *Server) admit(next http.Handler) http.Handler {
 }
 
 func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if st := state(ctx); st != nil {
+		return st.id
+	}
+	return ""
 }
 
 // recoverer turns a panic into a logged 500.
@@ -375,16 +406,22 @@ func (s *Server) loadBandit(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
+		st := state(r.Context())
+		if st == nil { // the router without requestID in front (never in New)
+			st = &reqState{}
+			r = r.WithContext(context.WithValue(r.Context(), stateKey, st))
+		}
+		st.agent = a
+		next.ServeHTTP(w, r)
 	})
 }
 
-func agentFrom(ctx context.Context) *bandit.Agent { return ctx.Value(agentKey).(*bandit.Agent) }
+func agentFrom(ctx context.Context) *bandit.Agent { return state(ctx).agent }
 
 // readBody reads a JSON request body of at most limit bytes: 415 unless
 // the content type is absent or JSON, 413 past the limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return nil, withDetail(errMediaType, "content type %q: want application/json", ct)

@@ -159,3 +159,47 @@ func TestDashboardPageIsSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardPosterior: the panel of a flow-ts bandit carries the
+// posterior fitted at the MAP (bandit.Status.Posterior), which the page
+// shows: the last layer's prior precision, noise and evidence, and once
+// the trainer has rows, the flow's length and ELBO.
+func TestDashboardPosterior(t *testing.T) {
+	srv := dashFixture(t)
+	f := &fixture{srv: srv}
+	f.must(t, 201, "POST", "/v1/bandits", `{"name": "fl", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}],
+		"policy": {"kind": "flow-ts", "flow": {"length": 3, "iterations": 50}}, "model": {"hidden": [4]}, "training": {"iterations": 5, "min_interval": "0s"}}`)
+	for i := range 10 {
+		var d struct {
+			EventID string `json:"event_id"`
+			Sample  string `json:"sample"`
+		}
+		if err := json.Unmarshal(f.must(t, 201, "POST", "/v1/bandits/fl/decisions", fmt.Sprintf(`{"context": {"x": %d}}`, i)), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Sample != "flow" {
+			t.Fatalf("flow-ts decision on %q samples", d.Sample)
+		}
+		f.must(t, 204, "POST", "/v1/bandits/fl/events/"+d.EventID+"/reward", fmt.Sprintf(`{"value": %d}`, i%3))
+	}
+	var post *bandit.PosteriorStatus
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var v struct {
+			Bandits []struct {
+				Posterior *bandit.PosteriorStatus `json:"posterior"`
+			} `json:"bandits"`
+		}
+		if err := json.Unmarshal(f.must(t, 200, "GET", "/v1/dashboard", ""), &v); err != nil {
+			t.Fatal(err)
+		}
+		if post = v.Bandits[0].Posterior; post != nil && post.FlowELBO != nil {
+			break
+		}
+	}
+	if post == nil || post.Kind != "flow" || post.FlowLength != 3 || post.FlowELBO == nil || post.PriorPrecision == nil || post.LogEvidence == nil {
+		t.Fatalf("dashboard posterior %+v, want a flow of 3 layers with its ELBO and the last layer's evidence", post)
+	}
+	if js := string(f.must(t, 200, "GET", "/static/dashboard.js", "")); !strings.Contains(js, `data-field="posterior"`) {
+		t.Error("the page does not show the posterior")
+	}
+}

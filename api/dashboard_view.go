@@ -53,7 +53,10 @@ type dashBandit struct {
 	TrainerLagSeconds float64              `json:"trainer_lag_seconds"`
 	Layers            []bandit.LayerSpread `json:"layers,omitempty"`
 	Bank              *dashBank            `json:"bank,omitempty"`
-	Recent            []dashDecision       `json:"recent"`
+	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
+	// fit at the MAP (bandit.Status.Posterior); the panel shows it.
+	Posterior *bandit.PosteriorStatus `json:"posterior,omitempty"`
+	Recent    []dashDecision          `json:"recent"`
 	// Charts are SVG drawings: throughput, reward, arms, elbo, lag,
 	// spread and (refined-ts) bank.
 	Charts map[string]string `json:"charts"`
@@ -138,7 +141,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	cfg := a.Config()
 	st := a.Status()
 	b := &dashBandit{Name: a.Name(), Policy: string(cfg.Policy.Kind), Arms: cfg.Arms, ModelVersion: st.ModelVersion, ELBO: st.ELBO,
-		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Layers: a.Spread(), Recent: []dashDecision{}, Charts: map[string]string{}}
+		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Layers: a.Spread(), Posterior: st.Posterior, Recent: []dashDecision{}, Charts: map[string]string{}}
 	var err error
 	b.Decisions, b.Rewards, err = s.svc.Store().Counts(ctx, a.Name())
 	if err != nil {

@@ -103,7 +103,19 @@ func appendDecision(b []byte, arms []string, d *bandit.Decision, prop *bandit.Pr
 		b = strconv.AppendInt(b, int64(p.Samples), 10)
 		b = append(b, `,"groups":`...)
 		b = strconv.AppendInt(b, int64(p.Groups), 10)
+		if p.Exact {
+			b = append(b, `,"exact":true`...)
+		}
+		if p.OutputDraws != 0 {
+			b = append(b, `,"output_draws":`...)
+			b = strconv.AppendInt(b, int64(p.OutputDraws), 10)
+		}
 		var fine bool
+		if p.Floor != 0 {
+			b = append(b, `,"floor":`...)
+			b, fine = appendFloat(b, p.Floor)
+			ok = ok && fine
+		}
 		if p.SampleUses != 0 {
 			b = append(b, `,"sample_uses":`...)
 			b, fine = appendFloat(b, p.SampleUses)

@@ -31,12 +31,15 @@ type model struct {
 	version int64
 	rows    int   // training rows the posterior has seen
 	cursor  int64 // Seq of the last of them
-	// q is the mean-field posterior and sig2 its variances; nil for the
-	// policies without a network (uniform, linear-ts).
-	q    *posterior.MeanField
-	sig2 []float64
-	std  nn.Standardization
-	elbo float64 // NaN before any training
+	// q is the mean-field posterior (the trainer's state); nil for the
+	// policies without a network (uniform, linear-ts). mu and sig2 are
+	// the means and variances Thompson decisions draw from: q's, except
+	// for the Thompson-sampling kinds before any training (version 0),
+	// where they are the prior's (setPosterior).
+	q        *posterior.MeanField
+	mu, sig2 []float64
+	std      nn.Standardization
+	elbo     float64 // NaN before any training
 	// lik is the likelihood the posterior was trained on, under local
 	// reparameterization (refineLikelihood), shared with the refiners;
 	// nil while there is no data.
@@ -48,6 +51,19 @@ type model struct {
 	// (weights).
 	prep sync.Once
 	muw  *nn.Weights
+
+	// The posteriors of the point-estimate Thompson kinds, fitted at the
+	// MAP q.Mu (fitPosterior): laplace-ts "diagonal" draws from mu and
+	// sig2 as mf-ts does; laplace-ts "last-layer" and flow-ts from the
+	// last-layer Laplace posterior ll, flow-ts through its flow (nil
+	// before any data) whose mean training ELBO is flowELBO (NaN
+	// without); neural-linear from its linear posterior lin on the MAP's
+	// features, used under Agent.linMu (policy.Linear is not safe for
+	// concurrent use).
+	ll       *posterior.LastLayer
+	flow     *posterior.Flow
+	flowELBO float64
+	lin      *policy.Linear
 }
 
 // weights returns the posterior means made ready for the fast engine
@@ -101,6 +117,11 @@ type Agent struct {
 
 	linMu sync.Mutex
 	lin   *policy.Linear // linear-ts only
+
+	// pendingSince is when the oldest reward the published posterior
+	// has not seen was accepted (Unix nanoseconds of a.clock), 0 when
+	// there is none (TrainerLag).
+	pendingSince atomic.Int64
 
 	// trainErr is the last training error (or recovered panic) while
 	// it lasts; nil after a successful training. Status reports it.
@@ -159,7 +180,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.arch.InitHe(a.q.Mu, a.trng)
 		a.std = nn.Standardization{Scale: 1}
 		a.sigma = make([]float64, n)
-		point := cfg.Policy.Kind == EpsGreedy || cfg.Policy.Kind == Greedy
+		point := cfg.Policy.Kind.point()
 		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 		if !point { // a point estimate has no collapsed bound
 			b, err := posterior.ParseBound(cfg.Training.Bound)
@@ -167,6 +188,11 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
 			}
 			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
+			o, err := posterior.ParseOptimizer(cfg.Training.Optimizer)
+			if err != nil {
+				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
+			}
+			tcfg.Optimizer, tcfg.NGVIStep = o, cfg.Training.NGVIStep
 		}
 		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)
 		if err != nil {
@@ -179,7 +205,10 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 			LR:         cfg.Refinement.LR,
 			BatchSize:  cfg.Refinement.BatchSize,
 		}
-		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+		a.setPosterior(m)
+		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
+			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
+		}
 	case cfg.Policy.Kind == LinearTS:
 		lin, err := policy.NewLinear(policy.LinearConfig{Arms: arms, Features: dim, ProbabilitySamples: cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
 		if err != nil {
@@ -202,6 +231,34 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	return a, nil
 }
 
+// setPosterior publishes a copy of the trainer's posterior a.q in m: as
+// m.q, and as the means and variances decisions draw from, which for the
+// Thompson-sampling kinds (mf-ts, refined-ts) before any training
+// (m.version 0) are the prior's instead.
+//
+// Before any reward the posterior is the prior, and Thompson sampling
+// must draw from it (issue 18, finding 1). The trainer's starting point
+// is not the prior: its means start He-style and its standard deviations
+// at model.init_sigma (0.01), an optimization start whose predictions
+// are nearly deterministic (on a fresh 3-arm mf-ts bandit 97 of the
+// first 100 decisions had a chosen-arm probability of at least 0.999).
+// The prior N(m, s^2) (m the prior means, zero unless a collapsed bound
+// learned them; s^2 = model.prior_variance) is symmetric in the arms, so
+// every allowed arm is equally likely on every context. Greedy and
+// eps-greedy act on the means and keep the trainer's: with the prior's
+// zero means every score would tie.
+func (a *Agent) setPosterior(m *model) {
+	m.q = a.q.Clone()
+	m.mu, m.sig2 = m.q.Mu, sigma2(a.q)
+	if m.version == 0 && a.cfg.Policy.Kind.thompson() {
+		m.mu = make([]float64, len(m.q.Mu))
+		if m.q.PriorMean != nil {
+			copy(m.mu, m.q.PriorMean)
+		}
+		m.sig2 = slices.Clone(m.q.PriorVar)
+	}
+}
+
 // sigma2 returns softplus(rho)^2 per parameter.
 func sigma2(q *posterior.MeanField) []float64 {
 	s := q.Sigma(nil)
@@ -216,7 +273,7 @@ func sigma2(q *posterior.MeanField) []float64 {
 // training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
 	est, _ := a.cfg.Training.estimator()
-	if a.cfg.Policy.Kind == EpsGreedy || a.cfg.Policy.Kind == Greedy {
+	if a.cfg.Policy.Kind.point() {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}
 	return nn.NewLikelihood(a.arch, v, nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, LearnNoise: true, Standardization: a.std})
@@ -259,6 +316,18 @@ type snapshotMeta struct {
 	Inputs int        `json:"inputs"`
 	Hidden []int      `json:"hidden"`
 	Arms   int        `json:"arms"`
+	// The posterior fitted at the MAP, for laplace-ts and flow-ts
+	// (fitPosterior; absent in snapshots of the other kinds and in those
+	// written before it existed, which load and refit it from the
+	// restored MAP and the stored rows): LaplaceVar the diagonal
+	// Laplace variances (float64 little-endian), LastLayer
+	// posterior.LastLayer.MarshalBinary, Flow posterior.Flow's with
+	// FlowELBO. neural-linear's linear posterior is rebuilt from the
+	// MAP and the rows at load.
+	LaplaceVar []byte   `json:"laplace_var,omitempty"`
+	LastLayer  []byte   `json:"last_layer,omitempty"`
+	Flow       []byte   `json:"flow,omitempty"`
+	FlowELBO   *float64 `json:"flow_elbo,omitempty"`
 }
 
 // load restores the agent from the store: the latest snapshot, if any,
@@ -267,6 +336,7 @@ type snapshotMeta struct {
 func (a *Agent) load(ctx context.Context) error {
 	var snapVersion, snapCursor int64
 	var snapRows int
+	var snapMeta *snapshotMeta
 	elbo := math.NaN()
 	if a.cfg.Policy.Kind != Uniform {
 		snap, err := a.store.LatestSnapshot(ctx, a.name)
@@ -280,7 +350,7 @@ func (a *Agent) load(ctx context.Context) error {
 				a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
 				break
 			}
-			snapVersion, snapCursor, snapRows = snap.Version, meta.Cursor, meta.Rows
+			snapVersion, snapCursor, snapRows, snapMeta = snap.Version, meta.Cursor, meta.Rows, meta
 			if meta.ELBO != nil {
 				elbo = *meta.ELBO
 			}
@@ -313,13 +383,25 @@ func (a *Agent) load(ctx context.Context) error {
 		if a.tr != nil {
 			a.tr.SetLikelihood(a.likelihood(a.data.View()))
 		}
-		m.q, m.sig2 = a.q.Clone(), sigma2(a.q)
+		a.setPosterior(m)
 		if n > 0 {
 			m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
+		}
+		ok, err := a.restorePosterior(m, snapMeta)
+		if err != nil {
+			a.log.Warn("refitting the posterior of the snapshot", "version", snapVersion, "err", err)
+		}
+		if !ok {
+			// The snapshot's MAP stands; its posterior is fitted on the
+			// rows the snapshot had seen.
+			if err := a.fitPosterior(m, a.likelihood(a.data.View().Prefix(rows))); err != nil {
+				return fmt.Errorf("load %s: %w", a.name, err)
+			}
 		}
 	}
 	a.publish(m)
 	if rows < a.data.Len() {
+		a.rewardPending()
 		a.notify()
 	}
 	return nil
@@ -470,10 +552,15 @@ func (a *Agent) trainLoop() {
 			return
 		case <-a.wake:
 		}
+		release, ok := a.pool.background(a.done)
+		if !ok {
+			return
+		}
 		start := time.Now()
 		var err error
 		a.pool.cpu.add(&a.pool.cpu.training, cpustat.Measure(func() { err = a.trainSafely(ctx) }))
 		took := time.Since(start)
+		release()
 		// The trainer's CPU budget: at most training.cpu_share of a core
 		// on average, and a retraining at most every min_interval.
 		rest := time.Duration(float64(took) * (1/a.cfg.Training.CPUShare - 1))
@@ -547,10 +634,39 @@ func bounded(x []float64, hi float64) bool {
 	return true
 }
 
+// rewardPending records that a reward was accepted (TrainerLag); the
+// policies without a model have no trainer and no lag.
+func (a *Agent) rewardPending() {
+	if a.cfg.Policy.Kind != Uniform {
+		a.pendingSince.CompareAndSwap(0, a.clock.Now().UnixNano())
+	}
+}
+
+// TrainerLag returns how long the oldest reward that the published
+// posterior has not seen has waited since it was accepted, 0 when the
+// posterior has seen every accepted reward (always for uniform, which
+// has no model). A reward accepted while a retraining reads the rows
+// counts as pending until the next retraining publishes, which it wakes.
+func (a *Agent) TrainerLag() time.Duration {
+	since := a.pendingSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return max(time.Duration(a.clock.Now().UnixNano()-since), 0)
+}
+
 // trainOnce reads the rows stored since the cursor and, if the
 // published posterior has not seen every row read so far, retrains and
 // publishes a new posterior version.
-func (a *Agent) trainOnce(ctx context.Context) error {
+func (a *Agent) trainOnce(ctx context.Context) (err error) {
+	// The rewards pending now are the rows read below; if the training
+	// fails they are pending still.
+	since := a.pendingSince.Swap(0)
+	defer func() {
+		if err != nil && since != 0 && !a.pendingSince.CompareAndSwap(0, since) {
+			a.pendingSince.Store(min(a.pendingSince.Load(), since))
+		}
+	}()
 	n, rerr := a.readRows(ctx)
 	prev := a.model.Load()
 	if n == 0 && a.data.Len() <= prev.rows {
@@ -568,8 +684,15 @@ func (a *Agent) trainOnce(ctx context.Context) error {
 			return errors.Join(err, rerr)
 		}
 		iters = st.Iterations
-		m.q, m.sig2, m.std, m.elbo = a.q.Clone(), sigma2(a.q), a.std, st.MeanELBO
+		m.std, m.elbo = a.std, st.MeanELBO
+		a.setPosterior(m)
 		m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
+		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
+			a.q.CopyFrom(prev.q)
+			a.std = prev.std
+			a.tr.Reset()
+			return errors.Join(err, rerr)
+		}
 	}
 	a.publish(m)
 	a.obs.Trained(a.name, iters, m.version, m.elbo)
@@ -642,6 +765,19 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if m.version == 0 || m.version <= a.persisted {
 		return nil
 	}
+	snap, err := a.snapshotOf(m)
+	if err != nil {
+		return err
+	}
+	if err := a.store.SaveSnapshot(ctx, snap); err != nil {
+		return err
+	}
+	a.persisted = m.version
+	return nil
+}
+
+// snapshotOf serializes the posterior m as the store keeps it.
+func (a *Agent) snapshotOf(m *model) (*Snapshot, error) {
 	meta := snapshotMeta{Kind: a.cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit, Inputs: a.enc.Dim(), Arms: len(a.cfg.Arms), Hidden: a.cfg.Model.Hidden}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		meta.ELBO = &m.elbo
@@ -650,18 +786,17 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if m.q != nil {
 		var err error
 		if params, err = m.q.MarshalBinary(); err != nil {
-			return err
+			return nil, err
+		}
+		if err := encodePosterior(&meta, m); err != nil {
+			return nil, err
 		}
 	}
 	metrics, err := json.Marshal(meta)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := a.store.SaveSnapshot(ctx, &Snapshot{Bandit: a.name, Version: m.version, Params: params, Metrics: metrics}); err != nil {
-		return err
-	}
-	a.persisted = m.version
-	return nil
+	return &Snapshot{Bandit: a.name, Version: m.version, Params: params, Metrics: metrics}, nil
 }
 
 // reapLoop applies the configured default reward to decisions left
@@ -716,7 +851,8 @@ func (a *Agent) reap(ctx context.Context, before time.Time) error {
 			case err != nil:
 				return err
 			default:
-				a.obs.Rewarded(a.name)
+				a.obs.Rewarded(a.name, *a.cfg.Reward.Default)
+				a.rewardPending()
 			}
 		}
 		if len(ds) > 0 {
@@ -742,7 +878,8 @@ func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error
 	if err := a.store.InsertReward(ctx, &Reward{Bandit: a.name, EventID: eventID, Value: value}); err != nil {
 		return err
 	}
-	a.obs.Rewarded(a.name)
+	a.obs.Rewarded(a.name, value)
+	a.rewardPending()
 	if a.step != nil {
 		return a.stepReward(ctx)
 	}
@@ -764,14 +901,33 @@ type DecideRequest struct {
 type Propensity struct {
 	// Estimator is "exact" (uniform, greedy, eps-greedy), "mean-field"
 	// (Monte Carlo over groups of mean-field draws), "refined-pool"
-	// (resampled groups of the refined samples at hand) or
-	// "linear-posterior" (Monte Carlo over exact posterior draws).
+	// (resampled groups of the refined samples at hand),
+	// "linear-posterior" (Monte Carlo over exact posterior draws:
+	// linear-ts, neural-linear), "laplace" (groups of Laplace draws:
+	// laplace-ts) or "flow" (groups of flow-refined draws: flow-ts).
 	Estimator string `json:"estimator"`
 	// Samples is the number of distinct posterior samples behind the
 	// estimate, Groups the number of groups of policy.samples draws
-	// whose argmax frequencies are the probabilities (0 when exact).
+	// whose argmax frequencies (or, for "mean-field", conditional
+	// probabilities) average to the probabilities (0 when exact).
 	Samples int `json:"samples"`
 	Groups  int `json:"groups"`
+	// Exact is true for "refined-pool" when Groups is every
+	// policy.samples-subset of the samples at hand (at most
+	// policy.MaxExactSubsets): the probabilities are then exact given
+	// those samples, in steps of 1/Groups.
+	Exact bool `json:"exact,omitempty"`
+	// OutputDraws, for "mean-field" with more than two allowed arms, is
+	// the number of draws of the output layer's noise per group behind
+	// each group's conditional probabilities (policy.WinProbs); with two
+	// they are exact and it is absent.
+	OutputDraws int `json:"output_draws,omitempty"`
+	// Floor is MinPropensity for the estimated probabilities
+	// (estimators other than "exact"): each was mixed with the uniform
+	// distribution over the m allowed arms at weight m*Floor
+	// (policy.FloorPropensities), so no allowed arm reports less than
+	// Floor and none moved by more than m*Floor.
+	Floor float64 `json:"floor,omitempty"`
 	// For refined samples (estimator "refined-pool"): SampleUses is the
 	// mean number of decisions the decision's samples have served, this
 	// one included; SampleAgeSeconds the age of the oldest since it was
@@ -817,21 +973,32 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // Probabilities: uniform, greedy and eps-greedy are exact. The
 // Thompson-sampling rules play the argmax of the average prediction of S
 // = policy.samples posterior samples; the probability of each arm is
-// estimated as the fraction of M = policy.propensity_samples groups of S
-// samples whose average prefers it, the decision's own group being the
-// first (so the chosen arm has probability >= 1/M):
+// estimated from M = policy.propensity_samples groups of S samples, the
+// decision's own group being the first (issue 18, finding 2):
 //
-//   - mf-ts (and refined-ts falling back): M-1 more groups of fresh
-//     mean-field draws, an unbiased estimate with standard error at
-//     most 1/(2 sqrt(M));
+//   - mf-ts (and refined-ts before its first refined samples): M groups
+//     of S mean-field draws whose output layer's noise is integrated out
+//     (nn.Predictor.SampleLocalMoments, policy.ThompsonGauss): the mean
+//     over the groups of each arm's conditional probability of winning,
+//     exact given a group's hidden layers with two allowed arms and
+//     estimated from policy.OutputDraws draws with more; unbiased, with
+//     no steps of 1/M;
 //   - refined-ts: the decision's S samples are a uniform draw without
 //     replacement from the usable refined samples in the bank (the
-//     pool; Propensity.Samples says how many), and the M-1 other groups
-//     are drawn from the pool the same way: an unbiased estimate of the
-//     probability of each arm given the samples at hand, however often
-//     they are reused (policy.ThompsonVote);
-//   - linear-ts: M further draws from the exact posterior
-//     (policy.Linear).
+//     pool; Propensity.Samples says how many); the probability of each
+//     arm given the pool is computed exactly over every S-subset when
+//     there are at most policy.MaxExactSubsets (the default bank of 16
+//     in groups of 3: 560; Propensity.Exact), and otherwise estimated
+//     from M-1 further subsets drawn the same way (policy.ThompsonVote);
+//   - linear-ts, and neural-linear on the network's features: M
+//     further draws from the exact posterior (policy.Linear);
+//   - laplace-ts (diagonal): as mf-ts, on the Laplace posterior;
+//     flow-ts and last-layer laplace-ts: M-1 more groups of fresh draws
+//     from the posterior, voting (policy.ThompsonVote).
+//
+// Every estimate is then floored at MinPropensity for each allowed arm
+// (policy.FloorPropensities); Propensity says which estimator, how many
+// samples and groups stand behind it, and the floor.
 //
 // An event ID that was already decided returns the stored decision
 // (Outcome.Created false) when the context encodes identically and the
@@ -938,11 +1105,29 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 			return nil, err
 		}
 		prop = &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}
+	case LaplaceTS, FlowTS:
+		if a.cfg.Policy.lastLayer() {
+			prop = a.lastLayerThompson(&pd, m, x, excluded, rng)
+			break
+		}
+		var err error
+		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
+			return nil, err
+		}
+	case NeuralLinear:
+		var err error
+		if prop, err = a.neuralLinear(ctx, &pd, m, x, excluded); err != nil {
+			return nil, err
+		}
 	case RefinedTS, MeanFieldTS:
 		var err error
 		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
 			return nil, err
 		}
+	}
+	if prop.Estimator != "exact" {
+		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
+		prop.Floor = MinPropensity
 	}
 	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
 	return prop, nil
@@ -972,21 +1157,49 @@ func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, 
 					version = min(version, r.version)
 				}
 			}
-			policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
+			groups, exact := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
 			pd.Sample = SampleRefined
 			// The oldest posterior version the samples were refined from.
 			d.ModelVersion = version
 			a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
 			return &Propensity{
-				Estimator: "refined-pool", Samples: len(t.pool), Groups: M,
+				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: exact,
 				SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
 			}, nil
 		}
 	}
-	pool := p.SampleLocal(nil, m.q.Mu, m.sig2, x, M*S, m.std, rng) // draw g*S+k is sample k of group g
-	policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M}, excluded, rng)
+	// Draw g*S+k is sample k of group g; the output layer's noise is
+	// integrated out (policy.ThompsonGauss).
+	mean, vari := p.SampleLocalMoments(nil, nil, m.mu, m.sig2, x, M*S, m.std, rng)
+	policy.ThompsonGauss(pd, policy.Gaussian{Mean: mean, Var: vari, Arms: arms, S: S, M: M}, excluded, rng)
+	prop := &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}
+	if allowed := arms - countTrue(excluded); allowed > 2 {
+		prop.OutputDraws = policy.OutputDraws
+	}
+	if a.cfg.Policy.Kind == LaplaceTS { // the diagonal Laplace posterior is a mean-field Gaussian too
+		pd.Sample = SampleLaplace
+		prop.Estimator = "laplace"
+		return prop, nil
+	}
 	pd.Sample = SampleMeanField
-	return &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}, nil
+	return prop, nil
+}
+
+// MinPropensity is the least probability the Thompson-sampling policies
+// report for an allowed arm (Propensity.Floor): importance weights from
+// their propensities are at most 1/MinPropensity = 10,000, and no
+// estimate moves by more than arms x 1e-4.
+const MinPropensity = 1e-4
+
+// countTrue returns the number of true flags.
+func countTrue(b []bool) int {
+	n := 0
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return n
 }
 
 // predictor returns a Predictor of the agent's network; put it back in
@@ -1010,6 +1223,9 @@ type Status struct {
 	// trainer has not succeeded since (it retries every second); absent
 	// when training is well.
 	TrainerError string `json:"trainer_error,omitempty"`
+	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
+	// fitted at the network's MAP; absent for the other kinds.
+	Posterior *PosteriorStatus `json:"posterior,omitempty"`
 }
 
 // BankStatus describes a bank of refined samples.
@@ -1034,7 +1250,7 @@ type BankStatus struct {
 // Status returns the agent's live state.
 func (a *Agent) Status() Status {
 	m := a.model.Load()
-	st := Status{ModelVersion: m.version, TrainedRows: m.rows}
+	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m)}
 	if e := a.trainErr.Load(); e != nil {
 		st.TrainerError = *e
 	}

@@ -39,14 +39,67 @@ const (
 	// LinearTS is Thompson sampling with an exact Normal-inverse-gamma
 	// linear model per arm (policy.Linear).
 	LinearTS PolicyKind = "linear-ts"
+	// LaplaceTS is Thompson sampling on Laplace's approximation at the
+	// network's MAP (seed 002, Section 1): the diagonal generalized
+	// Gauss-Newton of the whole network (policy.laplace "diagonal",
+	// posterior.LaplaceDiag) or the exact full-covariance posterior of
+	// the output layer (policy.laplace "last-layer",
+	// posterior.FitLastLayer).
+	LaplaceTS PolicyKind = "laplace-ts"
+	// FlowTS is Thompson sampling on the last-layer Laplace posterior
+	// refined by a radial flow fitted once per model version on the ELBO
+	// of seed 003, Eq. 4 (posterior.FitFlow): each sample is a Gaussian
+	// draw pushed through the flow.
+	FlowTS PolicyKind = "flow-ts"
+	// NeuralLinear is linear Thompson sampling (policy.Linear's exact
+	// Normal-inverse-gamma posterior per arm) on the last hidden layer's
+	// features of the network's MAP, rebuilt after every retraining
+	// (Riquelme, Tucker & Snoek 2018).
+	NeuralLinear PolicyKind = "neural-linear"
 )
 
-var policyKinds = []PolicyKind{RefinedTS, MeanFieldTS, EpsGreedy, Greedy, Uniform, LinearTS}
+var policyKinds = []PolicyKind{RefinedTS, MeanFieldTS, EpsGreedy, Greedy, Uniform, LinearTS, LaplaceTS, FlowTS, NeuralLinear}
 
 // neural reports whether the kind uses the Bayesian neural network.
 func (k PolicyKind) neural() bool {
-	return k == RefinedTS || k == MeanFieldTS || k == EpsGreedy || k == Greedy
+	return k == RefinedTS || k == MeanFieldTS || k == EpsGreedy || k == Greedy || k == LaplaceTS || k == FlowTS || k == NeuralLinear
 }
+
+// point reports whether the kind trains a point estimate of the network
+// (the MAP under the prior, nn.Deterministic) rather than a mean-field
+// posterior.
+func (k PolicyKind) point() bool {
+	return k == EpsGreedy || k == Greedy || k == LaplaceTS || k == FlowTS || k == NeuralLinear
+}
+
+// Laplace structures of laplace-ts (PolicyConfig.Laplace).
+const (
+	LaplaceDiagonal  = "diagonal"
+	LaplaceLastLayer = "last-layer"
+)
+
+// lastLayer reports whether the configuration samples the output layer
+// from its last-layer Laplace posterior (flow-refined or not).
+func (p PolicyConfig) lastLayer() bool {
+	return p.Kind == FlowTS || (p.Kind == LaplaceTS && p.Laplace == LaplaceLastLayer)
+}
+
+// FlowConfig is flow-ts's radial flow (posterior.FitFlow).
+type FlowConfig struct {
+	// Length is the number of radial layers; default 10 (the paper uses
+	// 5 to 10, seed 003, Section 6), 1..50.
+	Length int `json:"length"`
+	// Iterations of Adam on the single-sample ELBO per fit (one fit per
+	// model version); default 1000, 1..100000.
+	Iterations int `json:"iterations"`
+	// LR is Adam's initial step size, decayed to zero on a cosine;
+	// default 0.03, (0, 1].
+	LR float64 `json:"lr"`
+}
+
+// thompson reports whether the kind is Thompson sampling on the network's
+// mean-field posterior (refined-ts, mf-ts).
+func (k PolicyKind) thompson() bool { return k == RefinedTS || k == MeanFieldTS }
 
 // FeatureType is the type of one context feature.
 type FeatureType string
@@ -128,8 +181,17 @@ type Feature struct {
 // PolicyConfig chooses the decision rule.
 type PolicyConfig struct {
 	// Kind is one of refined-ts (default), mf-ts, eps-greedy, greedy,
-	// uniform, linear-ts.
+	// uniform, linear-ts, laplace-ts, flow-ts, neural-linear.
 	Kind PolicyKind `json:"kind"`
+	// Laplace is laplace-ts's structure: "diagonal" (default; the whole
+	// network, diagonal generalized Gauss-Newton, prior variance
+	// model.prior_variance) or "last-layer" (the output layer with full
+	// covariance per arm, prior precision by marginal likelihood). Only
+	// laplace-ts.
+	Laplace string `json:"laplace,omitempty"`
+	// Flow is flow-ts's radial flow, with the defaults of FlowConfig.
+	// Only flow-ts.
+	Flow *FlowConfig `json:"flow,omitempty"`
 	// Samples is the number S of posterior samples whose predictions
 	// are averaged for one Thompson-sampling decision; default 3 (the
 	// paper's refined sampler, Havasi et al. 2021, Section 4.3), 1..100.
@@ -232,8 +294,8 @@ type TrainingConfig struct {
 	// moment-propagation objective rather than the ELBO itself, with less
 	// gradient variance: bench/ris.md; but on the mushroom bandit the
 	// posterior it trains made mean-field TS pass almost always,
-	// bench/ris-mushroom.md). eps-greedy and greedy train a point
-	// estimate and ignore it; refinement always uses local-reparam (its
+	// bench/ris-mushroom.md). eps-greedy, greedy, laplace-ts, flow-ts and
+	// neural-linear train a point estimate (the MAP) and ignore it; refinement always uses local-reparam (its
 	// ELBO_aux is the ELBO's).
 	Estimator string `json:"estimator"`
 	// RISSamples is the number of importance samples per row and hidden
@@ -249,7 +311,8 @@ type TrainingConfig struct {
 	// variances, under a Gamma hyperprior on the prior precision whose
 	// mean is 1/model.prior_variance). The trainer's reported ELBO is
 	// then the collapsed bound. Refinement keeps the fixed prior.
-	// eps-greedy and greedy train a point estimate and ignore it.
+	// eps-greedy, greedy, laplace-ts, flow-ts and neural-linear train a
+	// point estimate (the MAP) and ignore it.
 	Bound string `json:"bound"`
 	// CollapsedReg is alpha_reg = gamma/(gamma + alpha) of Eq. 9 and
 	// delta of Eq. 10, the weight of the posterior means' regularization;
@@ -259,6 +322,20 @@ type TrainingConfig struct {
 	// CollapsedShape is the shape of Eq. 10's Gamma hyperprior on the
 	// prior precisions; default 1, (0, 1000]. Other bounds ignore it.
 	CollapsedShape float64 `json:"collapsed_shape"`
+	// Optimizer is how the trainer of the mean-field policies steps the
+	// posterior: "adam" (default; Adam on the means and the softplus
+	// parameters of the standard deviations, at lr, Section 4.3) or
+	// "ngvi" (natural-gradient VI, Khan 2018, seed 002, Section 5:
+	// natural-gradient steps of size ngvi_step in the Gaussian's natural
+	// parameters, with the expected Hessian diagonal estimated from the
+	// same gradient estimator; posterior.OptimizerNGVI). The noise
+	// variance takes Adam steps at lr under both. Refinement always uses
+	// Adam (Havasi et al. 2021, Section 3); eps-greedy and greedy train a
+	// point estimate with Adam and ignore it.
+	Optimizer string `json:"optimizer"`
+	// NGVIStep is the natural-gradient step size beta of "ngvi";
+	// default 0.01 (posterior.DefaultNGVIStep), (0, 1]. "adam" ignores it.
+	NGVIStep float64 `json:"ngvi_step"`
 }
 
 // RefinementConfig is local refinement (Havasi et al. 2021, Algorithm 1)
@@ -309,6 +386,8 @@ const (
 	DefaultBound             = "elbo"
 	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
 	DefaultCollapsedShape    = posterior.DefaultCollapsedShape
+	DefaultOptimizer         = "adam"
+	DefaultNGVIStep          = posterior.DefaultNGVIStep
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 0.01
@@ -389,13 +468,18 @@ func ParseConfig(data []byte) (*Config, error) {
 }
 
 // DecodeStrict unmarshals one JSON value into v, rejecting unknown
-// fields and trailing data, and turns decoding errors into a
+// fields (at any depth, named by their path such as "policy.kindd") and
+// keys that match a field only case-insensitively ("NAME" for "name"),
+// and trailing data, and turns decoding errors into a
 // *ValidationError naming the field (empty for the body as a whole:
 // malformed JSON, including NaN and Infinity, which JSON does not have).
 // CheckJSON runs first: duplicate keys, NUL characters, lone surrogates,
 // invalid UTF-8 and deep nesting are rejected before anything is decoded.
 func DecodeStrict(data []byte, v any) error {
 	if err := CheckJSON(data); err != nil {
+		return err
+	}
+	if err := checkFields(data, reflect.TypeOf(v)); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -485,6 +569,23 @@ func (c *Config) SetDefaults() {
 			p.Epsilon = &e
 		}
 	}
+	if p.Kind == LaplaceTS && p.Laplace == "" {
+		p.Laplace = LaplaceDiagonal
+	}
+	if p.Kind == FlowTS {
+		if p.Flow == nil {
+			p.Flow = &FlowConfig{}
+		}
+		if p.Flow.Length == 0 {
+			p.Flow.Length = posterior.DefaultFlowLength
+		}
+		if p.Flow.Iterations == 0 {
+			p.Flow.Iterations = posterior.DefaultFlowIterations
+		}
+		if p.Flow.LR == 0 {
+			p.Flow.LR = posterior.DefaultFlowLR
+		}
+	}
 	if p.MaxSampleUses == 0 {
 		p.MaxSampleUses = DefaultMaxSampleUses
 	}
@@ -550,6 +651,12 @@ func (c *Config) SetDefaults() {
 	}
 	if t.CollapsedShape == 0 {
 		t.CollapsedShape = DefaultCollapsedShape
+	}
+	if t.Optimizer == "" {
+		t.Optimizer = DefaultOptimizer
+	}
+	if t.NGVIStep == 0 {
+		t.NGVIStep = DefaultNGVIStep
 	}
 	r := &c.Refinement
 	if r.Fractions == nil {
@@ -687,7 +794,21 @@ func (c *Config) validatePolicy(v *validator) {
 		known = known || p.Kind == k
 	}
 	if !known {
-		v.add("policy.kind", fmt.Sprintf("unknown policy %q: want one of refined-ts, mf-ts, eps-greedy, greedy, uniform, linear-ts", p.Kind))
+		v.add("policy.kind", fmt.Sprintf("unknown policy %q: want one of refined-ts, mf-ts, eps-greedy, greedy, uniform, linear-ts, laplace-ts, flow-ts, neural-linear", p.Kind))
+	}
+	switch {
+	case p.Laplace != "" && p.Kind != LaplaceTS:
+		v.add("policy.laplace", "laplace applies to laplace-ts only")
+	case p.Kind == LaplaceTS && p.Laplace != LaplaceDiagonal && p.Laplace != LaplaceLastLayer:
+		v.add("policy.laplace", fmt.Sprintf("%q, want \"diagonal\" or \"last-layer\"", p.Laplace))
+	}
+	switch {
+	case p.Flow != nil && p.Kind != FlowTS:
+		v.add("policy.flow", "flow applies to flow-ts only")
+	case p.Flow != nil:
+		v.intRange("policy.flow.length", p.Flow.Length, 1, 50)
+		v.intRange("policy.flow.iterations", p.Flow.Iterations, 1, 100000)
+		v.positive("policy.flow.lr", p.Flow.LR, 1)
 	}
 	v.intRange("policy.samples", p.Samples, 1, 100)
 	v.intRange("policy.max_sample_uses", p.MaxSampleUses, 1, 1000000)
@@ -750,6 +871,10 @@ func (c *Config) validateModel(v *validator) {
 	}
 	v.positive("training.collapsed_reg", t.CollapsedReg, 1)
 	v.positive("training.collapsed_shape", t.CollapsedShape, 1000)
+	if _, err := posterior.ParseOptimizer(t.Optimizer); err != nil {
+		v.add("training.optimizer", fmt.Sprintf("%q, want one of \"adam\", \"ngvi\"", t.Optimizer))
+	}
+	v.positive("training.ngvi_step", t.NGVIStep, 1)
 	r := c.Refinement
 	if len(r.Fractions) > 16 {
 		v.add("refinement.fractions", fmt.Sprintf("%d fractions, want at most 16", len(r.Fractions)))
@@ -768,7 +893,7 @@ func (c *Config) validateCost(v *validator) {
 	p := c.Policy
 	dim, arms := c.encodedDim(), len(c.Arms)
 	draws := p.Samples * p.PropensitySamples
-	thompson := p.Kind == RefinedTS || p.Kind == MeanFieldTS
+	thompson := p.Kind == RefinedTS || p.Kind == MeanFieldTS || p.Kind == LaplaceTS || p.Kind == FlowTS
 	if thompson && draws > MaxDecisionDraws {
 		v.add("policy.propensity_samples", fmt.Sprintf("policy.samples x policy.propensity_samples = %d posterior draws per decision, want at most %d", draws, MaxDecisionDraws))
 		return
@@ -781,7 +906,30 @@ func (c *Config) validateCost(v *validator) {
 		for _, h := range c.Model.Hidden {
 			units += h
 		}
-		if thompson {
+		// The output layer's inputs: its Gram matrices (last-layer
+		// Laplace, flow-ts) and NeuralLinear's per-arm posteriors are
+		// arms x (inputs+1)^2.
+		last := float64(arch.Layer(arch.NumLayers()-1).In + 1)
+		if p.lastLayer() || p.Kind == NeuralLinear {
+			if fl := float64(arms) * last * last; fl > MaxLinearFloats {
+				v.add("model.hidden", fmt.Sprintf("%d arms x %.0f^2 last-layer inputs = %.3g numbers, want at most %d (a narrower last hidden layer or fewer arms)", arms, last, fl, MaxLinearFloats))
+			}
+		}
+		switch {
+		case p.lastLayer():
+			if cost := float64(draws) * float64(arms) * last * last; cost > MaxDecisionCost {
+				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %d arms x %.0f^2 last-layer inputs = %.3g per decision, want at most %.3g", draws, arms, last, cost, float64(MaxDecisionCost)))
+			}
+			if f := p.Flow; f != nil {
+				if cost := float64(f.Iterations) * float64(arms) * last * (last + float64(f.Length)); cost > MaxTrainCost {
+					v.add("policy.flow.iterations", fmt.Sprintf("%d iterations x %d arms x %.0f last-layer inputs x (inputs + length) = %.3g per fit, want at most %.3g", f.Iterations, arms, last, cost, float64(MaxTrainCost)))
+				}
+			}
+		case p.Kind == NeuralLinear:
+			if cost := float64(p.PropensitySamples) * float64(arms) * last * last; cost > MaxLinearCost {
+				v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d arms x %.0f^2 features = %.3g per decision, want at most %.3g", p.PropensitySamples, arms, last, cost, float64(MaxLinearCost)))
+			}
+		case thompson:
 			if cost := float64(draws) * params; cost > MaxDecisionCost {
 				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f parameters = %.3g multiply-adds per decision, want at most %.3g (fewer samples or propensity_samples, or a smaller network)", draws, params, cost, float64(MaxDecisionCost)))
 			}

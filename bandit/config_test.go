@@ -27,7 +27,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 		t.Errorf("model %+v", m)
 	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval) ||
 		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0.001 || tr.CPUShare != 0.25 || tr.Estimator != "local-reparam" || tr.RISSamples != 1 ||
-		tr.Bound != "elbo" || tr.CollapsedReg != 0.075 || tr.CollapsedShape != 1:
+		tr.Bound != "elbo" || tr.CollapsedReg != 0.075 || tr.CollapsedShape != 1 || tr.Optimizer != "adam" || tr.NGVIStep != 0.01:
 		t.Errorf("training %+v", tr)
 	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16:
 		t.Errorf("refinement %+v", r)
@@ -86,6 +86,9 @@ func TestParseConfigNamesTheField(t *testing.T) {
 		{"a collapsed regularization above 1", `{` + base + `, "training": {"bound": "collapsed-mean", "collapsed_reg": 1.5}}`, "training.collapsed_reg"},
 		{"a negative collapsed regularization", `{` + base + `, "training": {"collapsed_reg": -0.1}}`, "training.collapsed_reg"},
 		{"a negative hyperprior shape", `{` + base + `, "training": {"bound": "collapsed-mean-var", "collapsed_shape": -1}}`, "training.collapsed_shape"},
+		{"an unknown optimizer", `{` + base + `, "training": {"optimizer": "vogn"}}`, "training.optimizer"},
+		{"a natural-gradient step above 1", `{` + base + `, "training": {"optimizer": "ngvi", "ngvi_step": 1.5}}`, "training.ngvi_step"},
+		{"a negative natural-gradient step", `{` + base + `, "training": {"ngvi_step": -0.1}}`, "training.ngvi_step"},
 		{"no iteration per reward", `{` + base + `, "training": {"iterations_per_reward": -3}}`, "training.iterations_per_reward"},
 		{"epsilon on refined-ts", `{` + base + `, "policy": {"epsilon": 0.1}}`, "policy.epsilon"},
 		{"nonzero epsilon on greedy", `{` + base + `, "policy": {"kind": "greedy", "epsilon": 0.1}}`, "policy.epsilon"},
@@ -96,6 +99,14 @@ func TestParseConfigNamesTheField(t *testing.T) {
 		{"a negative refinement fraction", `{` + base + `, "refinement": {"fractions": [1.5, -0.5]}}`, "refinement.fractions"},
 		{"a default reward with a negative wait", `{` + base + `, "reward": {"wait": "-1s", "default": 0}}`, "reward.wait"},
 		{"a default reward that is a string", `{` + base + `, "reward": {"default": "zero"}}`, "reward.default"},
+		// Strict keys (issue 18, finding 6): an unknown nested field is
+		// named by its path, and keys match case-sensitively.
+		{"an unknown nested field", `{` + base + `, "policy": {"kindd": "mf-ts"}}`, "policy.kindd"},
+		{"an unknown field two levels down", `{` + base + `, "model": {"hidden": [8], "init_sigmaa": 1}}`, "model.init_sigmaa"},
+		{"an unknown field in an array element", `{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric", "centre": 1}]}`, "features[0].centre"},
+		{"an upper-case key", `{"NAME": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric"}]}`, "NAME"},
+		{"a capitalized key", `{"name": "m", "Arms": ["a"], "features": [{"name": "w", "type": "numeric"}]}`, "Arms"},
+		{"a capitalized nested key", `{"name": "m", "arms": ["a"], "features": [{"Name": "w", "type": "numeric"}]}`, "features[0].Name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +117,9 @@ func TestParseConfigNamesTheField(t *testing.T) {
 			}
 			if ve.Errors[0].Field != tt.field {
 				t.Errorf("field = %q (%v), want %q", ve.Errors[0].Field, err, tt.field)
+			}
+			if strings.ToLower(tt.field) != tt.field && !strings.Contains(ve.Errors[0].Detail, "case-sensitive") {
+				t.Errorf("detail = %q, want it to say that keys are case-sensitive", ve.Errors[0].Detail)
 			}
 		})
 	}

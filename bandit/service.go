@@ -19,10 +19,19 @@ import (
 type ServiceConfig struct {
 	// Workers is the number of refinement workers shared by every
 	// refined-ts bandit; zero means one per core less one, at least one
-	// (runtime.GOMAXPROCS), so that serving keeps a core. With each
-	// trainer's training.cpu_share, this is how the cores are split
-	// between refinement, training and the request path.
+	// (runtime.GOMAXPROCS), so that serving keeps a core.
 	Workers int
+	// BackgroundCores bounds the background work that runs at once:
+	// every bandit's retraining and every refinement worker's refined
+	// sample take one of these cores each for as long as they run, and
+	// wait for one when all are taken. Zero means one per core less one,
+	// at least one (runtime.GOMAXPROCS), so that the request path always
+	// has a core to itself. With each trainer's training.cpu_share (its
+	// average share of one core), this is how the cores are split
+	// between refinement, training and the request path: on 2 cores,
+	// training and refinement take turns on one core, the trainer at
+	// most cpu_share of it, and serving keeps the other.
+	BackgroundCores int
 	// Seed seeds every random source; zero means a random seed.
 	Seed uint64
 	// Logger receives the service's logs; nil discards them.
@@ -69,6 +78,9 @@ func NewService(st Store, cfg ServiceConfig) *Service {
 	if cfg.Workers <= 0 && cfg.Step == nil {
 		cfg.Workers = max(runtime.GOMAXPROCS(0)-1, 1)
 	}
+	if cfg.BackgroundCores <= 0 {
+		cfg.BackgroundCores = max(runtime.GOMAXPROCS(0)-1, 1)
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = mrand.Uint64()
 	}
@@ -91,7 +103,7 @@ func NewService(st Store, cfg ServiceConfig) *Service {
 		seed:       cfg.Seed,
 		maxBandits: cfg.MaxBandits,
 		step:       cfg.Step,
-		pool:       newRefinePool(cfg.Workers, cfg.Seed, cfg.Logger, cfg.Observer),
+		pool:       newRefinePool(cfg.Workers, cfg.BackgroundCores, cfg.Seed, cfg.Logger, cfg.Observer),
 		agents:     map[string]*Agent{},
 	}
 }
@@ -163,6 +175,12 @@ func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agen
 // if the configuration is invalid; ErrLimit if the service has
 // ServiceConfig.MaxBandits bandits already.
 func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
+	return s.create(ctx, cfg, nil)
+}
+
+// create is Create; snap, when not nil, is stored as the bandit's
+// snapshot before its agent loads (Import).
+func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Agent, error) {
 	if s.closed.Load() {
 		return nil, ErrUnavailable
 	}
@@ -189,6 +207,12 @@ func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
 	b := &Bandit{Name: cfg.Name, Config: raw}
 	if err := s.store.CreateBandit(ctx, b); err != nil {
 		return nil, err
+	}
+	if snap != nil {
+		snap.Bandit = cfg.Name
+		if err := s.store.SaveSnapshot(ctx, snap); err != nil {
+			return nil, err
+		}
 	}
 	stored, err := s.store.GetBandit(ctx, cfg.Name)
 	if err != nil {

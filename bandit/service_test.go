@@ -49,7 +49,7 @@ func toyReward(color string, arm string) float64 {
 }
 
 func TestServiceLearnsAndResumes(t *testing.T) {
-	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.Greedy, bandit.Uniform, bandit.LinearTS} {
+	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.Greedy, bandit.Uniform, bandit.LinearTS, bandit.LaplaceTS, bandit.FlowTS, bandit.NeuralLinear} {
 		t.Run(string(kind), func(t *testing.T) {
 			ctx := context.Background()
 			st := store.NewMemory()

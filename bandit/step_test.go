@@ -65,7 +65,7 @@ func playStepConfig(t *testing.T, cfg *bandit.Config, seed uint64, steps int) []
 // with one seed decide identically (arms, propensities, scores, sample
 // kinds, model versions), and another seed decides differently.
 func TestStepAgentIsDeterministic(t *testing.T) {
-	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.Uniform, bandit.LinearTS} {
+	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.Uniform, bandit.LinearTS, bandit.LaplaceTS, bandit.FlowTS, bandit.NeuralLinear} {
 		t.Run(string(kind), func(t *testing.T) {
 			a := playStep(t, kind, 11, 30)
 			b := playStep(t, kind, 11, 30)

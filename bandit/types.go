@@ -2,6 +2,7 @@ package bandit
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/refinery-bandits/refinery/policy"
@@ -27,9 +28,41 @@ const (
 	SampleRefined   = policy.SampleRefined   // locally refined sample (Havasi et al. 2021)
 	SampleMeanField = policy.SampleMeanField // plain draw from the mean-field posterior
 	SamplePoint     = policy.SamplePoint     // point estimate (greedy, epsilon-greedy)
-	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS)
+	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS, NeuralLinear)
+	SampleLaplace   = policy.SampleLaplace   // draw from a Laplace posterior (laplace-ts)
+	SampleFlow      = policy.SampleFlow      // flow-refined last-layer draw (flow-ts)
 	SampleNone      = policy.SampleNone      // no model (uniform)
 )
+
+// SampleKinds lists the kinds of sample a decision of this policy can act
+// on (Decision.Sample), in a fixed order: refined-ts decides on refined
+// samples, or on mean-field draws before its bank has any; mf-ts on
+// mean-field draws; greedy and eps-greedy on a point estimate; linear-ts
+// and neural-linear on exact posterior draws; laplace-ts on Laplace
+// draws; flow-ts on flow-refined draws; uniform on none. The metrics create every
+// bandit x arm x kind series of refinery_decisions_total from it, at 0.
+func (k PolicyKind) SampleKinds() []SampleKind {
+	switch k {
+	case RefinedTS:
+		return []SampleKind{SampleRefined, SampleMeanField}
+	case MeanFieldTS:
+		return []SampleKind{SampleMeanField}
+	case EpsGreedy, Greedy:
+		return []SampleKind{SamplePoint}
+	case LinearTS, NeuralLinear:
+		return []SampleKind{SampleExact}
+	case LaplaceTS:
+		return []SampleKind{SampleLaplace}
+	case FlowTS:
+		return []SampleKind{SampleFlow}
+	case Uniform:
+		return []SampleKind{SampleNone}
+	}
+	return nil
+}
+
+// PolicyKinds returns every policy kind a configuration accepts.
+func PolicyKinds() []PolicyKind { return slices.Clone(policyKinds) }
 
 // Decision is one arm choice, as stored.
 type Decision struct {

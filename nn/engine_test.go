@@ -257,6 +257,14 @@ func TestFastPredictorMatchesReference(t *testing.T) {
 			compare("Predict", fast.Predict(nil, mu, p.data.x, std), ref.Predict(nil, mu, p.data.x, std))
 			x := p.data.X(3)
 			compare("SampleLocal", fast.SampleLocal(nil, mu, sig2, x, 40, std, seeded(9)), ref.SampleLocal(nil, mu, sig2, x, 40, std, seeded(9)))
+			fm, fv := fast.SampleLocalMoments(nil, nil, mu, sig2, x, 40, std, seeded(9))
+			rm, rv := ref.SampleLocalMoments(nil, nil, mu, sig2, x, 40, std, seeded(9))
+			compare("SampleLocalMoments mean", fm, rm)
+			for i := range rv { // variances in squared standardized units
+				if d := math.Abs(fv[i]-rv[i]) / (std.Scale * std.Scale); d > fastTol*math.Max(1, rv[i]/(std.Scale*std.Scale)) {
+					t.Errorf("SampleLocalMoments variance %d: %g fast, %g reference", i, fv[i], rv[i])
+				}
+			}
 		})
 	}
 }

@@ -204,6 +204,40 @@ func (p *Predictor) Sample(dst, mu, sigma, x []float64, s Standardization, rng *
 // If dst is nil a new slice is allocated; otherwise its length must be
 // draws*Out.
 func (p *Predictor) SampleLocal(dst, mu, sig2, x []float64, draws int, s Standardization, rng *rand.Rand) []float64 {
+	dst, _ = p.sampleLocal(dst, nil, mu, sig2, x, draws, s, rng, false)
+	return dst
+}
+
+// SampleLocalMoments is SampleLocal up to the output layer: for each of
+// the draws it samples the hidden layers as SampleLocal does and writes
+// the output layer's conditional mean and variance given them, in reward
+// units, into mean and vari (draws×Out, row-major):
+//
+//	mean = shift + scale M_L,   vari = scale^2 V_L,
+//
+// with M_L, V_L as in SampleLocal for the output layer L. Given the
+// hidden activations the outputs are independent Gaussians (every weight
+// of the output layer is independent), so SampleLocal's draw r is
+// distributed as N(mean_r, vari_r), each output independently: the
+// conditional moments Rao-Blackwellise anything computed from the draws'
+// outputs (issue 18, finding 2: propensities). The random draws consumed
+// are SampleLocal's for the hidden layers, none for the output layer.
+//
+// Nil mean or vari are allocated; otherwise each must have length
+// draws*Out.
+func (p *Predictor) SampleLocalMoments(mean, vari, mu, sig2, x []float64, draws int, s Standardization, rng *rand.Rand) ([]float64, []float64) {
+	if vari == nil {
+		vari = make([]float64, draws*p.arch.Out())
+	}
+	if len(vari) != draws*p.arch.Out() {
+		panic("nn: len(vari) must be draws*Out")
+	}
+	return p.sampleLocal(mean, vari, mu, sig2, x, draws, s, rng, true)
+}
+
+// sampleLocal is SampleLocal, or with moments SampleLocalMoments (vari
+// then sized by the caller).
+func (p *Predictor) sampleLocal(dst, vari, mu, sig2, x []float64, draws int, s Standardization, rng *rand.Rand, moments bool) ([]float64, []float64) {
 	p.arch.checkLen(mu, "mu")
 	p.arch.checkLen(sig2, "sig2")
 	in, out := p.arch.In(), p.arch.Out()
@@ -220,8 +254,8 @@ func (p *Predictor) SampleLocal(dst, mu, sig2, x []float64, draws int, s Standar
 		panic("nn: len(dst) must be draws*Out")
 	}
 	if !p.Reference {
-		p.sampleLocal32(dst, mu, sig2, x, draws, s, rng)
-		return dst
+		p.sampleLocal32(dst, vari, mu, sig2, x, draws, s, rng, moments)
+		return dst, vari
 	}
 	if p.local == nil {
 		p.local = newLocalScratch(p.arch, p.max)
@@ -243,11 +277,20 @@ func (p *Predictor) SampleLocal(dst, mu, sig2, x []float64, draws int, s Standar
 			}
 		}
 	}
+	sh, sc := s.Shift, s.scale()
+	last := p.last()
+	if moments && last == 0 { // a linear model: the moments are the same for every draw
+		for r := range draws {
+			for o := range ly0.Out {
+				dst[r*ly0.Out+o] = sh + sc*ls.m1[o]
+				vari[r*ly0.Out+o] = sc * sc * max(ls.v1[o], 0)
+			}
+		}
+		return dst, vari
+	}
 	for o, v := range ls.v1 {
 		ls.v1[o] = math.Sqrt(max(v, 0))
 	}
-	sh, sc := s.Shift, s.scale()
-	last := p.last()
 	for lo := 0; lo < draws; lo += p.max {
 		n := min(p.max, draws-lo)
 		z := p.act[0][:n*ly0.Out]
@@ -273,6 +316,12 @@ func (p *Predictor) SampleLocal(dst, mu, sig2, x []float64, draws int, s Standar
 			sd := ls.sd[:n*ly.Out]
 			fillRows(sd, ly.Bias(sig2))
 			gemm(noTrans, noTrans, n, ly.Out, ly.In, 1, sq, ly.In, ly.Weights(ls.s2T), ly.Out, 1, sd, ly.Out)
+			if moments && l == last {
+				for i, v := range sd {
+					vari[lo*out+i] = sc * sc * max(v, 0)
+				}
+				break
+			}
 			for i, v := range sd {
 				z[i] += math.Sqrt(max(v, 0)) * rng.NormFloat64()
 			}
@@ -284,7 +333,7 @@ func (p *Predictor) SampleLocal(dst, mu, sig2, x []float64, draws int, s Standar
 			dst[lo*out+i] = sh + sc*v
 		}
 	}
-	return dst
+	return dst, vari
 }
 
 // localScratch holds SampleLocal's buffers, made on its first call.
@@ -346,7 +395,7 @@ func newLocalScratch32(a Arch, maxBatch int) *localScratch32 {
 // lrtSample), drawing its normals as Evaluator32 does: from a kern.RNG
 // seeded with one rng.Uint64, or (p.noise.reference, for tests) in the
 // float64 path's order from rng.
-func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Standardization, rng *rand.Rand) {
+func (p *Predictor) sampleLocal32(dst, vari, mu, sig2, x []float64, draws int, s Standardization, rng *rand.Rand, moments bool) {
 	if p.local32 == nil {
 		p.local32 = newLocalScratch32(p.arch, p.max)
 	}
@@ -372,6 +421,12 @@ func (p *Predictor) sampleLocal32(dst, mu, sig2, x []float64, draws int, s Stand
 				fillRows(sd, ls.v1)
 			} else {
 				lrtMoments(z, sd, nt.act[l-1][:n*ly.In], ls.sq[l][:n*ly.In], p.w32, ls.s2, ly, n)
+			}
+			if moments && l == last {
+				for i, v := range sd {
+					vari[lo*out+i] = sc * sc * max(float64(v), 0)
+				}
+				break
 			}
 			lrtSample(z, sd, ls.eps[l][:n*ly.Out], &p.noise)
 			if l < last {

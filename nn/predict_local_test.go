@@ -119,3 +119,73 @@ func BenchmarkSampleLocal(b *testing.B) {
 		})
 	}
 }
+
+// SampleLocalMoments gives the output layer's conditional mean and
+// variance per draw: the mixture of the Gaussians N(mean_r, vari_r) must
+// have SampleLocal's mean and variance (law of total variance: E[vari] +
+// Var[mean]), with SampleLocal's tolerances (5 standard errors). For a
+// linear model the moments are exact: mean = shift + scale (mu_W x +
+// mu_b), vari = scale^2 (s2_W x^2 + s2_b), to 1e-12.
+func TestSampleLocalMomentsMatchSampleLocal(t *testing.T) {
+	for _, hidden := range [][]int{{6, 4}, {}} {
+		for _, reference := range []bool{true, false} {
+			rng := rand.New(rand.NewPCG(5, 6))
+			arch := NewArch(5, hidden, 2)
+			n := arch.NumParams()
+			mu, sig2 := make([]float64, n), make([]float64, n)
+			arch.InitHe(mu, rng)
+			for i := range sig2 {
+				s := 0.05 + 0.3*rng.Float64()
+				sig2[i] = s * s
+			}
+			x := []float64{1, 0, -0.5, 2, 0}
+			std := Standardization{Shift: 3, Scale: 2}
+			p := NewPredictor(arch, 100)
+			p.Reference = reference
+			const draws = 40000
+			local := p.SampleLocal(nil, mu, sig2, x, draws, std, rng)
+			mean, vari := p.SampleLocalMoments(nil, nil, mu, sig2, x, draws, std, rng)
+			for a := range 2 {
+				var lSum, lSq, mSum, mSq, vSum float64
+				for r := range draws {
+					v := local[r*2+a]
+					lSum += v
+					lSq += v * v
+					mSum += mean[r*2+a]
+					mSq += mean[r*2+a] * mean[r*2+a]
+					vSum += vari[r*2+a]
+				}
+				lMean, mMean := lSum/draws, mSum/draws
+				lVar, mVar := lSq/draws-lMean*lMean, vSum/draws+mSq/draws-mMean*mMean
+				if tol := 5 * math.Sqrt(2*lVar/draws); math.Abs(lMean-mMean) > tol {
+					t.Errorf("hidden %v reference %v output %d: mean %g by SampleLocal, %g by the moments; want within %g", hidden, reference, a, lMean, mMean, tol)
+				}
+				if tol := 2 * 5 * lVar * math.Sqrt(4.0/draws); math.Abs(lVar-mVar) > tol {
+					t.Errorf("hidden %v reference %v output %d: variance %g by SampleLocal, %g by the moments; want within %g", hidden, reference, a, lVar, mVar, tol)
+				}
+			}
+			if len(hidden) > 0 {
+				continue
+			}
+			ly := arch.Layer(0)
+			W, S := ly.Weights(mu), ly.Weights(sig2)
+			for a := range 2 {
+				m, v := ly.Bias(mu)[a], ly.Bias(sig2)[a]
+				for i, xi := range x {
+					m += W[a*5+i] * xi
+					v += S[a*5+i] * xi * xi
+				}
+				m, v = std.Shift+std.Scale*m, std.Scale*std.Scale*v
+				tol := 1e-12
+				if !reference {
+					tol = 1e-6 // float32
+				}
+				for r := range 3 {
+					if math.Abs(mean[r*2+a]-m) > tol*math.Abs(m) || math.Abs(vari[r*2+a]-v) > tol*v {
+						t.Errorf("linear, reference %v, draw %d output %d: moments %g, %g; want %g, %g", reference, r, a, mean[r*2+a], vari[r*2+a], m, v)
+					}
+				}
+			}
+		}
+	}
+}

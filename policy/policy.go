@@ -23,7 +23,9 @@ const (
 	SampleRefined   SampleKind = "refined"    // locally refined posterior sample(s)
 	SampleMeanField SampleKind = "mean-field" // plain mean-field posterior sample(s)
 	SamplePoint     SampleKind = "point"      // a point estimate (greedy, epsilon-greedy)
-	SampleExact     SampleKind = "exact"      // a sample from an exact posterior (linear TS)
+	SampleExact     SampleKind = "exact"      // a sample from an exact posterior (linear TS, NeuralLinear)
+	SampleLaplace   SampleKind = "laplace"    // Laplace posterior sample(s) (laplace-ts)
+	SampleFlow      SampleKind = "flow"       // flow-refined last-layer sample(s) (flow-ts)
 	SampleNone      SampleKind = "none"       // no model (uniform)
 )
 

@@ -108,6 +108,11 @@ type Votes struct {
 	Resample bool
 }
 
+// MaxExactSubsets is the most S-subsets of a resampled pool that
+// ThompsonVote enumerates to compute the propensities exactly (16
+// refined samples, the default bank, in groups of 3: 560).
+const MaxExactSubsets = 4096
+
 // ThompsonVote is Thompson sampling on the average prediction of S
 // posterior samples, with its propensity estimate (Havasi et al. 2021,
 // Section 4.3, steps 1-3, and Agent.Decide in package bandit). The
@@ -127,7 +132,16 @@ type Votes struct {
 // the samples' reuse. With n = S it is 1 for the chosen arm (the
 // decision is then a function of the samples). The chosen arm always has
 // p̂ >= 1/M. d.Scores receives group 0's mean.
-func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) {
+//
+// With Resample and at most MaxExactSubsets S-subsets of the n rows,
+// the probabilities are instead computed exactly by enumerating every
+// subset (a tie counted as 1/t for each of the t tied arms, as Argmax
+// breaks it): the probability given the samples at hand, without Monte
+// Carlo error, in steps of 1/C(n, S) (issue 18, finding 2).
+//
+// ThompsonVote returns the number of groups behind the probabilities, M
+// or C(n, S), and whether they are exact.
+func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) (groups int, exact bool) {
 	n := len(v.Pool) / v.Arms
 	switch {
 	case v.S < 1 || v.M < 1:
@@ -138,6 +152,19 @@ func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) {
 	d.Scores = sized(d.Scores, v.Arms)
 	d.Probabilities = sized(d.Probabilities, v.Arms)
 	sum := make([]float64, v.Arms)
+	if c := binomial(n, v.S, MaxExactSubsets); v.Resample && c <= MaxExactSubsets {
+		for k := range v.S {
+			for j, y := range v.Pool[k*v.Arms : (k+1)*v.Arms] {
+				sum[j] += y
+			}
+		}
+		d.Arm = Argmax(sum, excluded, rng)
+		for j, y := range sum {
+			d.Scores[j] = y / float64(v.S)
+		}
+		exactVote(d.Probabilities, v, excluded, sum)
+		return c, true
+	}
 	var idx []int // Resample: a permutation of the rows
 	if v.Resample {
 		idx = make([]int, n)
@@ -168,6 +195,237 @@ func ThompsonVote(d *Decision, v Votes, excluded []bool, rng *rand.Rand) {
 			for j, y := range sum {
 				d.Scores[j] = y / float64(v.S)
 			}
+		}
+	}
+	return v.M, false
+}
+
+// binomial returns C(n, k), or limit+1 once it exceeds limit.
+func binomial(n, k, limit int) int {
+	c := 1
+	for i := range k {
+		c = c * (n - i) / (i + 1) // exact: c is C(n, i+1) after the step
+		if c > limit {
+			return limit + 1
+		}
+	}
+	return c
+}
+
+// exactVote writes into p the fraction of the S-subsets of v's rows whose
+// mean prefers each allowed arm, ties shared equally; sum is scratch of
+// length v.Arms.
+func exactVote(p []float64, v Votes, excluded []bool, sum []float64) {
+	n := len(v.Pool) / v.Arms
+	idx := make([]int, v.S)
+	for i := range idx {
+		idx[i] = i
+	}
+	count := 0
+	for {
+		clear(sum)
+		for _, i := range idx {
+			for j, y := range v.Pool[i*v.Arms : (i+1)*v.Arms] {
+				sum[j] += y
+			}
+		}
+		best, ties := math.Inf(-1), 0
+		for j, y := range sum {
+			switch {
+			case excluded != nil && excluded[j]:
+			case y > best:
+				best, ties = y, 1
+			case y == best:
+				ties++
+			}
+		}
+		for j, y := range sum {
+			if (excluded == nil || !excluded[j]) && y == best {
+				p[j] += 1 / float64(ties)
+			}
+		}
+		count++
+		// The next subset in lexicographic order.
+		i := v.S - 1
+		for i >= 0 && idx[i] == n-v.S+i {
+			i--
+		}
+		if i < 0 {
+			break
+		}
+		idx[i]++
+		for j := i + 1; j < v.S; j++ {
+			idx[j] = idx[j-1] + 1
+		}
+	}
+	for j := range p {
+		p[j] /= float64(count)
+	}
+}
+
+// Gaussian holds, for n draws, the conditional means and variances of
+// every arm's predicted reward given the draws' hidden layers (n×Arms,
+// row-major; nn.Predictor.SampleLocalMoments), for ThompsonGauss.
+type Gaussian struct {
+	Mean, Var []float64
+	Arms      int
+	// S draws are averaged per decision; M groups of S (draws g*S..g*S+S-1
+	// for group g, the decision's own first) stand behind the propensities.
+	S, M int
+}
+
+// ThompsonGauss is ThompsonVote on fresh independent draws with the
+// output layer's noise integrated out (Rao-Blackwellised; issue 18,
+// finding 2). Given the hidden layers of its S draws, a group's average
+// prediction is Gaussian and independent across arms (nn.Predictor's
+// local reparameterization, Kingma et al. 2015, Section 2.3),
+//
+//	f̄_j ~ N(m_j, v_j),  m_j = (1/S) Σ_i mean_ij,  v_j = (1/S²) Σ_i var_ij,
+//
+// so the decision draws group 0's f̄ from it (exactly as averaging S
+// draws of nn.Predictor.SampleLocal would) and plays its argmax over the
+// allowed arms; the probability of arm k is the mean over the M groups
+// of the conditional probability that k has the largest f̄ (WinProbs):
+//
+//	p̂_k = (1/M) Σ_g P(k = argmax_j f̄_j | group g's hidden layers).
+//
+// p̂ is unbiased for the probability that the rule picks k, as the vote
+// count is, with a variance no larger (Rao-Blackwell). With two allowed
+// arms the conditional probabilities are exact (closed form), so p̂ has
+// no steps of 1/M and is 0 or 1 only where the Gaussians make it so in
+// floating point; with more, each is estimated from OutputDraws draws of
+// the output noise (steps of 1/(M OutputDraws)). ThompsonGauss returns
+// M. d.Scores receives group 0's drawn f̄.
+func ThompsonGauss(d *Decision, g Gaussian, excluded []bool, rng *rand.Rand) int {
+	n := len(g.Mean) / g.Arms
+	if g.S < 1 || g.M < 1 || n < g.S*g.M || len(g.Var) != len(g.Mean) {
+		panic(fmt.Sprintf("policy: ThompsonGauss with %d draws (%d variances) for S=%d, M=%d", n, len(g.Var)/g.Arms, g.S, g.M))
+	}
+	d.Scores = sized(d.Scores, g.Arms)
+	d.Probabilities = sized(d.Probabilities, g.Arms)
+	m, v, w := make([]float64, g.Arms), make([]float64, g.Arms), make([]float64, g.Arms)
+	for grp := range g.M {
+		clear(m)
+		clear(v)
+		for i := grp * g.S; i < (grp+1)*g.S; i++ {
+			for j := range g.Arms {
+				m[j] += g.Mean[i*g.Arms+j] / float64(g.S)
+				v[j] += g.Var[i*g.Arms+j] / float64(g.S*g.S)
+			}
+		}
+		if grp == 0 {
+			for j := range g.Arms {
+				d.Scores[j] = m[j] + math.Sqrt(v[j])*rng.NormFloat64()
+			}
+			d.Arm = Argmax(d.Scores, excluded, rng)
+		}
+		WinProbs(w, m, v, excluded, OutputDraws, rng)
+		for j, p := range w {
+			d.Probabilities[j] += p / float64(g.M)
+		}
+	}
+	return g.M
+}
+
+// OutputDraws is the number of draws of the output layer's noise per
+// group with which ThompsonGauss estimates the probabilities of more than
+// two allowed arms (WinProbs).
+const OutputDraws = 64
+
+// WinProbs writes into dst, for independent X_j ~ N(m_j, v_j) over the
+// allowed arms, P(k = argmax_j X_j) for each arm k (0 for excluded arms).
+// Two allowed arms have the closed form
+//
+//	P(a) = Φ((m_a - m_b) / sqrt(v_a + v_b))
+//
+// (a zero sum of variances is a step, 1/2 at a tie, as Argmax breaks
+// it), and so do point masses (every variance zero: the largest mean, 1/t
+// for each of t tied). Otherwise dst is the argmax frequency of draws
+// draws of X (ties broken by Argmax), an unbiased estimate in steps of
+// 1/draws: the exact one-dimensional integral took milliseconds to
+// reach a useful accuracy by adaptive quadrature, more than the draws
+// behind the decision.
+func WinProbs(dst, m, v []float64, excluded []bool, draws int, rng *rand.Rand) {
+	clear(dst)
+	allowed := countAllowed(excluded, len(m))
+	a, b := nthAllowed(excluded, len(m), 0), nthAllowed(excluded, len(m), 1)
+	zero := true
+	for j := range m {
+		if (excluded == nil || !excluded[j]) && v[j] > 0 {
+			zero = false
+		}
+	}
+	switch {
+	case allowed == 0:
+		return
+	case allowed == 1:
+		dst[a] = 1
+		return
+	case allowed == 2:
+		dst[a] = cdfRatio(m[a]-m[b], v[a]+v[b])
+		dst[b] = 1 - dst[a]
+		return
+	case zero:
+		best, ties := math.Inf(-1), 0
+		for j := range m {
+			switch {
+			case excluded != nil && excluded[j]:
+			case m[j] > best:
+				best, ties = m[j], 1
+			case m[j] == best:
+				ties++
+			}
+		}
+		for j := range m {
+			if (excluded == nil || !excluded[j]) && m[j] == best {
+				dst[j] = 1 / float64(ties)
+			}
+		}
+		return
+	}
+	x := make([]float64, len(m))
+	for range draws {
+		for j := range m {
+			x[j] = m[j] + math.Sqrt(max(v[j], 0))*rng.NormFloat64()
+		}
+		dst[Argmax(x, excluded, rng)] += 1 / float64(draws)
+	}
+}
+
+// cdfRatio is Φ(d / sqrt(v)), with v = 0 a step (1/2 at d = 0).
+func cdfRatio(d, v float64) float64 {
+	if v <= 0 {
+		switch {
+		case d > 0:
+			return 1
+		case d < 0:
+			return 0
+		}
+		return 0.5
+	}
+	return 0.5 * math.Erfc(-d/math.Sqrt(2*v))
+}
+
+// FloorPropensities mixes estimated probabilities p with the uniform
+// distribution over the m allowed arms at weight m*floor,
+//
+//	p_k <- (1 - m floor) p_k + floor   (allowed arms),
+//
+// so that every allowed arm has probability at least floor and at most
+// 1 - (m-1) floor, the sum stays 1, and no estimate moves by more than
+// m*floor. Importance weights computed from the result are then at most
+// 1/floor: a Monte Carlo or numerical estimate of 0 for an arm that the
+// policy can in fact choose (every Thompson-sampling arm has positive
+// probability) would otherwise give an infinite weight. Excluded arms
+// keep 0. floor must be below 1/m.
+func FloorPropensities(p []float64, excluded []bool, floor float64) {
+	m := countAllowed(excluded, len(p))
+	if floor <= 0 || floor*float64(m) >= 1 {
+		panic(fmt.Sprintf("policy: FloorPropensities with floor %g for %d arms", floor, m))
+	}
+	for k := range p {
+		if excluded == nil || !excluded[k] {
+			p[k] = (1-float64(m)*floor)*p[k] + floor
 		}
 	}
 }

@@ -49,64 +49,215 @@ func TestThompsonVoteFreshDrawsMatchClosedForm(t *testing.T) {
 // whose S samples are a uniform draw from the pool picks arm k with the
 // probability that a uniform S-subset of the pool prefers k, computed
 // exactly here by enumerating every subset; the arm frequencies and the
-// mean propensity estimate must match it (4 standard errors).
+// mean propensity estimate must match it (4 standard errors). With 9
+// rows (84 subsets, at most MaxExactSubsets) ThompsonVote enumerates
+// them too: every decision's propensities are the exact ones (to 1e-12)
+// and it reports 84 groups; with 40 rows (9,880 subsets) it votes with M
+// resampled groups.
 func TestThompsonVoteResampledPoolMatchesExactProbability(t *testing.T) {
-	const S, M, n, decisions = 3, 32, 9, 20000
-	rng := rand.New(rand.NewPCG(3, 4))
-	pool := make([]float64, n*3)
-	for i := range pool {
-		pool[i] = rng.NormFloat64()
-	}
-	excluded := []bool{false, false, true} // arm 2 must never be chosen
-	// Exact: every 3-subset of the 9 rows, equally likely.
-	var exact [3]float64
-	subsets := 0
-	for a := range n {
-		for b := a + 1; b < n; b++ {
-			for c := b + 1; c < n; c++ {
-				s0 := pool[a*3] + pool[b*3] + pool[c*3]
-				s1 := pool[a*3+1] + pool[b*3+1] + pool[c*3+1]
-				if s0 > s1 {
-					exact[0]++
-				} else {
-					exact[1]++
+	for _, n := range []int{9, 40} {
+		const S, M, decisions = 3, 32, 20000
+		rng := rand.New(rand.NewPCG(3, 4))
+		pool := make([]float64, n*3)
+		for i := range pool {
+			pool[i] = rng.NormFloat64()
+		}
+		excluded := []bool{false, false, true} // arm 2 must never be chosen
+		// Exact: every 3-subset of the n rows, equally likely.
+		var exact [3]float64
+		subsets := 0
+		for a := range n {
+			for b := a + 1; b < n; b++ {
+				for c := b + 1; c < n; c++ {
+					s0 := pool[a*3] + pool[b*3] + pool[c*3]
+					s1 := pool[a*3+1] + pool[b*3+1] + pool[c*3+1]
+					if s0 > s1 {
+						exact[0]++
+					} else {
+						exact[1]++
+					}
+					subsets++
 				}
-				subsets++
+			}
+		}
+		for k := range exact {
+			exact[k] /= float64(subsets)
+		}
+		wantGroups := M
+		if subsets <= MaxExactSubsets {
+			wantGroups = subsets
+		}
+		var freq, meanP [3]float64
+		rows := make([]float64, len(pool))
+		perm := make([]int, n)
+		var d Decision
+		for range decisions {
+			// The bank's choice: S distinct rows, uniformly, put first.
+			for i := range perm {
+				perm[i] = i
+			}
+			for i := range n {
+				j := i + rng.IntN(n-i)
+				perm[i], perm[j] = perm[j], perm[i]
+			}
+			for i, r := range perm {
+				copy(rows[i*3:(i+1)*3], pool[r*3:(r+1)*3])
+			}
+			if g, exact := ThompsonVote(&d, Votes{Pool: rows, Arms: 3, S: S, M: M, Resample: true}, excluded, rng); g != wantGroups || exact != (subsets <= MaxExactSubsets) {
+				t.Fatalf("%d rows: %d groups, exact %v; want %d", n, g, exact, wantGroups)
+			}
+			freq[d.Arm]++
+			for k, p := range d.Probabilities {
+				meanP[k] += p / decisions
+				if wantGroups == subsets && math.Abs(p-exact[k]) > 1e-12 {
+					t.Fatalf("%d rows: propensity of arm %d = %g, want exactly %g", n, k, p, exact[k])
+				}
+			}
+		}
+		for k := range 3 {
+			tol := 4*math.Sqrt(exact[k]*(1-exact[k])/decisions) + 1e-12
+			if f := freq[k] / decisions; math.Abs(f-exact[k]) > tol {
+				t.Errorf("%d rows: arm %d chosen in %.4f of decisions, want exactly %.4f ± %.4f", n, k, f, exact[k], tol)
+			}
+			if math.Abs(meanP[k]-exact[k]) > tol {
+				t.Errorf("%d rows: mean propensity of arm %d = %.4f, want %.4f ± %.4f", n, k, meanP[k], exact[k], tol)
 			}
 		}
 	}
-	for k := range exact {
-		exact[k] /= float64(subsets)
+}
+
+// WinProbs against brute force: the argmax frequencies of 400,000 draws
+// of independent Gaussians (tolerance 5 standard errors of a frequency
+// plus 1e-9). With two allowed arms (one case with a third excluded) and
+// with point masses it is exact: Φ(0.3/sqrt(1.5)) to 1e-12, ties split.
+// With more arms it is the frequency over its own draws: its mean over
+// 4,000 calls of 100 draws is compared, including an arm with
+// probability about 1e-3 and arms of zero variance.
+func TestWinProbsMatchMonteCarlo(t *testing.T) {
+	cases := []struct {
+		name     string
+		m, v     []float64
+		excluded []bool
+	}{
+		{"two arms", []float64{0.3, 0}, []float64{1, 0.5}, nil},
+		{"two allowed of three", []float64{0.3, 9, 0}, []float64{1, 1, 0.5}, []bool{false, true, false}},
+		{"three arms", []float64{0.3, 0, -0.2}, []float64{1, 0.25, 2}, nil},
+		{"a small probability", []float64{3, 0, 0.1}, []float64{0.5, 0.4, 0.3}, nil},
+		{"one excluded", []float64{0.3, 9, 0, -0.2}, []float64{1, 1, 0.25, 2}, []bool{false, true, false, false}},
+		{"one point mass", []float64{0.5, 0, 1}, []float64{0, 1, 0.3}, nil},
 	}
-	var freq, meanP [3]float64
-	rows := make([]float64, len(pool))
-	perm := make([]int, n)
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n, calls, draws = 400000, 4000, 100
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := make([]float64, len(c.m))
+			one := make([]float64, len(c.m))
+			for range calls {
+				WinProbs(one, c.m, c.v, c.excluded, draws, rng)
+				for k, p := range one {
+					got[k] += p / calls
+				}
+			}
+			freq := make([]float64, len(c.m))
+			x := make([]float64, len(c.m))
+			for range n {
+				for j := range x {
+					x[j] = c.m[j] + math.Sqrt(c.v[j])*rng.NormFloat64()
+				}
+				freq[Argmax(x, c.excluded, rng)] += 1.0 / n
+			}
+			sum := 0.0
+			for k, p := range got {
+				sum += p
+				if tol := 5*math.Sqrt(p*(1-p)/n) + 1e-9; math.Abs(freq[k]-p) > tol {
+					t.Errorf("P(arm %d) = %.6g, Monte Carlo %.6g; want within %.2g", k, p, freq[k], tol)
+				}
+				if c.excluded != nil && c.excluded[k] && p != 0 {
+					t.Errorf("excluded arm %d has probability %g", k, p)
+				}
+			}
+			if math.Abs(sum-1) > 1e-9 {
+				t.Errorf("probabilities %v sum to %g", got, sum)
+			}
+			t.Logf("%v, Monte Carlo %v", got, freq)
+		})
+	}
+	got := make([]float64, 2)
+	WinProbs(got, []float64{0.3, 0}, []float64{1, 0.5}, nil, 1, rng)
+	if want := Φ(0.3 / math.Sqrt(1.5)); math.Abs(got[0]-want) > 1e-12 {
+		t.Errorf("two arms: %g, want Φ(0.3/sqrt(1.5)) = %g", got[0], want)
+	}
+	got = make([]float64, 3)
+	WinProbs(got, []float64{1, 1, 0}, []float64{0, 0, 0}, nil, 1, rng)
+	if got[0] != 0.5 || got[1] != 0.5 || got[2] != 0 {
+		t.Errorf("point masses tied at the top: %v, want [0.5 0.5 0]", got)
+	}
+}
+
+// ThompsonGauss's decisions are drawn with the probabilities it reports:
+// on fixed conditional moments (3 arms, S = 2 draws per group, M = 8
+// groups whose means differ), the frequency of each arm over 8,000
+// decisions matches the mean reported propensity (4 standard errors);
+// every propensity is strictly between 0 and 1 (no steps of 1/M), and
+// the decision's own group is the first.
+func TestThompsonGaussMatchesFrequencies(t *testing.T) {
+	const S, M, arms, n = 2, 8, 3, 8000
+	rng := rand.New(rand.NewPCG(9, 10))
+	mean, vari := make([]float64, S*M*arms), make([]float64, S*M*arms)
+	for i := range mean {
+		mean[i] = 0.5 * rng.NormFloat64()
+		vari[i] = 0.2 + rng.Float64()
+	}
+	var freq, meanP [arms]float64
 	var d Decision
-	for range decisions {
-		// The bank's choice: S distinct rows, uniformly, put first.
-		for i := range perm {
-			perm[i] = i
+	for range n {
+		if g := ThompsonGauss(&d, Gaussian{Mean: mean, Var: vari, Arms: arms, S: S, M: M}, nil, rng); g != M {
+			t.Fatalf("%d groups, want %d", g, M)
 		}
-		for i := range n {
-			j := i + rng.IntN(n-i)
-			perm[i], perm[j] = perm[j], perm[i]
-		}
-		for i, r := range perm {
-			copy(rows[i*3:(i+1)*3], pool[r*3:(r+1)*3])
-		}
-		ThompsonVote(&d, Votes{Pool: rows, Arms: 3, S: S, M: M, Resample: true}, excluded, rng)
-		freq[d.Arm]++
+		freq[d.Arm] += 1.0 / n
 		for k, p := range d.Probabilities {
-			meanP[k] += p / decisions
+			meanP[k] += p / n
+			if !(p > 0 && p < 1) {
+				t.Fatalf("propensity %g of arm %d", p, k)
+			}
 		}
 	}
-	for k := range 3 {
-		tol := 4*math.Sqrt(exact[k]*(1-exact[k])/decisions) + 1e-12
-		if f := freq[k] / decisions; math.Abs(f-exact[k]) > tol {
-			t.Errorf("arm %d chosen in %.4f of decisions, want exactly %.4f ± %.4f", k, f, exact[k], tol)
+	// The decision is group 0's: its frequencies are group 0's WinProbs.
+	m0, v0, m1 := make([]float64, arms), make([]float64, arms), make([]float64, arms)
+	for i := range S {
+		for j := range arms {
+			m0[j] += mean[i*arms+j] / S
+			v0[j] += vari[i*arms+j] / (S * S)
 		}
-		if math.Abs(meanP[k]-exact[k]) > tol {
-			t.Errorf("mean propensity of arm %d = %.4f, want %.4f ± %.4f", k, meanP[k], exact[k], tol)
+	}
+	want := make([]float64, arms)
+	for range 1000 { // 64,000 draws: standard error below 0.002
+		WinProbs(m1, m0, v0, nil, OutputDraws, rng)
+		for k, p := range m1 {
+			want[k] += p / 1000
+		}
+	}
+	for k := range arms {
+		tol := 4*math.Sqrt(want[k]*(1-want[k])/n) + 0.008
+		if math.Abs(freq[k]-want[k]) > tol {
+			t.Errorf("arm %d chosen in %.4f of decisions, group 0's probability %.4f ± %.4f", k, freq[k], want[k], tol)
+		}
+	}
+	t.Logf("frequencies %.4f, group 0 %.4f, mean propensities over the %d groups %.4f", freq, want, M, meanP)
+}
+
+// FloorPropensities keeps the sum, puts every allowed arm in [floor,
+// 1-(m-1)floor], leaves excluded arms at 0, and moves no estimate by
+// more than m*floor.
+func TestFloorPropensities(t *testing.T) {
+	p := []float64{1, 0, 0, 0}
+	excluded := []bool{false, false, true, false}
+	FloorPropensities(p, excluded, 1e-4)
+	want := []float64{1 - 2e-4, 1e-4, 0, 1e-4}
+	for k := range p {
+		if math.Abs(p[k]-want[k]) > 1e-15 {
+			t.Errorf("p = %v, want %v", p, want)
+			break
 		}
 	}
 }

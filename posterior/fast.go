@@ -72,6 +72,7 @@ type fastState struct {
 	s2                    []float32 // PriorVar (collapsed bounds only)
 	hyper                 *nn.Adam
 	t                     int
+	natural               bool // OptimizerNGVI: sigma is stepped, rho is stale
 	mf                    kern.MeanFieldStep
 	pt                    kern.PointStep
 }
@@ -131,11 +132,27 @@ func (f *fastState) load(q *MeanField, point bool) {
 }
 
 // store copies the engine's means (and rho unless point) back into q.
+// Under OptimizerNGVI, which steps sigma and leaves the engine's rho
+// stale, rho is SoftplusInv(sigma), computed in float64.
 func (f *fastState) store(q *MeanField, point bool) {
 	f.eval.FromEngine(q.Mu, f.mu)
-	if !point {
+	switch {
+	case point:
+	case f.natural:
+		f.eval.FromEngine(f.tmp, f.sigma)
+		for j, s := range f.tmp {
+			q.Rho[j] = SoftplusInv(s)
+		}
+	default:
 		f.eval.FromEngine(q.Rho, f.rho)
 	}
+}
+
+// ngvi is the per-parameter pass of OptimizerNGVI on the fast engine
+// (ngviPass32 in the engine's layout), after the prior of this step is in
+// pm (when mf.PriorMean is set) and prec.
+func (f *fastState) ngvi(n int, scale, beta float32) {
+	ngviPass32(f.mu[:n], f.sigma[:n], f.dMu[:n], f.dSigma[:n], f.mf.PriorMean, f.prec[:n], scale, beta)
 }
 
 // step is Trainer.step on the fast engine, between load and store: the
@@ -190,8 +207,12 @@ func (t *Trainer) stepFast(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 			}
 			f.mf.PriorMean = f.pm
 		}
-		f.mf.Scale, f.mf.Adam = float32(scale), coef
-		kern.MeanFieldAdam(&f.mf, n)
+		if t.cfg.Optimizer == OptimizerNGVI {
+			f.ngvi(n, float32(scale), float32(t.ngviStep()))
+		} else {
+			f.mf.Scale, f.mf.Adam = float32(scale), coef
+			kern.MeanFieldAdam(&f.mf, n)
+		}
 	}
 	for j := range f.dHyper {
 		if t.cfg.FreezeHyper {

@@ -237,13 +237,15 @@ func TestTrainerStepAllocatesNothing(t *testing.T) {
 	lik := correlatedRegression(rng, 100, 4, 0.5, 0.5)
 	q := NewMeanField(4, 0, ones(4, 1), 0.3)
 	for _, b := range []Bound{BoundELBO, BoundCollapsedMean, BoundCollapsedMeanVar} {
-		for _, ref := range []bool{false, true} {
-			tr, err := NewTrainer(lik, TrainConfig{BatchSize: 8, Bound: b, Reference: ref})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a := testing.AllocsPerRun(100, func() { tr.Step(q, rng) }); a != 0 {
-				t.Errorf("Step (%s, reference %v) allocates %v times, want 0", b, ref, a)
+		for _, o := range []Optimizer{OptimizerAdam, OptimizerNGVI} {
+			for _, ref := range []bool{false, true} {
+				tr, err := NewTrainer(lik, TrainConfig{BatchSize: 8, Bound: b, Optimizer: o, Reference: ref})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a := testing.AllocsPerRun(100, func() { tr.Step(q, rng) }); a != 0 {
+					t.Errorf("Step (%s, %s, reference %v) allocates %v times, want 0", b, o, ref, a)
+				}
 			}
 		}
 	}
@@ -277,7 +279,11 @@ func TestTrainerReportsNonFiniteELBO(t *testing.T) {
 
 func TestTrainConfigValidation(t *testing.T) {
 	lik := &linearGaussian{x: [][]float64{{1}}, y: []float64{1}, noiseVar: 1}
-	for _, c := range []TrainConfig{{BatchSize: -1}, {LR: -1}, {LR: math.Inf(1)}, {FinalLR: math.NaN()}} {
+	for _, c := range []TrainConfig{
+		{BatchSize: -1}, {LR: -1}, {LR: math.Inf(1)}, {FinalLR: math.NaN()},
+		{Optimizer: OptimizerNGVI + 1}, {Optimizer: -1}, {Optimizer: OptimizerNGVI, Point: true},
+		{Optimizer: OptimizerNGVI, NGVIStep: 1.5}, {Optimizer: OptimizerNGVI, NGVIStep: -0.1}, {NGVIStep: math.NaN()},
+	} {
 		if _, err := NewTrainer(lik, c); err == nil {
 			t.Errorf("NewTrainer(%+v) = nil error, want one", c)
 		}

@@ -55,6 +55,15 @@ type TrainConfig struct {
 	// CollapsedShape is the shape of Eq. 10's Gamma hyperprior, > 0;
 	// zero means DefaultCollapsedShape.
 	CollapsedShape float64
+	// Optimizer steps q: Adam on (mu, rho) (OptimizerAdam, the zero
+	// value) or natural-gradient VI (OptimizerNGVI), which ignores LR
+	// for q and steps it by NGVIStep instead. The likelihood
+	// hyperparameters take Adam steps at LR under both.
+	Optimizer Optimizer
+	// NGVIStep is OptimizerNGVI's step size beta in (0, 1]; zero means
+	// DefaultNGVIStep. With FinalLR set it decays in proportion to the
+	// learning rate.
+	NGVIStep float64
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
@@ -69,6 +78,9 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	}
 	if c.CollapsedShape == 0 {
 		c.CollapsedShape = DefaultCollapsedShape
+	}
+	if c.NGVIStep == 0 {
+		c.NGVIStep = DefaultNGVIStep
 	}
 	return c
 }
@@ -89,12 +101,19 @@ func (c TrainConfig) validate() error {
 		return fmt.Errorf("posterior: collapsed regularization %g, want in (0, 1]", c.CollapsedReg)
 	case !(c.CollapsedShape > 0) || math.IsInf(c.CollapsedShape, 0):
 		return fmt.Errorf("posterior: collapsed hyperprior shape %g, want > 0", c.CollapsedShape)
+	case c.Optimizer < OptimizerAdam || c.Optimizer > OptimizerNGVI:
+		return fmt.Errorf("posterior: unknown optimizer %d", int(c.Optimizer))
+	case c.Optimizer != OptimizerAdam && c.Point:
+		return fmt.Errorf("posterior: optimizer %s with a point estimate, want adam", c.Optimizer)
+	case !(c.NGVIStep > 0 && c.NGVIStep <= 1):
+		return fmt.Errorf("posterior: natural-gradient step %g, want in (0, 1]", c.NGVIStep)
 	}
 	return nil
 }
 
-// Trainer maximizes the ELBO of a MeanField posterior with Adam on
-// minibatches (Blundell et al. 2015; Khan 2018, Section 4):
+// Trainer maximizes the ELBO of a MeanField posterior with Adam (or
+// natural-gradient VI, TrainConfig.Optimizer) on minibatches (Blundell et
+// al. 2015; Khan 2018, Sections 4 and 5):
 //
 //	L(q) = (N/B) sum_{i in batch} E_q[log p(y_i | x_i, w)] - KL[q || p]
 //
@@ -146,6 +165,7 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		t.adam = nn.NewAdam(2*n+nh, cfg.LR)
 	} else {
 		t.fast = newFastState(lik, cfg.BatchSize)
+		t.fast.natural = cfg.Optimizer == OptimizerNGVI
 		if cfg.Bound != BoundELBO {
 			t.fast.s2 = make([]float32, n) // in the engine's layout
 		}
@@ -186,6 +206,12 @@ func (t *Trainer) Reset() {
 
 // SetLR sets Adam's learning rate for the following Steps.
 func (t *Trainer) SetLR(lr float64) { t.lr = lr }
+
+// ngviStep is OptimizerNGVI's current step size: NGVIStep scaled as the
+// learning rate is (by Run's decay or SetLR), at most 1.
+func (t *Trainer) ngviStep() float64 {
+	return min(t.cfg.NGVIStep*t.lr/t.cfg.LR, 1)
+}
 
 // batch fills t.rows with a minibatch and returns it with the factor N/B
 // that makes its data term an unbiased estimate of the full-data one.
@@ -296,6 +322,25 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 			}
 			dMu[j] = d/pv[j] - scale*dMu[j]
 		}
+		clear(dRho)
+	} else if t.cfg.Optimizer == OptimizerNGVI {
+		// Natural-gradient steps on (mu, sigma) in place (ngviUpdate);
+		// Adam below then takes zero steps on them (its moments stay
+		// zero) and steps the hyperparameters alone.
+		beta := t.ngviStep()
+		col := t.cfg.Bound != BoundELBO
+		for j, mu := range q.Mu {
+			m, prec := 0.0, 1/pv[j]
+			if col {
+				m, prec = t.col.prior(mu, sig[j], pv[j])
+			} else if pm != nil {
+				m = pm[j]
+			}
+			var s float64
+			q.Mu[j], s = ngviUpdate(mu, sig[j], scale*dMu[j], scale*dRho[j], m, prec, beta)
+			q.Rho[j] = SoftplusInv(s)
+		}
+		clear(dMu)
 		clear(dRho)
 	} else {
 		// Adam descends: store the negated ELBO gradient.

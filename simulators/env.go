@@ -105,13 +105,16 @@ func argmax(v []float64) int {
 // DefaultWheelConfig, header=auto). Everything after "csv:" up to an
 // optional final "?header=..." is the path, so paths may contain commas
 // and colons.
+//
+// A malformed spec (an unknown environment or option, a bad value) is an
+// *EnvSpecError; failing to load the data is not.
 func ParseEnv(spec, dataPath string) (Env, error) {
 	name, rest, _ := strings.Cut(spec, ":")
 	switch name {
 	case "mushroom":
 		opts, err := parseOptions(rest)
 		if err != nil {
-			return nil, fmt.Errorf("env %q: %w", spec, err)
+			return nil, &EnvSpecError{fmt.Errorf("env %q: %w", spec, err)}
 		}
 		enc := MushroomOneHot
 		if v, ok := opts["encoding"]; ok {
@@ -126,7 +129,7 @@ func ParseEnv(spec, dataPath string) (Env, error) {
 			"loss_prob":          &rw.LossProb,
 			"pass":               &rw.Pass,
 		}, "encoding"); err != nil {
-			return nil, fmt.Errorf("env %q: %w", spec, err)
+			return nil, &EnvSpecError{fmt.Errorf("env %q: %w", spec, err)}
 		}
 		path, err := ResolveMushroom(dataPath)
 		if err != nil {
@@ -140,7 +143,7 @@ func ParseEnv(spec, dataPath string) (Env, error) {
 	case "wheel":
 		opts, err := parseOptions(rest)
 		if err != nil {
-			return nil, fmt.Errorf("env %q: %w", spec, err)
+			return nil, &EnvSpecError{fmt.Errorf("env %q: %w", spec, err)}
 		}
 		cfg := DefaultWheelConfig()
 		if err := setFloats(opts, map[string]*float64{
@@ -150,7 +153,7 @@ func ParseEnv(spec, dataPath string) (Env, error) {
 			"mu3":   &cfg.Mu3,
 			"sigma": &cfg.Sigma,
 		}); err != nil {
-			return nil, fmt.Errorf("env %q: %w", spec, err)
+			return nil, &EnvSpecError{fmt.Errorf("env %q: %w", spec, err)}
 		}
 		return NewWheel(cfg)
 	case "csv":
@@ -159,17 +162,24 @@ func ParseEnv(spec, dataPath string) (Env, error) {
 			path = rest[:i]
 			var err error
 			if header, err = ParseHeaderMode(rest[i+len("?header="):]); err != nil {
-				return nil, fmt.Errorf("env %q: %w", spec, err)
+				return nil, &EnvSpecError{fmt.Errorf("env %q: %w", spec, err)}
 			}
 		}
 		if path == "" {
-			return nil, fmt.Errorf("env %q: want csv:PATH", spec)
+			return nil, &EnvSpecError{fmt.Errorf("env %q: want csv:PATH", spec)}
 		}
 		return LoadClassificationCSV(path, header)
 	default:
-		return nil, fmt.Errorf("env %q: unknown environment %q (want mushroom, wheel or csv:PATH)", spec, name)
+		return nil, &EnvSpecError{fmt.Errorf("env %q: unknown environment %q (want mushroom, wheel or csv:PATH)", spec, name)}
 	}
 }
+
+// EnvSpecError is ParseEnv's error for a malformed environment spec (a
+// usage mistake, as opposed to data that cannot be loaded).
+type EnvSpecError struct{ Err error }
+
+func (e *EnvSpecError) Error() string { return e.Err.Error() }
+func (e *EnvSpecError) Unwrap() error { return e.Err }
 
 // parseOptions splits "k=v,k=v" into a map; "" gives an empty map.
 func parseOptions(s string) (map[string]string, error) {

@@ -58,9 +58,17 @@ type PolicySummary struct {
 	// steps of a single run per second of its wall time.
 	WallSeconds    float64 `json:"wall_seconds"`
 	StepsPerSecond float64 `json:"steps_per_second"`
+	// CPUSeconds sums the CPU time of the runs (RunResult.CPU).
+	CPUSeconds float64 `json:"cpu_seconds"`
 	// Samples is the share of the decisions of the completed runs by
 	// the kind of sample they acted on (refined, mean-field, ...).
 	Samples map[bandit.SampleKind]float64 `json:"samples,omitempty"`
+	// LockedIn is the number of completed runs that locked into one arm
+	// (RunResult.LockedIn: one arm took at least LockInShare of the
+	// decisions of the last LockInWindow steps), and LockedInSeeds
+	// their seeds.
+	LockedIn      int   `json:"locked_in"`
+	LockedInSeeds []int `json:"locked_in_seeds,omitempty"`
 	// Bandit is the configuration the service played, defaults filled
 	// in (BanditConfig), without its features (one numeric feature per
 	// input of the environment, or those of a --bandit-config file);
@@ -98,6 +106,10 @@ func Summarize(cfg RunConfig, results []*RunResult) Summary {
 			}
 			exp = append(exp, r.Expected)
 			real = append(real, r.Realized)
+			if r.LockedIn() {
+				ps.LockedIn++
+				ps.LockedInSeeds = append(ps.LockedInSeeds, r.Seed)
+			}
 			for k, n := range r.Samples {
 				if ps.Samples == nil {
 					ps.Samples = map[bandit.SampleKind]float64{}
@@ -106,6 +118,7 @@ func Summarize(cfg RunConfig, results []*RunResult) Summary {
 				decided += n
 			}
 			ps.WallSeconds += r.Wall.Seconds()
+			ps.CPUSeconds += r.CPU.Seconds()
 			steps += r.Steps
 		}
 		ps.Runs = len(exp)
@@ -243,7 +256,10 @@ func writeRegretCSV(w io.Writer, cfg RunConfig, results []*RunResult) error {
 // policy (lowest mean final expected regret) first.
 func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d), preset %s\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1, s.Preset.Name)
+	// The preset is named once, in its own line below the title (the
+	// title named it too, and the same line was then printed twice).
+	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d)\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1)
+	fmt.Fprintf(&b, "Preset `%s`: %s.\n\n", s.Preset.Name, s.Preset.Description)
 	if s.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", s.Command)
 	}
@@ -252,8 +268,8 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		b.WriteString(" **Interrupted**: only completed runs are summarized.")
 	}
 	b.WriteString("\n\n")
-	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | on refined samples | steps/s per run |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | on refined samples | locked into one arm | steps/s per run | CPU s per run |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	ps := append([]PolicySummary(nil), s.Policies...)
 	sortPolicies(ps)
 	for _, p := range ps {
@@ -264,22 +280,34 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		if p.Runs == 0 {
 			// No mean of nothing: a policy without a completed run is
 			// missing, not a regret of 0.
-			fmt.Fprintf(&b, "| %s | %s | missing | - | missing | - | - |\n", p.Policy, runs)
+			fmt.Fprintf(&b, "| %s | %s | missing | - | missing | - | - | - | - |\n", p.Policy, runs)
 			continue
 		}
 		refined := "-"
 		if share, ok := p.Samples[bandit.SampleRefined]; ok {
 			refined = fmt.Sprintf("%.1f%%", 100*share)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %.1f |\n",
-			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, p.StepsPerSecond)
+		locked := fmt.Sprintf("%d of %d", p.LockedIn, p.Runs)
+		if p.LockedIn > 0 {
+			locked += fmt.Sprintf(" (seeds %s)", joinInts(p.LockedInSeeds))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %s | %.1f | %.1f |\n",
+			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
 	}
-	fmt.Fprintf(&b, "\nPreset `%s`: %s.\n", s.Preset.Name, s.Preset.Description)
+	fmt.Fprintf(&b, "\nLocked into one arm: one arm took at least %g%% of the decisions of a run's last %d steps (all of them in a shorter run).\n", 100*LockInShare, LockInWindow)
 	for _, e := range s.Errors {
 		fmt.Fprintf(&b, "\nError: %s\n", e)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func joinInts(x []int) string {
+	s := make([]string, len(x))
+	for i, v := range x {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ", ")
 }
 
 func sortPolicies(ps []PolicySummary) {

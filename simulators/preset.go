@@ -86,16 +86,55 @@ func Presets() map[string]Preset {
 }
 
 // PolicyNames lists the policy names ParsePolicies accepts.
-var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-ts", "linear-ts"}
+var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-ts", "linear-ts", "laplace-ts", "flow-ts", "neural-linear"}
+
+// TrainingMethods are the training settings a mean-field policy may be
+// played under within one simulation, as "mf-ts@NAME" or
+// "refined-ts@NAME1+NAME2" (ParsePolicies). Each sets the fields of the
+// preset's training configuration that it names and leaves the others:
+//
+//   - elbo: the ELBO with local reparameterization and Adam (the
+//     service's defaults: training.bound "elbo", training.estimator
+//     "local-reparam", training.optimizer "adam")
+//   - ris: training.estimator "ris" (seed 001)
+//   - collapsed-mean, collapsed-mean-var: training.bound (seed 004,
+//     Eqs. 9 and 10)
+//   - ngvi: training.optimizer "ngvi" (seed 002, Section 5)
+var TrainingMethods = map[string]func(*bandit.TrainingConfig){
+	"elbo": func(t *bandit.TrainingConfig) {
+		t.Bound, t.Estimator, t.Optimizer = "elbo", "local-reparam", "adam"
+	},
+	"ris":                func(t *bandit.TrainingConfig) { t.Estimator = "ris" },
+	"collapsed-mean":     func(t *bandit.TrainingConfig) { t.Bound = "collapsed-mean" },
+	"collapsed-mean-var": func(t *bandit.TrainingConfig) { t.Bound = "collapsed-mean-var" },
+	"ngvi":               func(t *bandit.TrainingConfig) { t.Optimizer = "ngvi" },
+}
+
+// methodNames returns the names of TrainingMethods, sorted.
+func methodNames() []string {
+	var names []string
+	for n := range TrainingMethods {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
 
 // PolicySpec names one policy of a simulation and how to build it.
 type PolicySpec struct {
-	// Name is the policy's name in results, e.g. "eps-greedy-0.05".
+	// Name is the policy's name in results, e.g. "eps-greedy-0.05" or
+	// "mf-ts@ngvi".
 	Name string
 	// Kind is one of PolicyNames.
 	Kind string
 	// Epsilon of eps-greedy.
 	Epsilon float64
+	// Methods are names of TrainingMethods applied, in order, to the
+	// preset's training configuration (mf-ts and refined-ts only).
+	Methods []string
+	// Laplace is laplace-ts's policy.laplace ("diagonal" or
+	// "last-layer"); empty: the default.
+	Laplace string
 	// Config, when not nil, is the bandit's whole configuration (a
 	// --bandit-config file): the preset and Kind do not apply.
 	Config *bandit.Config
@@ -138,8 +177,16 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 			e := spec.Epsilon
 			c.Policy.Epsilon = &e
 		}
+		c.Policy.Laplace = spec.Laplace
 		zero := bandit.Duration(0)
 		c.Training.MinInterval = &zero // step mode: training.min_interval does not apply
+		for _, m := range spec.Methods {
+			set, ok := TrainingMethods[m]
+			if !ok {
+				return nil, fmt.Errorf("unknown training method %q (want one of %s)", m, strings.Join(methodNames(), ", "))
+			}
+			set(&c.Training)
+		}
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
@@ -155,9 +202,15 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 }
 
 // ParsePolicies parses a comma-separated list of policies:
-// uniform, greedy, mf-ts, refined-ts, linear-ts, and eps-greedy, which
+// uniform, greedy, mf-ts, refined-ts, linear-ts, laplace-ts, flow-ts,
+// neural-linear, and eps-greedy, which
 // expands to one policy per epsilon of the preset, or eps-greedy:E for
-// a given epsilon E.
+// a given epsilon E, and laplace-ts:diagonal or laplace-ts:last-layer for
+// a Laplace structure (named laplace-ts-diagonal, laplace-ts-last-layer;
+// plain laplace-ts is the default, diagonal). mf-ts and refined-ts take training methods after an
+// "@", joined by "+" (TrainingMethods): "mf-ts@ngvi",
+// "refined-ts@collapsed-mean+ngvi"; the policy keeps that name in the
+// results, so that one run compares training methods side by side.
 func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 	var specs []PolicySpec
 	seen := map[string]bool{}
@@ -171,12 +224,38 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 	}
 	for _, item := range strings.Split(list, ",") {
 		item = strings.TrimSpace(item)
+		item, methods, hasMethods := strings.Cut(item, "@")
 		kind, arg, hasArg := strings.Cut(item, ":")
 		if !slices.Contains(PolicyNames, kind) {
 			return nil, fmt.Errorf("unknown policy %q (want one of %s)", item, strings.Join(PolicyNames, ", "))
 		}
-		if hasArg && kind != "eps-greedy" {
+		if hasArg && kind != "eps-greedy" && kind != "laplace-ts" {
 			return nil, fmt.Errorf("policy %q takes no argument", kind)
+		}
+		if hasArg && kind == "laplace-ts" && !hasMethods {
+			if arg != bandit.LaplaceDiagonal && arg != bandit.LaplaceLastLayer {
+				return nil, fmt.Errorf("laplace-ts:%s: want laplace-ts:%s or laplace-ts:%s", arg, bandit.LaplaceDiagonal, bandit.LaplaceLastLayer)
+			}
+			if err := add(PolicySpec{Name: "laplace-ts-" + arg, Kind: kind, Laplace: arg}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if hasMethods {
+			if kind != "mf-ts" && kind != "refined-ts" {
+				return nil, fmt.Errorf("policy %q takes no training method (only mf-ts and refined-ts do)", kind)
+			}
+			spec := PolicySpec{Name: kind + "@" + methods, Kind: kind}
+			for _, m := range strings.Split(methods, "+") {
+				if _, ok := TrainingMethods[m]; !ok {
+					return nil, fmt.Errorf("%s@%s: unknown training method %q (want one of %s, joined by +)", kind, methods, m, strings.Join(methodNames(), ", "))
+				}
+				spec.Methods = append(spec.Methods, m)
+			}
+			if err := add(spec); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if kind != "eps-greedy" {
 			if err := add(PolicySpec{Name: kind, Kind: kind}); err != nil {

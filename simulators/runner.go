@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -90,8 +92,18 @@ type RunResult struct {
 	// Final cumulative regrets after Steps steps.
 	Expected, Realized float64
 	Wall               time.Duration
+	// CPU is the CPU time of the run's goroutine (cpustat.Measure; in
+	// step mode training and refinement run on it); zero where thread
+	// CPU time cannot be read.
+	CPU time.Duration
 	// Samples counts the decisions by what they acted on.
 	Samples SampleCounts
+	// TopArmShare is the share of the decisions of the last
+	// LockInWindow steps (all steps in a shorter run) that went to the
+	// arm chosen most often then, and TopArm that arm; LockedIn reports
+	// whether the run locked into it (TopArmShare >= LockInShare).
+	TopArm      int
+	TopArmShare float64
 	// Decisions, with RunConfig.KeepDecisions, are the run's decisions in
 	// order.
 	Decisions []*bandit.Decision
@@ -113,6 +125,50 @@ func (c *SampleCounts) add(k bandit.SampleKind) {
 // Complete reports whether the run finished all its steps.
 func (r *RunResult) Complete(steps int) bool { return r.Err == nil && r.Steps == steps }
 
+// A run "locks into one arm" when, over its last LockInWindow steps (all
+// of them in a shorter run), one arm took at least LockInShare of the
+// decisions: mean-field Thompson sampling whose posterior collapsed
+// always passes on the mushroom bandit (bench/mushroom/README.md), where
+// the optimal policy eats about half the time.
+const (
+	LockInWindow = 2000
+	LockInShare  = 0.99
+)
+
+// LockedIn reports whether the run locked into one arm (LockInWindow).
+func (r *RunResult) LockedIn() bool { return r.TopArmShare >= LockInShare }
+
+// armCounter counts the arms chosen over a run's last window steps.
+type armCounter struct {
+	from   int // first step counted, 0-based
+	counts []int
+}
+
+func newArmCounter(steps, arms int) armCounter {
+	return armCounter{from: max(steps-LockInWindow, 0), counts: make([]int, arms)}
+}
+
+func (c *armCounter) record(step, arm int) {
+	if step >= c.from && arm >= 0 && arm < len(c.counts) {
+		c.counts[arm]++
+	}
+}
+
+// top returns the arm chosen most often in the window and its share.
+func (c *armCounter) top() (arm int, share float64) {
+	var n, best int
+	for a, k := range c.counts {
+		n += k
+		if k > best {
+			arm, best = a, k
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return arm, float64(best) / float64(n)
+}
+
 // Seeds: the environment's random stream of seed s is PCG(s, envStream),
 // shared by every policy (common random numbers); each policy's own stream
 // is PCG(s, fnv64(policy name)).
@@ -125,7 +181,7 @@ func policyStream(name string) uint64 {
 }
 
 // cost orders jobs so that the most expensive start first.
-var cost = map[string]int{"refined-ts": 0, "mf-ts": 1, "eps-greedy": 2, "greedy": 2, "linear-ts": 3, "uniform": 4}
+var cost = map[string]int{"refined-ts": 0, "flow-ts": 1, "laplace-ts": 1, "neural-linear": 1, "mf-ts": 1, "eps-greedy": 2, "greedy": 2, "linear-ts": 3, "uniform": 4}
 
 // Run plays every (policy, seed) pair for cfg.Steps steps, Workers runs
 // at a time, and returns one result per pair in policy-then-seed order.
@@ -173,7 +229,7 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 			defer wg.Done()
 			for r := range jobs {
 				prog.begin(r)
-				runOne(ctx, r, specs[r.Policy], cfg, every, prog.done[r.Policy])
+				r.CPU = cpustat.Measure(func() { runOne(ctx, r, specs[r.Policy], cfg, every, prog.done[r.Policy]) })
 				prog.end(r)
 			}
 		}()
@@ -194,8 +250,13 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 // ServiceSeed is the seed of the bandit service that plays policy name
 // on seed s (bandit.ServiceConfig.Seed): the same (seed, policy) pair
 // gives the same decisions through Run and through a service of this
-// seed in step mode, over its Go or HTTP API.
+// seed in step mode, over its Go or HTTP API. A policy's training methods
+// ("mf-ts@ngvi") do not enter it: every method of a policy starts from
+// the same initial weights and random streams on a seed (common random
+// numbers), and "mf-ts@elbo" decides exactly as "mf-ts" under the
+// default preset.
 func ServiceSeed(seed int, name string) uint64 {
+	name, _, _ = strings.Cut(name, "@")
 	return uint64(seed)<<32 ^ policyStream(name) | 1
 }
 
@@ -241,10 +302,12 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 	enc := bandit.NewEncoder(bc.Features)
 	envRNG := rand.New(rand.NewPCG(uint64(r.Seed), envStream))
 	reg := NewRegret(every)
+	arms := newArmCounter(cfg.Steps, len(bc.Arms))
 	defer func() {
 		r.Steps = reg.Steps()
 		r.Points = reg.Points()
 		r.Expected, r.Realized = reg.Cumulative()
+		r.TopArm, r.TopArmShare = arms.top()
 	}()
 	type pending struct {
 		id     string
@@ -270,6 +333,7 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 		}
 		arm := out.Decision.Arm
 		reg.Record(st, arm)
+		arms.record(i, arm)
 		r.Samples.add(out.Decision.Sample)
 		if cfg.KeepDecisions {
 			r.Decisions = append(r.Decisions, out.Decision)

@@ -6,8 +6,11 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,6 +70,18 @@ func TestSimulateEndToEnd(t *testing.T) {
 		}
 	}
 
+	// summary.md names the preset in one line, once.
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(md), "tiny"); got != 1 {
+		t.Errorf("summary.md names the preset %d times, want once:\n%s", got, md)
+	}
+	if want := "Preset `tiny`: "; !strings.Contains(string(md), want) {
+		t.Errorf("summary.md lacks %q:\n%s", want, md)
+	}
+
 	// regret.csv: header, then 3 points (steps 20, 40, 60) per run.
 	fh, err := os.Open(filepath.Join(dir, "regret.csv"))
 	if err != nil {
@@ -103,6 +118,9 @@ func TestSimulateEndToEnd(t *testing.T) {
 		if p.Runs != 2 || !(p.WallSeconds > 0) || !(p.StepsPerSecond > 0) {
 			t.Errorf("policy %s: runs %d, wall %g s, %g steps/s; want 2 runs and positive timings", p.Policy, p.Runs, p.WallSeconds, p.StepsPerSecond)
 		}
+		if runtime.GOOS == "linux" && !(p.CPUSeconds > 0) {
+			t.Errorf("policy %s: CPU %g s, want positive (thread CPU time on Linux)", p.Policy, p.CPUSeconds)
+		}
 		if p.ExpectedMean < 0 {
 			t.Errorf("policy %s: negative mean expected regret %g", p.Policy, p.ExpectedMean)
 		}
@@ -118,6 +136,7 @@ func TestSimulateEndToEnd(t *testing.T) {
 	for i := range got.Policies {
 		got.Policies[i].WallSeconds = 0
 		got.Policies[i].StepsPerSecond = 0
+		got.Policies[i].CPUSeconds = 0
 	}
 	gb, err := json.MarshalIndent(got, "", "  ")
 	if err != nil {
@@ -208,9 +227,149 @@ func TestParsePolicies(t *testing.T) {
 	if got, want := strings.Join(names, ","), "refined-ts,eps-greedy-0.01,eps-greedy-0.05,eps-greedy-0.2"; got != want {
 		t.Errorf("names = %s, want %s", got, want)
 	}
-	for _, bad := range []string{"", "nope", "mf-ts,mf-ts", "eps-greedy:2", "mf-ts:3", "eps-greedy:x"} {
+	specs, err = ParsePolicies("mf-ts@ngvi,refined-ts@collapsed-mean+ngvi,mf-ts", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(specs); got != "[{mf-ts@ngvi mf-ts 0 [ngvi]  <nil>} {refined-ts@collapsed-mean+ngvi refined-ts 0 [collapsed-mean ngvi]  <nil>} {mf-ts mf-ts 0 []  <nil>}]" {
+		t.Errorf("specs = %s", got)
+	}
+	specs, err = ParsePolicies("laplace-ts,laplace-ts:last-layer,laplace-ts:diagonal", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(specs); got != "[{laplace-ts laplace-ts 0 []  <nil>} {laplace-ts-last-layer laplace-ts 0 [] last-layer <nil>} {laplace-ts-diagonal laplace-ts 0 [] diagonal <nil>}]" {
+		t.Errorf("specs = %s", got)
+	}
+	env, err := ParseEnv("wheel", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := BanditConfig(specs[1], env, p); err != nil || c.Policy.Laplace != "last-layer" {
+		t.Errorf("laplace-ts:last-layer plays policy.laplace %q (%v)", c.Policy.Laplace, err)
+	}
+	for _, bad := range []string{"", "nope", "mf-ts,mf-ts", "eps-greedy:2", "mf-ts:3", "eps-greedy:x", "laplace-ts:full", "flow-ts:last-layer", "laplace-ts:last-layer,laplace-ts:last-layer",
+		"mf-ts@nope", "mf-ts@", "mf-ts@ngvi+", "greedy@ngvi", "eps-greedy:0.1@ngvi", "mf-ts@ngvi,mf-ts@ngvi"} {
 		if _, err := ParsePolicies(bad, p); err == nil {
 			t.Errorf("ParsePolicies(%q) = nil error, want one", bad)
 		}
+	}
+}
+
+// TestTrainingMethodsSetTheTrainingConfiguration: a policy's training
+// methods set the fields they name on top of the preset, in order.
+func TestTrainingMethodsSetTheTrainingConfiguration(t *testing.T) {
+	env, err := ParseEnv("mushroom", sharedMushroom(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Presets()["fast"]
+	p.Bandit.Training.Estimator = "weight-reparam" // as --estimator would
+	for _, c := range []struct {
+		policy                      string
+		estimator, bound, optimizer string
+	}{
+		{"mf-ts", "weight-reparam", "elbo", "adam"},
+		{"mf-ts@elbo", "local-reparam", "elbo", "adam"},
+		{"mf-ts@ris", "ris", "elbo", "adam"},
+		{"mf-ts@collapsed-mean", "weight-reparam", "collapsed-mean", "adam"},
+		{"refined-ts@collapsed-mean-var", "weight-reparam", "collapsed-mean-var", "adam"},
+		{"mf-ts@ngvi", "weight-reparam", "elbo", "ngvi"},
+		{"refined-ts@collapsed-mean+ngvi", "weight-reparam", "collapsed-mean", "ngvi"},
+		{"mf-ts@ngvi+elbo", "local-reparam", "elbo", "adam"},
+	} {
+		specs, err := ParsePolicies(c.policy, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bc, err := BanditConfig(specs[0], env, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := bc.Training
+		if tr.Estimator != c.estimator || tr.Bound != c.bound || tr.Optimizer != c.optimizer {
+			t.Errorf("%s: estimator %s, bound %s, optimizer %s; want %s, %s, %s", c.policy, tr.Estimator, tr.Bound, tr.Optimizer, c.estimator, c.bound, c.optimizer)
+		}
+	}
+}
+
+// TestTrainingMethodsShareTheSeed: "mf-ts@elbo" is "mf-ts" under a
+// preset of the defaults, and decides exactly as it does on every seed
+// (ServiceSeed ignores the methods); "mf-ts@ngvi" starts from the same
+// seed and decides otherwise.
+func TestTrainingMethodsShareTheSeed(t *testing.T) {
+	env, err := ParseEnv("mushroom", sharedMushroom(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPreset()
+	specs, err := ParsePolicies("mf-ts,mf-ts@elbo,mf-ts@ngvi", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := Run(context.Background(), RunConfig{Env: env, Policies: specs, Steps: 40, Seeds: 2, Preset: p, Every: 1, KeepDecisions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arms := func(r *RunResult) []int {
+		var a []int
+		for _, d := range r.Decisions {
+			a = append(a, d.Arm)
+		}
+		return a
+	}
+	for s := range 2 {
+		plain, elbo, ngvi := results[s], results[2+s], results[4+s]
+		if !slices.Equal(arms(plain), arms(elbo)) || plain.Expected != elbo.Expected {
+			t.Errorf("seed %d: mf-ts@elbo chose %v (regret %g), mf-ts %v (regret %g); want the same", plain.Seed, arms(elbo), elbo.Expected, arms(plain), plain.Expected)
+		}
+		if slices.Equal(arms(plain), arms(ngvi)) {
+			t.Errorf("seed %d: mf-ts@ngvi chose the same arms as mf-ts in all 40 steps", plain.Seed)
+		}
+	}
+}
+
+// TestLockIn: a run locks into an arm when that arm took at least 99% of
+// the decisions of its last 2,000 steps; Summarize counts such runs.
+func TestLockIn(t *testing.T) {
+	c := newArmCounter(5000, 2)
+	for i := range 5000 {
+		arm := 1
+		if i < 3000 || i%200 == 0 { // 10 of the last 2,000 steps eat
+			arm = 0
+		}
+		c.record(i, arm)
+	}
+	if arm, share := c.top(); arm != 1 || share != 0.995 {
+		t.Errorf("top = arm %d, share %g; want arm 1, 0.995", arm, share)
+	}
+	short := newArmCounter(100, 2)
+	for i := range 100 {
+		short.record(i, i%2)
+	}
+	if _, share := short.top(); share != 0.5 {
+		t.Errorf("a 100-step run: share %g, want 0.5 (all its steps counted)", share)
+	}
+	for _, c := range []struct {
+		share  float64
+		locked bool
+	}{{0.995, true}, {0.99, true}, {0.9899, false}, {0.5, false}} {
+		if got := (&RunResult{TopArmShare: c.share}).LockedIn(); got != c.locked {
+			t.Errorf("LockedIn at share %g = %v, want %v", c.share, got, c.locked)
+		}
+	}
+	env, err := ParseEnv("mushroom", sharedMushroom(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := RunConfig{Env: env, Policies: []PolicySpec{{Name: "uniform", Kind: "uniform"}}, Steps: 10, Seeds: 3, Preset: tinyPreset()}
+	results := []*RunResult{
+		{Policy: "uniform", Seed: 1, Steps: 10, TopArmShare: 1},
+		{Policy: "uniform", Seed: 2, Steps: 10, TopArmShare: 0.6},
+		{Policy: "uniform", Seed: 3, Steps: 10, TopArmShare: 0.99},
+	}
+	ps := Summarize(cfg, results).Policies[0]
+	if ps.LockedIn != 2 || !slices.Equal(ps.LockedInSeeds, []int{1, 3}) {
+		t.Errorf("locked in: %d runs, seeds %v; want 2, [1 3]", ps.LockedIn, ps.LockedInSeeds)
 	}
 }

@@ -29,7 +29,7 @@ const benchEncoded = 117
 // fresh schema; one op is one decision and its reward, so rows/s is
 // 2·ops/s. The *-unordered cases drop the per-bandit reward lock; the
 // other group-commit-* cases vary one setting of the defaults
-// (MaxInFlight 2, MaxDelay 2ms). Run it with `make bench-store`.
+// (MaxInFlight 1, MaxDelay 2ms). Run it with `make bench-store`.
 func BenchmarkWrites(b *testing.B) {
 	storetest.DatabaseURL(b)
 	modes := []struct {
@@ -44,7 +44,7 @@ func BenchmarkWrites(b *testing.B) {
 		{"row-at-a-time-unordered", Config{MaxBatch: 1}, true},
 		{"group-commit-unordered", Config{}, true},
 		// Tuning: the defaults beside other values.
-		{"group-commit-inflight-1", Config{MaxInFlight: 1}, false},
+		{"group-commit-inflight-2", Config{MaxInFlight: 2}, false},
 		{"group-commit-inflight-4", Config{MaxInFlight: 4}, false},
 		{"group-commit-delay-200us", Config{MaxDelay: 200 * time.Microsecond}, false},
 		{"group-commit-delay-10ms", Config{MaxDelay: 10 * time.Millisecond}, false},
@@ -161,4 +161,110 @@ func benchWrites(b *testing.B, writers int, cfg Config, unordered bool) {
 	if n := batches.Load(); n > 0 {
 		b.ReportMetric(float64(rows.Load())/float64(n), "rows/commit")
 	}
+}
+
+// BenchmarkCommit is the cost of one group commit of a given size, the
+// committer's batching left out: each op commits one batch of n new
+// decisions and the rewards of the previous op's n decisions (2n rows,
+// as the service's batches mix them), on one connection, one batch at a
+// time. It reports PostgreSQL's CPU per row (its backends, from /proc)
+// and this process's (encoding, the round trip), which busy machines
+// inflate far less than the wall time: what to compare when changing
+// the statements or the schema.
+func BenchmarkCommit(b *testing.B) {
+	for _, n := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("rows=%d", 2*n), func(b *testing.B) { benchCommit(b, n) })
+	}
+}
+
+// benchContext is a mushroom context as clients send it: 22 features.
+const benchContext = `{"cap-shape":"x","cap-surface":"s","cap-color":"n","bruises":"t","odor":"p","gill-attachment":"f",` +
+	`"gill-spacing":"c","gill-size":"n","gill-color":"k","stalk-shape":"e","stalk-root":"e","stalk-surface-above-ring":"s",` +
+	`"stalk-surface-below-ring":"s","stalk-color-above-ring":"w","stalk-color-below-ring":"w","veil-type":"p","veil-color":"w",` +
+	`"ring-number":"o","ring-type":"p","spore-print-color":"k","population":"s","habitat":"u"}`
+
+func benchCommit(b *testing.B, n int) {
+	pcfg, _ := storetest.FreshSchema(b)
+	ctx := context.Background()
+	if err := MigrateConfig(ctx, pcfg.ConnConfig, Up); err != nil {
+		b.Fatal(err)
+	}
+	pcfg.MaxConns = 1
+	SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	s, err := NewPostgres(pool, Config{MaxBatch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateBandit(ctx, &bandit.Bandit{Name: "mushrooms", Config: json.RawMessage(`{}`)}); err != nil {
+		b.Fatal(err)
+	}
+	encoded := make([]float64, benchEncoded)
+	for i := range encoded {
+		encoded[i] = float64(i % 2)
+	}
+	next := 0
+	batch := func(withRewards bool) []*write {
+		var ws []*write
+		for k := range n {
+			id := fmt.Sprint(next + k)
+			d := &bandit.Decision{
+				Bandit: "mushrooms", EventID: id, Context: json.RawMessage(benchContext), Encoded: encoded,
+				Arm: k % 2, Propensities: []float64{0.97, 0.03}, Scores: []float64{4.1, 0},
+				Policy: "eps-greedy", ModelVersion: 12, Sample: bandit.SamplePoint, CreatedAt: time.Now(),
+			}
+			ws = append(ws, &write{d: d})
+			if withRewards {
+				ws = append(ws, &write{r: &bandit.Reward{Bandit: "mushrooms", EventID: fmt.Sprint(next - n + k), Value: 5, ReceivedAt: time.Now()}})
+			}
+		}
+		next += n
+		return ws
+	}
+	check := func(ws []*write) {
+		for _, w := range ws {
+			if w.err != nil {
+				b.Fatal(w.err)
+			}
+		}
+	}
+	// Warm the connection's statement cache.
+	for i := range 3 {
+		ws := batch(i > 0)
+		s.commit(ctx, ws)
+		check(ws)
+	}
+	probe, err := pgx.ConnectConfig(ctx, pcfg.ConnConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe.Close(ctx)
+	backends := func() map[int]time.Duration {
+		rows, err := probe.Query(ctx, cpustat.BackendsQuery)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cpustat.Processes(pids)
+	}
+	pg0, self0 := backends(), cpustat.Self()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ws := batch(true)
+		s.commit(ctx, ws)
+		check(ws)
+	}
+	b.StopTimer()
+	rows := float64(2 * n * b.N)
+	b.ReportMetric(float64(cpustat.Growth(pg0, backends()).Microseconds())/rows, "pg-µs/row")
+	b.ReportMetric(float64((cpustat.Self()-self0).Microseconds())/rows, "go-µs/row")
 }

@@ -163,3 +163,78 @@ var latestMigration = sync.OnceValues(func() (uint, error) {
 	}
 	return v, nil
 })
+
+// MigrateTo applies or reverts migrations until the schema is at version
+// v (golang-migrate's goto); 0 reverts every migration. Nothing to do is
+// success.
+func MigrateTo(ctx context.Context, databaseURL string, v uint) error {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("store: migrate: parse database URL: %w", err)
+	}
+	return withMigrate(ctx, cfg, func(m *migrate.Migrate) error {
+		if v == 0 {
+			err = m.Down()
+		} else {
+			err = m.Migrate(v)
+		}
+		if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("store: migrate to version %d: %w", v, err)
+		}
+		return nil
+	})
+}
+
+// ForceVersion records v as the schema version and clears the dirty flag
+// without running any migration (golang-migrate's force), for a
+// database repaired by hand after a migration failed half-way; -1 records
+// no version.
+func ForceVersion(ctx context.Context, databaseURL string, v int) error {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("store: migrate: parse database URL: %w", err)
+	}
+	return withMigrate(ctx, cfg, func(m *migrate.Migrate) error {
+		if err := m.Force(v); err != nil {
+			return fmt.Errorf("store: force version %d: %w", v, err)
+		}
+		return nil
+	})
+}
+
+// LatestMigration returns the version of the newest embedded migration.
+func LatestMigration() (uint, error) { return latestMigration() }
+
+// DataTables are the tables whose rows a down migration would lose, in
+// the order RowCounts reports them.
+var DataTables = []string{"bandits", "decisions", "rewards", "snapshots"}
+
+// RowCounts returns the number of rows of each of DataTables that exists
+// in the database's search path (a table not there is left out).
+func RowCounts(ctx context.Context, databaseURL string) (map[string]int64, error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse database URL: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	counts := map[string]int64{}
+	for _, t := range DataTables {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("store: look up table %s: %w", t, err)
+		}
+		if !exists {
+			continue
+		}
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{t}.Sanitize()).Scan(&n); err != nil {
+			return nil, fmt.Errorf("store: count rows of %s: %w", t, err)
+		}
+		counts[t] = n
+	}
+	return counts, nil
+}

@@ -52,7 +52,7 @@ func TestPostgresContract(t *testing.T) {
 		cfg  Config
 	}{
 		{"with group commit", Config{}},
-		{"with one batch in flight at a time", Config{MaxInFlight: 1}},
+		{"with two batches in flight at a time", Config{MaxInFlight: 2}},
 		{"with each write its own transaction", Config{MaxBatch: 1}},
 	}
 	for _, tt := range tests {

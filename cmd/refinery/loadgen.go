@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	apiclient "github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/simulators"
 )
@@ -110,62 +111,6 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return loadgen(ctx, c, data, stdout, stderr)
 }
 
-// lgClient is loadgen's HTTP client.
-type lgClient struct {
-	base string
-	http *http.Client
-}
-
-func (c *lgClient) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, out, err
-}
-
-func (c *lgClient) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
-	}
-	if w, ok := v.(io.Writer); ok {
-		_, err = io.Copy(w, resp.Body)
-		return err
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-type lgStatus struct {
-	Policy struct {
-		Kind string `json:"kind"`
-	} `json:"policy"`
-	Status struct {
-		Decisions int64 `json:"decisions"`
-		Bank      *struct {
-			Depth    int   `json:"depth"`
-			Capacity int   `json:"capacity"`
-			Produced int64 `json:"produced"`
-		} `json:"bank"`
-	} `json:"status"`
-}
-
 // levelResult is one concurrency level's measurements.
 type levelResult struct {
 	clients             int
@@ -214,10 +159,13 @@ func cores(cpu time.Duration, ok bool, wall time.Duration) string {
 
 func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData, stdout, stderr io.Writer) error {
 	maxLevel := slices.Max(c.levels)
-	cl := &lgClient{base: strings.TrimRight(c.url, "/"), http: &http.Client{
+	cl, err := apiclient.New(strings.TrimRight(c.url, "/"), &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: maxLevel + 4, MaxIdleConns: maxLevel + 4},
-	}}
+	})
+	if err != nil {
+		return usageError{fmt.Errorf("--url: %w", err)}
+	}
 	meter := &cpuMeter{cl: cl}
 	if c.databaseURL != "" {
 		conn, err := pgx.Connect(ctx, c.databaseURL)
@@ -241,9 +189,8 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 			}
 		}
 		body, _ := json.Marshal(cfg)
-		code, out, err := cl.post(ctx, "/v1/bandits", body)
-		if err != nil || code != http.StatusCreated {
-			return fmt.Errorf("create bandit %s: %d %s %v", name, code, out, err)
+		if _, err := cl.CreateBandit(ctx, json.RawMessage(body)); err != nil {
+			return fmt.Errorf("create bandit %s: %w", name, err)
 		}
 		fmt.Fprintf(stderr, "created bandit %s\n", name)
 	}
@@ -256,8 +203,8 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 		}
 		ctxs[i], _ = json.Marshal(m)
 	}
-	var st lgStatus
-	if err := cl.get(ctx, "/v1/bandits/"+name, &st); err != nil {
+	st, err := cl.Bandit(ctx, name)
+	if err != nil {
 		return err
 	}
 	if c.train > 0 {
@@ -296,7 +243,7 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 		}
 		label := c.label
 		if label == "" {
-			label = st.Policy.Kind
+			label = string(st.Policy.Kind)
 		}
 		loadgenRow(stdout, label, r, st.Status.Bank != nil)
 		if c := r.cpu; r.decisions > 0 {
@@ -309,8 +256,12 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 				}
 				return fmt.Sprintf("%.0f", float64(d.Microseconds())/float64(r.decisions))
 			}
-			fmt.Fprintf(stderr, "%s, %d clients: CPU per decision (µs): serving %s, training %s, refinement %s, PostgreSQL %s, loader %s\n",
-				label, n, per(c.serving, c.serveOK), per(c.training, c.serveOK), per(c.refinement, c.serveOK), per(c.postgres, c.postgresOK), per(c.loader, c.loaderOK))
+			batches := "-"
+			if c.commits > 0 {
+				batches = fmt.Sprintf("%.1f rows per commit", c.rows/c.commits)
+			}
+			fmt.Fprintf(stderr, "%s, %d clients: CPU per decision (µs): serving %s, training %s, refinement %s, PostgreSQL %s, loader %s; group commit: %s\n",
+				label, n, per(c.serving, c.serveOK), per(c.training, c.serveOK), per(c.refinement, c.serveOK), per(c.postgres, c.postgresOK), per(c.loader, c.loaderOK), batches)
 		}
 	}
 	return nil
@@ -323,7 +274,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Micros
 // backends of the bench database (db: their PIDs from pg_stat_activity,
 // their CPU from /proc) and the loader's own (getrusage).
 type cpuMeter struct {
-	cl *lgClient
+	cl *apiclient.Client
 	db *pgx.Conn // nil: PostgreSQL's CPU is not measured
 }
 
@@ -335,6 +286,9 @@ type cpuReading struct {
 	backends                      map[int]time.Duration
 	loader                        time.Duration
 	loaderOK                      bool
+	// rows and commits are serve's group-commit counters
+	// (refinery_store_batch_size's sum and count).
+	rows, commits float64
 }
 
 // cpuUse is the CPU of a level: the difference of two readings.
@@ -343,17 +297,23 @@ type cpuUse struct {
 	serving, training, refinement time.Duration
 	postgres, loader              time.Duration
 	serveOK, postgresOK, loaderOK bool
+	rows, commits                 float64
 }
 
 func (m *cpuMeter) read(ctx context.Context) cpuReading {
 	r := cpuReading{at: time.Now()}
 	var text bytes.Buffer
-	if err := m.cl.get(ctx, "/metrics", &text); err == nil {
+	if err := m.cl.Metrics(ctx, &text); err == nil {
 		var okP, okT, okR bool
 		r.process, okP = metricSeconds(text.String(), "process_cpu_seconds_total")
 		r.training, okT = metricSeconds(text.String(), `refinery_cpu_seconds_total{activity="training"}`)
 		r.refinement, okR = metricSeconds(text.String(), `refinery_cpu_seconds_total{activity="refinement"}`)
 		r.serveOK = okP && okT && okR
+		rows, okS := metricValue(text.String(), "refinery_store_batch_size_sum")
+		commits, okC := metricValue(text.String(), "refinery_store_batch_size_count")
+		if okS && okC {
+			r.rows, r.commits = rows, commits
+		}
 	}
 	if m.db != nil {
 		rows, err := m.db.Query(ctx, cpustat.BackendsQuery)
@@ -372,7 +332,8 @@ func (m *cpuMeter) read(ctx context.Context) cpuReading {
 // there at a counts from zero; one gone by b is lost (the pool's
 // connections live through a level).
 func (b cpuReading) since(a cpuReading) cpuUse {
-	u := cpuUse{wall: b.at.Sub(a.at), serveOK: a.serveOK && b.serveOK, loaderOK: a.loaderOK && b.loaderOK}
+	u := cpuUse{wall: b.at.Sub(a.at), serveOK: a.serveOK && b.serveOK, loaderOK: a.loaderOK && b.loaderOK,
+		rows: b.rows - a.rows, commits: b.commits - a.commits}
 	if u.serveOK {
 		u.training, u.refinement = b.training-a.training, b.refinement-a.refinement
 		u.serving = max(b.process-a.process-u.training-u.refinement, 0)
@@ -389,6 +350,13 @@ func (b cpuReading) since(a cpuReading) cpuUse {
 // metricSeconds returns the value of the sample whose name and labels
 // are exactly series in a Prometheus text exposition, as a duration.
 func metricSeconds(text, series string) (time.Duration, bool) {
+	v, ok := metricValue(text, series)
+	return time.Duration(v * float64(time.Second)), ok
+}
+
+// metricValue returns the value of the sample whose name and labels are
+// exactly series in a Prometheus text exposition.
+func metricValue(text, series string) (float64, bool) {
 	for line := range strings.Lines(text) {
 		rest, ok := strings.CutPrefix(line, series+" ")
 		if !ok {
@@ -398,17 +366,17 @@ func metricSeconds(text, series string) (time.Duration, bool) {
 		if err != nil {
 			return 0, false
 		}
-		return time.Duration(v * float64(time.Second)), true
+		return v, true
 	}
 	return 0, false
 }
 
 // warmBank waits until the bandit's bank is full and reports how fast
 // it filled: the production rate with no demand.
-func warmBank(ctx context.Context, cl *lgClient, name string, timeout time.Duration, stderr io.Writer) error {
+func warmBank(ctx context.Context, cl *apiclient.Client, name string, timeout time.Duration, stderr io.Writer) error {
 	start := time.Now()
-	var st lgStatus
-	if err := cl.get(ctx, "/v1/bandits/"+name, &st); err != nil {
+	st, err := cl.Bandit(ctx, name)
+	if err != nil {
 		return err
 	}
 	p0 := st.Status.Bank.Produced
@@ -421,7 +389,7 @@ func warmBank(ctx context.Context, cl *lgClient, name string, timeout time.Durat
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		if err := cl.get(ctx, "/v1/bandits/"+name, &st); err != nil {
+		if st, err = cl.Bandit(ctx, name); err != nil {
 			return err
 		}
 	}
@@ -431,14 +399,14 @@ func warmBank(ctx context.Context, cl *lgClient, name string, timeout time.Durat
 	return nil
 }
 
-func fetchProfile(ctx context.Context, cl *lgClient, file string, d time.Duration) error {
+func fetchProfile(ctx context.Context, cl *apiclient.Client, file string, d time.Duration) error {
 	secs := max(int(d.Seconds())-1, 1)
 	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return cl.get(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), f)
+	return cl.Get(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), f)
 }
 
 // lgDecision is what the loader reads of a decision response.
@@ -455,9 +423,9 @@ type lgDecision struct {
 // runLevel runs n clients for c.duration, or until they have made
 // limit decisions in all when limit > 0. With a meter, it measures the
 // level's CPU.
-func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n int, c loadgenConfig, ctxs [][]byte, edible []bool, level uint64, limit int) (levelResult, error) {
-	var before, after lgStatus
-	if err := cl.get(ctx, "/v1/bandits/"+name, &before); err != nil {
+func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name string, n int, c loadgenConfig, ctxs [][]byte, edible []bool, level uint64, limit int) (levelResult, error) {
+	before, err := cl.Bandit(ctx, name)
+	if err != nil {
 		return levelResult{}, err
 	}
 	type worker struct {
@@ -481,14 +449,13 @@ func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n
 		wg.Go(func() {
 			w := &ws[g]
 			rng := rand.New(rand.NewPCG(c.seed, level<<32|uint64(g)))
-			rc, err := newRawClient(cl.base, 30*time.Second)
+			rc, err := apiclient.NewConn(cl.BaseURL(), 30*time.Second)
 			if err != nil {
 				w.errors++
 				return
 			}
-			defer rc.close()
-			decisions := "/v1/bandits/" + name + "/decisions"
-			var body, reward []byte
+			defer rc.Close()
+			var body []byte
 			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 				if limit > 0 && count.Add(1) > int64(limit) {
 					return
@@ -496,7 +463,7 @@ func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n
 				row := rng.IntN(len(ctxs))
 				body = append(append(append(body[:0], `{"context":`...), ctxs[row]...), '}')
 				t0 := time.Now()
-				code, out, err := rc.post(decisions, body)
+				code, out, err := rc.Decide(name, body)
 				lat := time.Since(t0)
 				if err != nil || code != http.StatusCreated {
 					w.errors++
@@ -520,8 +487,7 @@ func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n
 				if !c.rewards {
 					continue
 				}
-				reward = strconv.AppendFloat(append(reward[:0], `{"value":`...), mushroomReward(edible[row], d.Arm, rng), 'g', -1, 64)
-				code, _, err = rc.post("/v1/bandits/"+name+"/events/"+d.EventID+"/reward", append(reward, '}'))
+				code, _, err = rc.Reward(name, d.EventID, mushroomReward(edible[row], d.Arm, rng))
 				if err != nil || code != http.StatusNoContent {
 					w.rerr++
 				}
@@ -534,7 +500,8 @@ func runLevel(ctx context.Context, cl *lgClient, meter *cpuMeter, name string, n
 	if meter != nil {
 		r.cpu = meter.read(ctx).since(cpu0)
 	}
-	if err := cl.get(ctx, "/v1/bandits/"+name, &after); err != nil {
+	after, err := cl.Bandit(ctx, name)
+	if err != nil {
 		return levelResult{}, err
 	}
 	var lat []time.Duration

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/refinery-bandits/refinery/nn/kern"
@@ -47,7 +48,11 @@ func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
 }
 
 // usageError marks a bad command line: the message is printed on one line
-// and the exit status is 2.
+// and the exit status is 2. Every other error of a command is a run-time
+// failure, exit status 1: the command line was well formed but something
+// it names failed (a file that cannot be read or holds an invalid
+// configuration, an unreachable database, a failed run). One kind of
+// mistake, one status (issue 18, finding 8).
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
@@ -64,16 +69,34 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "run 'refinery <command> -h' for the flags of a command")
+	fmt.Fprintln(w, "run 'refinery help <command>' (or 'refinery <command> -h') for the flags of a command;")
+	fmt.Fprintln(w, "'refinery --version' prints the version")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "exit status: 0 success, 1 a valid command that failed at run time,")
+	fmt.Fprintln(w, "2 a bad command line (unknown command, flag or action; a malformed or")
+	fmt.Fprintln(w, "out-of-range argument)")
 }
 
 // run executes the command line and returns the process exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		if len(args) == 0 {
+	switch {
+	case len(args) == 0:
+		usage(stderr)
+		return 2
+	case args[0] == "--version" || args[0] == "-version":
+		args = append([]string{"version"}, args[1:]...)
+	case len(args) == 2 && args[0] == "help":
+		// help <command> is <command> -h.
+		if !slices.ContainsFunc(commands, func(c command) bool { return c.name == args[1] }) {
+			fmt.Fprintf(stderr, "refinery help: unknown command %q (run 'refinery help')\n", args[1])
 			return 2
 		}
+		args = []string{args[1], "-h"}
+	case len(args) > 2 && args[0] == "help":
+		fmt.Fprintf(stderr, "refinery help: unexpected argument %q (want 'refinery help [command]')\n", args[2])
+		return 2
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
+		usage(stdout)
 		return 0
 	}
 	for _, c := range commands {

@@ -12,7 +12,8 @@ import (
 )
 
 // runCase is a command line and what it must do: exit with wantCode,
-// write exactly wantStderr and something containing wantStdout.
+// write something containing wantStdout and exactly wantStderr (empty:
+// nothing when wantCode is 0, anything otherwise).
 type runCase struct {
 	name       string
 	args       []string
@@ -27,6 +28,18 @@ func TestRun(t *testing.T) {
 		{"help lists the commands", []string{"help"}, 0, "version", ""},
 		{"an unknown command is a one-line error", []string{"frobnicate"}, 2, "", "refinery: unknown command \"frobnicate\" (run 'refinery help')\n"},
 		{"a bad flag is a one-line error", []string{"version", "--nope"}, 2, "", "refinery version: flag provided but not defined: -nope\n"},
+		{"--version prints the version", []string{"--version"}, 0, "refinery dev (kernels: " + kern.Current().String() + ")\n", ""},
+		{"help serve prints serve's flags", []string{"help", "serve"}, 0, "usage: refinery serve", ""},
+		{"help migrate prints migrate's actions", []string{"help", "migrate"}, 0, "force V", ""},
+		{"help of an unknown command is a usage error", []string{"help", "nope"}, 2, "", "refinery help: unknown command \"nope\" (run 'refinery help')\n"},
+		{"help takes one command", []string{"help", "serve", "x"}, 2, "", "refinery help: unexpected argument \"x\" (want 'refinery help [command]')\n"},
+		{"no command is a usage error", nil, 2, "", ""},
+		// One kind of mistake, one exit status: a malformed spec is a
+		// usage error like a malformed flag (2); a file that cannot be
+		// read is a run-time failure (1).
+		{"an unknown environment is a usage error", []string{"simulate", "--env", "mushrom", "--policies", "uniform", "--steps", "1", "--seeds", "1"}, 2, "", "refinery simulate: --env: env \"mushrom\": unknown environment \"mushrom\" (want mushroom, wheel or csv:PATH)\n"},
+		{"a bad environment option is a usage error", []string{"simulate", "--env", "wheel:delta=x", "--policies", "uniform", "--steps", "1", "--seeds", "1"}, 2, "", ""},
+		{"an unreadable bandit config is a run-time failure", []string{"simulate", "--env", "wheel", "--bandit-config", "/nonexistent/cfg.json", "--steps", "1", "--seeds", "1"}, 1, "", "refinery simulate: --bandit-config: open /nonexistent/cfg.json: no such file or directory\n"},
 	})
 }
 
@@ -43,7 +56,7 @@ func runCases(t *testing.T, tests []runCase) {
 			if !strings.Contains(stdout.String(), tt.wantStdout) {
 				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
 			}
-			if stderr.String() != tt.wantStderr {
+			if tt.wantStderr != "" && stderr.String() != tt.wantStderr || tt.wantStderr == "" && tt.wantCode == 0 && stderr.Len() > 0 {
 				t.Errorf("stderr = %q, want %q", stderr.String(), tt.wantStderr)
 			}
 		})

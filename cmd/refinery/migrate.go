@@ -7,72 +7,154 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/refinery-bandits/refinery/store"
 )
 
 func init() {
-	register(command{name: "migrate", summary: "apply, revert or show the database schema (up|down|version)", run: runMigrate})
+	register(command{name: "migrate", summary: "apply, revert, force or show the database schema version", run: runMigrate})
 }
 
-const migrateUsage = `usage: refinery migrate up|down|version [--database-url URL] [--all]
+const migrateUsage = `usage: refinery migrate <action> [--database-url URL] [--yes]
 
-  up       apply every migration not yet applied
-  down     revert the newest migration (with --all: every migration,
-           which drops all of Refinery's tables and their data)
-  version  print the schema version
+actions (as golang-migrate's CLI):
+  up [N]      apply every migration not yet applied (or the next N)
+  down [N]    revert the newest migration (or the newest N)
+  down --all  revert every migration: drops all of Refinery's tables
+  goto V      apply or revert migrations until the schema is at version V
+  force V     record version V (-1: none) and clear the dirty flag, running
+              no migration (after repairing a half-applied one by hand)
+  version     print the schema version
+
+A down or goto that reverts a migration refuses (exit status 1) while
+Refinery's tables hold any row, which it would delete, unless --yes
+confirms it. Bad command lines exit with status 2.
 
 flags:
   --database-url URL  PostgreSQL URL (default $DATABASE_URL)
   --all               with down: revert every migration
+  --yes               with down and goto: confirm deleting the stored data
 `
 
 // runMigrate runs `refinery migrate`. Flags may come before or after the
-// action.
+// action and its argument.
 func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	databaseURL := fs.String("database-url", "", "")
 	all := fs.Bool("all", false, "")
-	var action string
+	yes := fs.Bool("yes", false, "")
+	// A negative version (force -1) would parse as a flag: take such
+	// arguments out first (none is the value of a flag).
+	var pos, negative []string
+	var rest []string
+	for i, a := range args {
+		if len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "0123456789") == "" && (i == 0 || !strings.HasSuffix(args[i-1], "database-url")) {
+			negative = append(negative, a)
+			continue
+		}
+		rest = append(rest, a)
+	}
+	args = rest
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprint(stdout, migrateUsage)
+				return err
 			}
 			return usageError{err}
 		}
 		if fs.NArg() == 0 {
 			break
 		}
-		if action != "" {
-			return usageError{fmt.Errorf("unexpected argument %q after %s", fs.Arg(0), action)}
-		}
-		action, args = fs.Arg(0), fs.Args()[1:]
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
+	pos = append(pos, negative...)
 	url := *databaseURL
 	if url == "" {
 		url = os.Getenv("DATABASE_URL")
 	}
+	if len(pos) == 0 {
+		return usageError{errors.New("missing action: up, down, goto, force or version")}
+	}
+	action, rest := pos[0], pos[1:]
+	if strings.HasPrefix(action, "-") {
+		return usageError{fmt.Errorf("missing action before %s", action)}
+	}
+	// n is the action's number: N of up and down (default 1), V of goto
+	// and force (required).
+	n, hasN := 1, false
+	switch action {
+	case "up", "down", "goto", "force":
+		if len(rest) > 1 {
+			return usageError{fmt.Errorf("unexpected argument %q after %s %s", rest[1], action, rest[0])}
+		}
+		if len(rest) == 1 {
+			v, err := strconv.Atoi(rest[0])
+			lo := map[string]int{"up": 1, "down": 1, "goto": 0, "force": -1}[action]
+			if err != nil || v < lo {
+				return usageError{fmt.Errorf("%s %q: want an integer of at least %d", action, rest[0], lo)}
+			}
+			n, hasN = v, true
+		}
+		if (action == "goto" || action == "force") && !hasN {
+			return usageError{fmt.Errorf("%s needs a version: %s V", action, action)}
+		}
+	case "version":
+		if len(rest) > 0 {
+			return usageError{fmt.Errorf("unexpected argument %q after version", rest[0])}
+		}
+	default:
+		return usageError{fmt.Errorf("unknown action %q: want up, down, goto, force or version", action)}
+	}
 	switch {
-	case action == "":
-		return usageError{errors.New("missing action: up, down or version")}
-	case action != "up" && action != "down" && action != "version":
-		return usageError{fmt.Errorf("unknown action %q: want up, down or version", action)}
 	case *all && action != "down":
 		return usageError{fmt.Errorf("--all goes with down, not %s", action)}
+	case *all && hasN:
+		return usageError{fmt.Errorf("down takes either N or --all, not both")}
+	case *yes && action != "down" && action != "goto":
+		return usageError{fmt.Errorf("--yes goes with down and goto, not %s", action)}
 	case url == "":
 		return usageError{errors.New("no database: pass --database-url or set DATABASE_URL")}
 	}
+	if action == "goto" {
+		latest, err := store.LatestMigration()
+		if err != nil {
+			return err
+		}
+		if uint(n) > latest {
+			return usageError{fmt.Errorf("goto %d: the newest migration is %d", n, latest)}
+		}
+	}
 
+	// A revert deletes what the tables hold: refuse without --yes.
+	if action == "down" || action == "goto" {
+		current, _, err := store.SchemaVersion(ctx, url)
+		if err != nil {
+			return err
+		}
+		if (action == "down" || uint(n) < current) && current > 0 && !*yes {
+			if err := refuseDataLoss(ctx, url); err != nil {
+				return err
+			}
+		}
+	}
 	var err error
 	switch {
-	case action == "up":
+	case action == "up" && !hasN:
 		err = store.Migrate(ctx, url, store.Up)
+	case action == "up":
+		err = store.MigrateSteps(ctx, url, n)
 	case action == "down" && *all:
 		err = store.Migrate(ctx, url, store.Down)
 	case action == "down":
-		err = store.MigrateSteps(ctx, url, -1)
+		err = store.MigrateSteps(ctx, url, -n)
+	case action == "goto":
+		err = store.MigrateTo(ctx, url, uint(n))
+	case action == "force":
+		err = store.ForceVersion(ctx, url, n)
 	}
 	if err != nil {
 		return err
@@ -83,11 +165,30 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	switch {
 	case dirty:
-		_, err = fmt.Fprintf(stdout, "schema version %d (dirty: that migration failed half-way; fix the database by hand)\n", version)
+		_, err = fmt.Fprintf(stdout, "schema version %d (dirty: that migration failed half-way; repair the database by hand, then run 'refinery migrate force V' with the version it is now at)\n", version)
 	case version == 0:
 		_, err = fmt.Fprintln(stdout, "schema version 0 (no migration applied)")
 	default:
 		_, err = fmt.Fprintf(stdout, "schema version %d\n", version)
 	}
 	return err
+}
+
+// refuseDataLoss returns an error naming the rows a revert would delete,
+// or nil when Refinery's tables are empty.
+func refuseDataLoss(ctx context.Context, url string) error {
+	counts, err := store.RowCounts(ctx, url)
+	if err != nil {
+		return err
+	}
+	var held []string
+	for _, t := range store.DataTables {
+		if c := counts[t]; c > 0 {
+			held = append(held, fmt.Sprintf("%d %s", c, t))
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return fmt.Errorf("refusing to revert: the database holds %s, which reverting deletes; pass --yes to confirm", strings.Join(held, ", "))
 }

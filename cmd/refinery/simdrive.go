@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/refinery-bandits/refinery/api"
+	apiclient "github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -149,7 +147,7 @@ type simDriver struct {
 	rate float64
 	seed uint64
 	log  *slog.Logger
-	http *http.Client
+	hc   *http.Client
 
 	mu     sync.Mutex
 	regret map[string]*simTally
@@ -167,7 +165,7 @@ var _ api.RegretSource = (*simDriver)(nil)
 
 func newSimDriver(env simEnv, rate float64, seed uint64, log *slog.Logger) *simDriver {
 	return &simDriver{env: env, rate: rate, seed: seed, log: log, regret: map[string]*simTally{},
-		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
+		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
 }
 
 // Regret implements api.RegretSource.
@@ -193,6 +191,11 @@ func (s *simDriver) bandits() []string {
 // start creates the bandits on the service at base and drives them
 // until stop.
 func (s *simDriver) start(base string) {
+	cl, err := apiclient.New(base, s.hc)
+	if err != nil {
+		s.log.Error("simulator: cannot start", "err", err)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	seed := s.seed
@@ -204,13 +207,13 @@ func (s *simDriver) start(base string) {
 		s.regret[name] = &simTally{}
 		s.mu.Unlock()
 		s.wg.Go(func() {
-			if err := s.create(ctx, base, name, simPolicies[i]); err != nil {
+			if err := s.create(ctx, cl, name, simPolicies[i]); err != nil {
 				if ctx.Err() == nil {
 					s.log.Error("simulator: cannot create the bandit", "bandit", name, "err", err)
 				}
 				return
 			}
-			s.drive(ctx, base, name, rand.New(rand.NewPCG(seed, 1)))
+			s.drive(ctx, cl, name, rand.New(rand.NewPCG(seed, 1)))
 		})
 	}
 	s.log.Info("simulator started", "env", s.env.name(), "bandits", strings.Join(s.bandits(), ","), "rate_per_bandit", s.rate)
@@ -226,21 +229,21 @@ func (s *simDriver) stop() {
 
 // create makes the bandit, retrying while the service loads; a bandit
 // of that name left by an earlier run (PostgreSQL) is driven as it is.
-func (s *simDriver) create(ctx context.Context, base, name, policy string) error {
+func (s *simDriver) create(ctx context.Context, cl *apiclient.Client, name, policy string) error {
 	cfg := map[string]any{"name": name, "arms": s.env.arms(), "features": s.env.features(), "policy": map[string]any{"kind": policy}}
 	for k, v := range simModel {
 		cfg[k] = v
 	}
 	for {
-		code, body, err := s.post(ctx, base+"/v1/bandits", cfg)
-		switch {
-		case err == nil && code == http.StatusCreated:
+		_, err := cl.CreateBandit(ctx, cfg)
+		switch code := apiclient.StatusCode(err); {
+		case err == nil:
 			return nil
-		case err == nil && code == http.StatusConflict:
+		case code == http.StatusConflict:
 			s.log.Info("simulator: the bandit exists already; driving it as it is", "bandit", name)
 			return nil
-		case err == nil && code != http.StatusServiceUnavailable:
-			return fmt.Errorf("POST /v1/bandits: %d %s", code, body)
+		case code != 0 && code != http.StatusServiceUnavailable:
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -251,7 +254,7 @@ func (s *simDriver) create(ctx context.Context, base, name, policy string) error
 }
 
 // drive sends decisions and rewards at s.rate until ctx is done.
-func (s *simDriver) drive(ctx context.Context, base, name string, rng *rand.Rand) {
+func (s *simDriver) drive(ctx context.Context, cl *apiclient.Client, name string, rng *rand.Rand) {
 	t := time.NewTicker(time.Duration(float64(time.Second) / s.rate))
 	defer t.Stop()
 	arms := s.env.arms()
@@ -263,7 +266,7 @@ func (s *simDriver) drive(ctx context.Context, base, name string, rng *rand.Rand
 		case <-t.C:
 		}
 		c, expected, realized := s.env.next(rng)
-		err := s.step(ctx, base, name, arms, c, expected, realized)
+		err := s.step(ctx, cl, name, arms, c, expected, realized)
 		if err != nil && ctx.Err() == nil {
 			if failures++; failures == 1 || failures%100 == 0 {
 				s.log.Warn("simulator: step failed", "bandit", name, "failures", failures, "err", err)
@@ -272,27 +275,12 @@ func (s *simDriver) drive(ctx context.Context, base, name string, rng *rand.Rand
 	}
 }
 
-func (s *simDriver) step(ctx context.Context, base, name string, arms []string, c map[string]any, expected, realized []float64) error {
-	code, body, err := s.post(ctx, base+"/v1/bandits/"+name+"/decisions", map[string]any{"context": c})
+func (s *simDriver) step(ctx context.Context, cl *apiclient.Client, name string, arms []string, c map[string]any, expected, realized []float64) error {
+	d, err := cl.Decide(ctx, name, apiclient.DecisionRequest{Context: c})
 	if err != nil {
 		return err
 	}
-	if code != http.StatusCreated {
-		return fmt.Errorf("decision: %d %s", code, body)
-	}
-	var d struct {
-		EventID string `json:"event_id"`
-		Arm     string `json:"arm"`
-	}
-	if err := json.Unmarshal(body, &d); err != nil {
-		return fmt.Errorf("decision: %w", err)
-	}
-	arm := -1
-	for i, a := range arms {
-		if a == d.Arm {
-			arm = i
-		}
-	}
+	arm := slices.Index(arms, d.Arm)
 	if arm < 0 {
 		return fmt.Errorf("decision: unknown arm %q", d.Arm)
 	}
@@ -305,34 +293,5 @@ func (s *simDriver) step(ctx context.Context, base, name string, arms []string, 
 	t.cumulative += best - expected[arm]
 	t.steps++
 	s.mu.Unlock()
-	code, body, err = s.post(ctx, base+"/v1/bandits/"+name+"/events/"+d.EventID+"/reward", map[string]any{"value": realized[arm]})
-	if err != nil {
-		return err
-	}
-	if code != http.StatusNoContent {
-		return fmt.Errorf("reward: %d %s", code, body)
-	}
-	return nil
-}
-
-func (s *simDriver) post(ctx context.Context, url string, body any) (int, []byte, error) {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return 0, nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return 0, nil, err
-	}
-	return resp.StatusCode, out, nil
+	return cl.Reward(ctx, name, d.EventID, realized[arm])
 }

@@ -38,7 +38,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	envSpec := fs.String("env", "mushroom", "environment: mushroom[:opts], wheel[:opts] or csv:PATH (see README)")
-	policies := fs.String("policies", "refined-ts,mf-ts,eps-greedy", "comma-separated policies: "+strings.Join(simulators.PolicyNames, ", ")+"; eps-greedy expands to the preset's epsilons, eps-greedy:E takes one")
+	policies := fs.String("policies", "refined-ts,mf-ts,eps-greedy", "comma-separated policies: "+strings.Join(simulators.PolicyNames, ", ")+"; eps-greedy expands to the preset's epsilons, eps-greedy:E takes one; mf-ts@M and refined-ts@M train with method M (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi; several joined by +)")
 	steps := fs.Int("steps", 1000, "steps per run")
 	seeds := fs.Int("seeds", 1, "seeds per policy (seeds F..F+S-1)")
 	firstSeed := fs.Int("first-seed", 1, "first seed F (to extend an earlier run with new seeds)")
@@ -53,10 +53,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
 	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
 	bound := fs.String("bound", "", "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of seed 004) or collapsed-mean-var (Eq. 10) (default: the preset's, elbo)")
+	optimizer := fs.String("optimizer", "", "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, seed 002) (default: the preset's, adam)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
+			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--optimizer adam|ngvi] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
 			fmt.Fprintln(stdout)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
@@ -94,6 +95,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageError{fmt.Errorf("--bound %q: want one of \"elbo\", \"collapsed-mean\", \"collapsed-mean-var\"", *bound)}
 		}
 		preset.Bandit.Training.Bound = *bound
+	}
+	if *optimizer != "" {
+		if *banditConfig != "" {
+			return usageError{errors.New("--optimizer: the --bandit-config file sets training.optimizer")}
+		}
+		if _, err := posterior.ParseOptimizer(*optimizer); err != nil {
+			return usageError{fmt.Errorf("--optimizer %q: want one of \"adam\", \"ngvi\"", *optimizer)}
+		}
+		preset.Bandit.Training.Optimizer = *optimizer
 	}
 	var specs []simulators.PolicySpec
 	var err error
@@ -134,6 +144,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	env, err := simulators.ParseEnv(*envSpec, *data)
 	if err != nil {
+		if errors.As(err, new(*simulators.EnvSpecError)) {
+			return usageError{fmt.Errorf("--env: %w", err)}
+		}
 		return err
 	}
 	for _, sp := range specs {

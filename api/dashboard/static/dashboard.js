@@ -34,10 +34,20 @@
     h += kpi("model_version", "model version", num(b.model_version, 0));
     h += kpi("trainer_lag", "trainer lag (rewards, s)", num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s");
     h += "</div>";
-    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + (b.policy === "eps-greedy" || b.policy === "greedy" ? "MAP objective " : "ELBO ") + num(b.elbo, 1) + " · arm mix (10s) " + shares(b) + "</div>";
+    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + (["eps-greedy", "greedy", "laplace-ts", "flow-ts", "neural-linear"].includes(b.policy) ? "MAP objective " : "ELBO ") + num(b.elbo, 1) + " · arm mix (10s) " + shares(b) + "</div>";
     if (b.bank) {
       const k = b.bank;
       h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + " · beyond bounds " + num(k.beyond_bounds, 0) + " · per decision: sample uses " + num(k.mean_sample_uses) + ", age " + num(k.mean_sample_age_seconds) + " s, versions behind " + num(k.mean_versions_behind) + "</div>";
+    }
+    if (b.posterior) {
+      // The posterior fitted at the MAP (laplace-ts, flow-ts, neural-linear).
+      const p = b.posterior;
+      let line = "posterior " + esc(p.kind);
+      if (p.mean_sigma !== undefined) line += " · mean σ " + num(p.mean_sigma, 4);
+      if (p.prior_precision !== undefined) line += " · last layer: prior precision " + num(p.prior_precision, 3) + " (marginal likelihood) · noise variance " + num(p.noise_variance, 3) + " · log evidence " + num(p.log_evidence, 1);
+      if (p.flow_length) line += " · radial flow of " + p.flow_length + " layers, ELBO " + num(p.flow_elbo, 1);
+      if (p.kind === "neural-linear") line += " · linear-ts posterior on the MAP's last hidden features";
+      h += '<div class="bankline" data-field="posterior">' + line + "</div>";
     }
     h += '<div class="charts">';
     for (const c of ["throughput", "reward", "arms", "elbo", "lag", "spread", "bank"]) {

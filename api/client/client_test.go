@@ -1,0 +1,209 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/api/client"
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+// serve starts the service on the in-memory store.
+func serve(t *testing.T) *httptest.Server {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m := api.NewMetrics(reg)
+	st := store.NewMemory()
+	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1, Observer: m})
+	if err := svc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg})
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() {
+		srv.Close()
+		s.Close()
+		svc.Close(context.Background())
+		st.Close()
+	})
+	return srv
+}
+
+// strictly decodes b into v, refusing members v does not have.
+func strictly(t *testing.T, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Errorf("%T does not hold %s: %v", v, b, err)
+	}
+}
+
+// The client drives every operation of the API, and its types hold
+// every member of the answers (decoded strictly).
+func TestClientDrivesTheAPI(t *testing.T) {
+	srv := serve(t)
+	ctx := context.Background()
+	c, err := client.New(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := 0.1
+	b, err := c.CreateBandit(ctx, &bandit.Config{
+		Name: "toy", Arms: []string{"a", "b"},
+		Features: []bandit.Feature{{Name: "color", Type: bandit.Categorical, Values: []string{"red", "blue"}}, {Name: "size", Type: bandit.Numeric}},
+		Policy:   bandit.PolicyConfig{Kind: bandit.EpsGreedy, Epsilon: &eps},
+		Model:    bandit.ModelConfig{Hidden: []int{4}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Name != "toy" || b.Policy.Samples != bandit.DefaultSamples || b.Training.Iterations == 0 || b.Status == nil {
+		t.Errorf("created bandit %+v: want the defaults filled in and a status", b)
+	}
+	if _, err := c.CreateBandit(ctx, []byte(`{"name": "toy", "arms": ["a"], "features": [{"name": "x", "type": "numeric"}]}`)); client.StatusCode(err) != http.StatusConflict {
+		t.Errorf("creating toy again: %v, want a 409", err)
+	}
+	_, err = c.CreateBandit(ctx, map[string]any{"name": "bad", "arms": []string{}})
+	var e *client.Error
+	if !errors.As(err, &e) || e.StatusCode != 400 || e.Problem.Field == nil || *e.Problem.Field == "" || !strings.Contains(err.Error(), "POST /v1/bandits: 400 Bad Request: ") {
+		t.Errorf("an invalid bandit: %v (%+v), want a 400 naming the field", err, e)
+	}
+
+	d, err := c.Decide(ctx, "toy", client.DecisionRequest{EventID: "e1", Context: map[string]any{"color": "red", "size": 1.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.EventID != "e1" || d.Replayed || d.Propensity == nil || d.Sample != bandit.SamplePoint || len(d.Probabilities) != 2 {
+		t.Errorf("decision %+v", d)
+	}
+	again, err := c.Decide(ctx, "toy", client.DecisionRequest{EventID: "e1", Context: json.RawMessage(`{"color": "red", "size": 1.5}`)})
+	if err != nil || !again.Replayed || again.Arm != d.Arm || again.Propensity != nil {
+		t.Errorf("replay %+v, %v: want the stored decision, replayed, without propensity", again, err)
+	}
+	if err := c.Reward(ctx, "toy", "e1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reward(ctx, "toy", "e1", 1); err != nil {
+		t.Errorf("the same reward again: %v, want accepted", err)
+	}
+	if err := c.Reward(ctx, "toy", "e1", 2); client.StatusCode(err) != http.StatusConflict {
+		t.Errorf("another reward: %v, want a 409", err)
+	}
+	if err := c.Reward(ctx, "toy", "nope", 2); client.StatusCode(err) != http.StatusNotFound {
+		t.Errorf("the reward of an unknown event: %v, want a 404", err)
+	}
+	if _, err := c.Bandit(ctx, "nope"); client.StatusCode(err) != http.StatusNotFound || client.Temporary(err) {
+		t.Errorf("an unknown bandit: %v, want a 404, not temporary", err)
+	}
+	got, err := c.Bandit(ctx, "toy")
+	if err != nil || got.Status.Decisions != 1 || got.Status.Rewards != 1 {
+		t.Fatalf("bandit %+v, %v: want 1 decision and 1 reward", got, err)
+	}
+	all, err := c.Bandits(ctx)
+	if err != nil || len(all) != 1 || all[0].Name != "toy" {
+		t.Errorf("bandits %+v, %v", all, err)
+	}
+	if err := c.Healthz(ctx); err != nil {
+		t.Error(err)
+	}
+	if r, err := c.Ready(ctx); err != nil || r.Status != "ready" || !r.EphemeralStore {
+		t.Errorf("ready %+v, %v", r, err)
+	}
+	var text bytes.Buffer
+	if err := c.Metrics(ctx, &text); err != nil || !strings.Contains(text.String(), `refinery_rewards_total{bandit="toy"} 2`) {
+		t.Errorf("metrics: %v", err)
+	}
+
+	// Strictly: the client's types hold every member of the answers.
+	for path, v := range map[string]any{"/v1/bandits/toy": &client.Bandit{}, "/v1/bandits": &struct {
+		Bandits []client.Bandit `json:"bandits"`
+	}{}, "/readyz": &client.Readiness{}, "/v1/bandits/nope": &client.Problem{}} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		strictly(t, buf.Bytes(), v)
+	}
+	resp, err := http.Post(srv.URL+"/v1/bandits/toy/decisions", "application/json", strings.NewReader(`{"context": {"color": "blue", "size": 0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	strictly(t, buf.Bytes(), &client.Decision{})
+}
+
+func TestNewRefusesWhatIsNotAURL(t *testing.T) {
+	for _, u := range []string{"", "localhost:8080", "ftp://x", "http://"} {
+		if _, err := client.New(u, nil); err == nil {
+			t.Errorf("New(%q) accepted it", u)
+		}
+	}
+}
+
+// A Conn's decision and reward allocate nothing in the steady state:
+// against a server that answers every request with the same bytes from
+// a buffer, 200 exchanges of each allocate 0 times per exchange
+// (testing.AllocsPerRun counts the whole process, the server too).
+func TestConnAllocatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	answer := []byte("HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"event_id\":\"e\"}")
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf := make([]byte, 4096)
+		for {
+			// Each request arrives in one write of the client, small
+			// enough for one read.
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+			if _, err := conn.Write(answer); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := client.NewConn("http://"+ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := []byte(`{"context":{"color":"red"}}`)
+	if code, out, err := c.Decide("toy", body); err != nil || code != 201 || string(out) != `{"event_id":"e"}` {
+		t.Fatalf("Decide = %d %s %v", code, out, err)
+	}
+	if n := testing.AllocsPerRun(200, func() {
+		if _, _, err := c.Decide("toy", body); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Reward("toy", "e", -35); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a decision and a reward allocate %g times, want 0", n)
+	}
+}

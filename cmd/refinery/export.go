@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+func init() {
+	register(command{name: "export", summary: "write a bandit's decision log as DSJSON (Vowpal Wabbit) or Open Bandit Pipeline CSV", run: runExport})
+}
+
+const exportUsage = `usage: refinery export --bandit NAME [--format dsjson|obp-csv] [--from TIME] [--to TIME]
+                       [--unrewarded] [--out FILE] [--database-url URL]
+
+Streams the decisions of one bandit made in [--from, --to) from PostgreSQL,
+oldest first, with their context, chosen arm, propensities and reward.
+TIME is RFC 3339 (2026-11-24T01:00:00Z) or a date (2026-11-24, midnight UTC);
+without --from or --to the range is unbounded on that side. Decisions without
+a reward are left out unless --unrewarded.
+
+  dsjson   one JSON object per line in Vowpal Wabbit's decision-service
+           layout: _label_cost (the negated reward: VW minimizes cost),
+           _label_probability (the chosen arm's propensity), _label_Action
+           (1-based) and _labelIndex (0-based), Timestamp, Version "1",
+           EventId, a (action IDs, 1-based, the chosen one first), p (their
+           propensities, in the order of a), c (the context as the client
+           sent it in namespace "Context", and _multi: one {"Arm": {"name":
+           ARM}} per arm, in the bandit's order) and VWState.m (the
+           posterior version). Unrewarded decisions (--unrewarded) have no
+           _label_* members and "_skipLearn": true.
+  obp-csv  a CSV header and one row per decision in Open Bandit Pipeline's
+           layout: event_id, timestamp, action (the arm's 0-based index in
+           the bandit's arms), reward (empty when none), pscore (the chosen
+           arm's propensity), then context_0 .. context_{d-1}, the encoded
+           context the model saw (one-hot categories, standardized numbers).
+
+flags:
+  --database-url URL  PostgreSQL URL (default $DATABASE_URL)
+`
+
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	databaseURL := fs.String("database-url", "", "")
+	name := fs.String("bandit", "", "")
+	format := fs.String("format", "dsjson", "")
+	fromS := fs.String("from", "", "")
+	toS := fs.String("to", "", "")
+	unrewarded := fs.Bool("unrewarded", false, "")
+	out := fs.String("out", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, exportUsage)
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	url := *databaseURL
+	if url == "" {
+		url = os.Getenv("DATABASE_URL")
+	}
+	from, err := parseTime("--from", *fromS)
+	if err != nil {
+		return err
+	}
+	to, err := parseTime("--to", *toS)
+	if err != nil {
+		return err
+	}
+	var write func(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) error
+	switch *format {
+	case "dsjson":
+		write = writeDSJSON
+	case "obp-csv":
+		write = writeOBP
+	default:
+		return usageError{fmt.Errorf("--format %q: want dsjson or obp-csv", *format)}
+	}
+	switch {
+	case *name == "":
+		return usageError{errors.New("--bandit: which bandit's decisions to export")}
+	case url == "":
+		return usageError{errors.New("no database: pass --database-url or set DATABASE_URL")}
+	case !from.IsZero() && !to.IsZero() && !from.Before(to):
+		return usageError{fmt.Errorf("--from %s is not before --to %s", *fromS, *toS)}
+	}
+	st, err := store.OpenPostgres(ctx, url, store.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	b, err := st.GetBandit(ctx, *name)
+	if errors.Is(err, bandit.ErrNotFound) {
+		return fmt.Errorf("--bandit: no bandit named %q in the database", *name)
+	} else if err != nil {
+		return err
+	}
+	var cfg struct {
+		Arms []string `json:"arms"`
+	}
+	if err := json.Unmarshal(b.Config, &cfg); err != nil || len(cfg.Arms) == 0 {
+		return fmt.Errorf("bandit %s: its stored configuration has no arms (%v)", *name, err)
+	}
+	dst := stdout
+	var f *os.File
+	if *out != "" {
+		if f, err = os.Create(*out); err != nil {
+			return err
+		}
+		defer f.Close()
+		dst = f
+	}
+	w := bufio.NewWriterSize(dst, 64<<10)
+	if *format == "obp-csv" {
+		if err := writeOBPHeader(ctx, st, w, *name, from, to); err != nil {
+			return err
+		}
+	}
+	var n, skipped int
+	err = st.Export(ctx, *name, from, to, func(rec *bandit.DecisionRecord) error {
+		if rec.Reward == nil && !*unrewarded {
+			skipped++
+			return nil
+		}
+		n++
+		return write(w, cfg.Arms, rec)
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if f != nil {
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "exported %d decisions of %s (arms %q) as %s", n, *name, cfg.Arms, *format)
+	if skipped > 0 {
+		fmt.Fprintf(stderr, "; %d without a reward left out (--unrewarded includes them)", skipped)
+	}
+	fmt.Fprintln(stderr)
+	return nil
+}
+
+// parseTime reads an RFC 3339 time or a date (midnight UTC); "" is zero.
+func parseTime(flagName, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usageError{fmt.Errorf("%s %q: want RFC 3339 (2026-11-24T01:00:00Z) or a date (2026-11-24)", flagName, s)}
+}
+
+// dsjsonLine is one decision in VW's decision-service JSON layout.
+type dsjsonLine struct {
+	Cost        *float64      `json:"_label_cost,omitempty"`
+	Probability *float64      `json:"_label_probability,omitempty"`
+	Action      *int          `json:"_label_Action,omitempty"`
+	Index       *int          `json:"_labelIndex,omitempty"`
+	SkipLearn   bool          `json:"_skipLearn,omitempty"`
+	Timestamp   string        `json:"Timestamp"`
+	Version     string        `json:"Version"`
+	EventID     string        `json:"EventId"`
+	A           []int         `json:"a"`
+	C           dsjsonContext `json:"c"`
+	P           []float64     `json:"p"`
+	VWState     dsjsonVWState `json:"VWState"`
+}
+
+type dsjsonContext struct {
+	Context json.RawMessage `json:"Context"`
+	Multi   []dsjsonArm     `json:"_multi"`
+}
+
+type dsjsonArm struct {
+	Arm struct {
+		Name string `json:"name"`
+	} `json:"Arm"`
+}
+
+type dsjsonVWState struct {
+	M string `json:"m"`
+}
+
+func writeDSJSON(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) error {
+	d := &rec.Decision
+	if d.Arm < 0 || d.Arm >= len(arms) || len(d.Propensities) != len(arms) {
+		return fmt.Errorf("decision %s: arm %d and %d propensities for %d arms", d.EventID, d.Arm, len(d.Propensities), len(arms))
+	}
+	l := dsjsonLine{
+		Timestamp: d.CreatedAt.UTC().Format(time.RFC3339Nano), Version: "1", EventID: d.EventID,
+		A: make([]int, 0, len(arms)), P: make([]float64, 0, len(arms)),
+		C:       dsjsonContext{Context: d.Context, Multi: make([]dsjsonArm, len(arms))},
+		VWState: dsjsonVWState{M: strconv.FormatInt(d.ModelVersion, 10)},
+	}
+	for i, name := range arms {
+		l.C.Multi[i].Arm.Name = name
+	}
+	// The chosen action first, then the others in order.
+	l.A, l.P = append(l.A, d.Arm+1), append(l.P, d.Propensities[d.Arm])
+	for i := range arms {
+		if i != d.Arm {
+			l.A, l.P = append(l.A, i+1), append(l.P, d.Propensities[i])
+		}
+	}
+	if rec.Reward != nil {
+		// 0 - v, not -v: a reward of 0 is a cost of 0, not -0.
+		cost, p, action, index := 0-rec.Reward.Value, d.Propensities[d.Arm], d.Arm+1, d.Arm
+		l.Cost, l.Probability, l.Action, l.Index = &cost, &p, &action, &index
+	} else {
+		l.SkipLearn = true
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	w.Write(b)
+	return w.WriteByte('\n')
+}
+
+// writeOBPHeader writes the CSV header, with as many context columns as
+// the bandit's encoded contexts have (read from its first decision in
+// the range; none when the range is empty).
+func writeOBPHeader(ctx context.Context, st *store.Postgres, w *bufio.Writer, name string, from, to time.Time) error {
+	dim := -1
+	stop := errors.New("stop")
+	err := st.Export(ctx, name, from, to, func(rec *bandit.DecisionRecord) error {
+		dim = len(rec.Encoded)
+		return stop
+	})
+	if err != nil && !errors.Is(err, stop) {
+		return err
+	}
+	w.WriteString("event_id,timestamp,action,reward,pscore")
+	for i := range max(dim, 0) {
+		w.WriteString(",context_")
+		w.WriteString(strconv.Itoa(i))
+	}
+	return w.WriteByte('\n')
+}
+
+func writeOBP(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) error {
+	d := &rec.Decision
+	if d.Arm < 0 || d.Arm >= len(arms) || len(d.Propensities) != len(arms) {
+		return fmt.Errorf("decision %s: arm %d and %d propensities for %d arms", d.EventID, d.Arm, len(d.Propensities), len(arms))
+	}
+	// Event IDs are [A-Za-z0-9._~:-]: no quoting needed.
+	w.WriteString(d.EventID)
+	w.WriteByte(',')
+	w.WriteString(d.CreatedAt.UTC().Format(time.RFC3339Nano))
+	w.WriteByte(',')
+	w.WriteString(strconv.Itoa(d.Arm))
+	w.WriteByte(',')
+	if rec.Reward != nil {
+		w.WriteString(strconv.FormatFloat(rec.Reward.Value, 'g', -1, 64))
+	}
+	w.WriteByte(',')
+	w.WriteString(strconv.FormatFloat(d.Propensities[d.Arm], 'g', -1, 64))
+	for _, x := range d.Encoded {
+		w.WriteByte(',')
+		w.WriteString(strconv.FormatFloat(x, 'g', -1, 64))
+	}
+	return w.WriteByte('\n')
+}
