@@ -300,10 +300,22 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	agentKey
-)
+const stateKey ctxKey = 0
+
+// reqState is what the middleware learns about a request, kept as one
+// value in its context: requestID puts it there and later middleware
+// (loadBandit) fills it in, so that each does not copy the request
+// with a context of its own (a copy of the request and a context node
+// per middleware and request).
+type reqState struct {
+	id    string
+	agent *bandit.Agent
+}
+
+func state(ctx context.Context) *reqState {
+	st, _ := ctx.Value(stateKey).(*reqState)
+	return st
+}
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
@@ -312,13 +324,13 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 func (s *Server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		if !requestIDRE.MatchString(id) {
+		if id == "" || !requestIDRE.MatchString(id) {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			id = hex.EncodeToString(b[:])
 		}
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		w.Header()["X-Request-Id"] = []string{id}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey, &reqState{id: id})))
 	})
 }
 
@@ -360,8 +372,10 @@ func (s *Server) admit(next http.Handler) http.Handler {
 }
 
 func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if st := state(ctx); st != nil {
+		return st.id
+	}
+	return ""
 }
 
 // recoverer turns a panic into a logged 500.
@@ -392,16 +406,22 @@ func (s *Server) loadBandit(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
+		st := state(r.Context())
+		if st == nil { // the router without requestID in front (never in New)
+			st = &reqState{}
+			r = r.WithContext(context.WithValue(r.Context(), stateKey, st))
+		}
+		st.agent = a
+		next.ServeHTTP(w, r)
 	})
 }
 
-func agentFrom(ctx context.Context) *bandit.Agent { return ctx.Value(agentKey).(*bandit.Agent) }
+func agentFrom(ctx context.Context) *bandit.Agent { return state(ctx).agent }
 
 // readBody reads a JSON request body of at most limit bytes: 415 unless
 // the content type is absent or JSON, 413 past the limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return nil, withDetail(errMediaType, "content type %q: want application/json", ct)

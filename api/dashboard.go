@@ -163,7 +163,7 @@ func (d *Dashboard) Decided(b, arm string, sample bandit.SampleKind) {
 }
 
 // Rewarded implements bandit.Observer.
-func (d *Dashboard) Rewarded(string) {}
+func (d *Dashboard) Rewarded(string, float64) {}
 
 // Trained implements bandit.Observer.
 func (d *Dashboard) Trained(b string, _ int, version int64, elbo float64) {
