@@ -297,7 +297,7 @@ func (c *contract) validate(v any, schema map[string]any, ptr, where string) {
 			switch ap := schema["additionalProperties"].(type) {
 			case bool:
 				if !ap {
-					c.errorf("%s: member %q is not documented (%s)", where, k, ptr)
+					c.errorf("%s: member %q is not documented (%s): add it to api/openapi.json", where, k, ptr)
 				}
 			case map[string]any:
 				c.validate(x[k], ap, ptr+"/additionalProperties", where+"."+k)
