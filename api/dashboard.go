@@ -163,7 +163,7 @@ func (d *Dashboard) Decided(b, arm string, sample bandit.SampleKind) {
 }
 
 // Rewarded implements bandit.Observer.
-func (d *Dashboard) Rewarded(string) {}
+func (d *Dashboard) Rewarded(string, float64) {}
 
 // Trained implements bandit.Observer.
 func (d *Dashboard) Trained(b string, _ int, version int64, elbo float64) {
@@ -292,7 +292,9 @@ func (d *Dashboard) measure(ctx context.Context, st bandit.Store, a *bandit.Agen
 	}
 	status := a.Status()
 	s.version = status.ModelVersion
-	s.lag = max(s.rewards-int64(status.TrainedRows), 0)
+	if a.Config().Policy.Kind != bandit.Uniform { // no model, no trainer: no lag (issue 18, finding 7)
+		s.lag = max(s.rewards-int64(status.TrainedRows), 0)
+	}
 	if b := status.Bank; b != nil {
 		s.depth, s.produced, s.used = b.Depth, b.Produced, b.Used
 	}

@@ -1,10 +1,16 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
 )
 
 func TestRingKeepsTheNewest(t *testing.T) {
@@ -48,5 +54,41 @@ func TestDashboardAveragesSampleUse(t *testing.T) {
 	}
 	if u, a, v := (sampleUse{}).means(); u != 0 || a != 0 || v != 0 {
 		t.Errorf("means before any decision = %g, %g, %g; want zeros", u, a, v)
+	}
+}
+
+// The uniform bandit has no model and no trainer: its trainer-lag chart
+// stays at 0 however many rewards it gets (issue 18, finding 7: it
+// climbed to 315 while the card said 0).
+func TestDashboardUniformHasNoTrainerLag(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	svc := bandit.NewService(st, bandit.ServiceConfig{Seed: 1, Workers: 1})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Create(ctx, &bandit.Config{Name: "u", Arms: []string{"a", "b"},
+		Features: []bandit.Feature{{Name: "x", Type: bandit.Numeric}}, Policy: bandit.PolicyConfig{Kind: bandit.Uniform}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		o, err := a.Decide(ctx, bandit.DecideRequest{EventID: fmt.Sprint("e", i), Context: json.RawMessage(`{"x": 1}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Reward(ctx, o.Decision.EventID, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := NewDashboard(DashboardConfig{})
+	defer d.Close()
+	s, err := d.measure(ctx, st, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.rewards != 5 || s.lag != 0 {
+		t.Errorf("uniform after 5 rewards: rewards %d, lag %d; want 5 and 0", s.rewards, s.lag)
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,9 @@ type Metrics struct {
 	sampleAge        *prometheus.HistogramVec
 	sampleBehind     *prometheus.HistogramVec
 	beyondBounds     *prometheus.CounterVec
+	rewardSum        *prometheus.GaugeVec
+	buildInfo        *prometheus.GaugeVec
+	trainerLag       *serviceCollector
 }
 
 var (
@@ -124,6 +128,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Decisions that found fewer usable refined samples than they need and acted on the freshest samples past their bounds.",
 		}, []string{"bandit"}),
 	}
+	m.rewardSum = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "refinery_reward_sum",
+		Help: "Sum of the values of the rewards counted by refinery_rewards_total (defaults included, an idempotent repeat counted again); with it, the mean reward over a window is increase(sum)/increase(count). A gauge: rewards may be negative.",
+	}, []string{"bandit"})
+	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "refinery_build_info",
+		Help: "Always 1, labelled with the binary's version (git describe at build time), the Go version and the kernel level the numerical core runs on.",
+	}, []string{"version", "goversion", "kernels"})
+	m.trainerLag = &serviceCollector{collect: collectTrainerLag, desc: prometheus.NewDesc("refinery_trainer_lag_seconds",
+		"How long the oldest accepted reward that the published posterior has not seen has waited (bandit.Agent.TrainerLag); 0 when the posterior is current, and always for uniform, which has no model.",
+		[]string{"bandit"}, nil)}
+	reg.MustRegister(m.rewardSum, m.buildInfo, m.trainerLag)
 	m.cpu = &serviceCollector{collect: collectCPU, desc: prometheus.NewDesc("refinery_cpu_seconds_total",
 		"CPU time of the service's background work, per OS thread: training (every trainer's fitting) and refinement (the refinement workers). The process's CPU (process_cpu_seconds_total) less these is serving's: the requests, the store and the runtime.",
 		[]string{"activity"}, nil)}
@@ -140,6 +156,14 @@ func (m *Metrics) Watch(svc *bandit.Service) {
 	m.bankCounters.svc.Store(svc)
 	m.atZero.svc.Store(svc)
 	m.cpu.svc.Store(svc)
+	m.trainerLag.svc.Store(svc)
+}
+
+// SetBuildInfo sets refinery_build_info{version, goversion, kernels} to 1
+// (`refinery serve` calls it with its version and kernel level).
+func (m *Metrics) SetBuildInfo(version, kernels string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version(), kernels).Set(1)
 }
 
 // Decided implements bandit.Observer.
@@ -148,7 +172,10 @@ func (m *Metrics) Decided(b, arm string, sample bandit.SampleKind) {
 }
 
 // Rewarded implements bandit.Observer.
-func (m *Metrics) Rewarded(b string) { m.rewards.WithLabelValues(b).Inc() }
+func (m *Metrics) Rewarded(b string, value float64) {
+	m.rewards.WithLabelValues(b).Inc()
+	m.rewardSum.WithLabelValues(b).Add(value)
+}
 
 // Trained implements bandit.Observer.
 func (m *Metrics) Trained(b string, iterations int, version int64, elbo float64) {
@@ -254,6 +281,13 @@ func collectBanks(svc *bandit.Service, desc *prometheus.Desc, ch chan<- promethe
 		}{{"produced", b.Produced}, {"discarded", b.Discarded}, {"used", b.Used}, {"reused", b.Reused}} {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(kv.n), a.Name(), kv.outcome)
 		}
+	}
+}
+
+// collectTrainerLag reports every agent's trainer lag.
+func collectTrainerLag(svc *bandit.Service, desc *prometheus.Desc, ch chan<- prometheus.Metric) {
+	for _, a := range svc.Agents() {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, a.TrainerLag().Seconds(), a.Name())
 	}
 }
 

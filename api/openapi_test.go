@@ -297,7 +297,7 @@ func (c *contract) validate(v any, schema map[string]any, ptr, where string) {
 			switch ap := schema["additionalProperties"].(type) {
 			case bool:
 				if !ap {
-					c.errorf("%s: member %q is not documented (%s)", where, k, ptr)
+					c.errorf("%s: member %q is not documented (%s): add it to api/openapi.json", where, k, ptr)
 				}
 			case map[string]any:
 				c.validate(x[k], ap, ptr+"/additionalProperties", where+"."+k)
@@ -453,7 +453,7 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		"model": {"hidden": [4], "prior_variance": 1, "init_sigma": 0.01},
 		"training": {"iterations": 5, "iterations_per_reward": 5, "stop_tolerance": 0, "cpu_share": 1, "batch_size": 8, "lr": 0.001,
 		             "snapshot_every": 1, "min_interval": "1ms", "estimator": "local-reparam", "ris_samples": 1, "bound": "elbo",
-		             "collapsed_reg": 0.075, "collapsed_shape": 1},
+		             "collapsed_reg": 0.075, "collapsed_shape": 1, "optimizer": "adam", "ngvi_step": 0.01},
 		"refinement": {"fractions": [0.7, 0.3], "iterations": 5, "lr": 0.001, "batch_size": 8, "bank_size": 4},
 		"reward": {"wait": "10m", "default": null}}`
 	const posteriorBandit = `{"name": %q, "arms": [%s], "features": [{"name": "x", "type": "numeric"}], "policy": {%s},

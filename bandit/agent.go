@@ -118,6 +118,11 @@ type Agent struct {
 	linMu sync.Mutex
 	lin   *policy.Linear // linear-ts only
 
+	// pendingSince is when the oldest reward the published posterior
+	// has not seen was accepted (Unix nanoseconds of a.clock), 0 when
+	// there is none (TrainerLag).
+	pendingSince atomic.Int64
+
 	// trainErr is the last training error (or recovered panic) while
 	// it lasts; nil after a successful training. Status reports it.
 	trainErr atomic.Pointer[string]
@@ -396,6 +401,7 @@ func (a *Agent) load(ctx context.Context) error {
 	}
 	a.publish(m)
 	if rows < a.data.Len() {
+		a.rewardPending()
 		a.notify()
 	}
 	return nil
@@ -628,10 +634,39 @@ func bounded(x []float64, hi float64) bool {
 	return true
 }
 
+// rewardPending records that a reward was accepted (TrainerLag); the
+// policies without a model have no trainer and no lag.
+func (a *Agent) rewardPending() {
+	if a.cfg.Policy.Kind != Uniform {
+		a.pendingSince.CompareAndSwap(0, a.clock.Now().UnixNano())
+	}
+}
+
+// TrainerLag returns how long the oldest reward that the published
+// posterior has not seen has waited since it was accepted, 0 when the
+// posterior has seen every accepted reward (always for uniform, which
+// has no model). A reward accepted while a retraining reads the rows
+// counts as pending until the next retraining publishes, which it wakes.
+func (a *Agent) TrainerLag() time.Duration {
+	since := a.pendingSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return max(time.Duration(a.clock.Now().UnixNano()-since), 0)
+}
+
 // trainOnce reads the rows stored since the cursor and, if the
 // published posterior has not seen every row read so far, retrains and
 // publishes a new posterior version.
-func (a *Agent) trainOnce(ctx context.Context) error {
+func (a *Agent) trainOnce(ctx context.Context) (err error) {
+	// The rewards pending now are the rows read below; if the training
+	// fails they are pending still.
+	since := a.pendingSince.Swap(0)
+	defer func() {
+		if err != nil && since != 0 && !a.pendingSince.CompareAndSwap(0, since) {
+			a.pendingSince.Store(min(a.pendingSince.Load(), since))
+		}
+	}()
 	n, rerr := a.readRows(ctx)
 	prev := a.model.Load()
 	if n == 0 && a.data.Len() <= prev.rows {
@@ -816,7 +851,8 @@ func (a *Agent) reap(ctx context.Context, before time.Time) error {
 			case err != nil:
 				return err
 			default:
-				a.obs.Rewarded(a.name)
+				a.obs.Rewarded(a.name, *a.cfg.Reward.Default)
+				a.rewardPending()
 			}
 		}
 		if len(ds) > 0 {
@@ -842,7 +878,8 @@ func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error
 	if err := a.store.InsertReward(ctx, &Reward{Bandit: a.name, EventID: eventID, Value: value}); err != nil {
 		return err
 	}
-	a.obs.Rewarded(a.name)
+	a.obs.Rewarded(a.name, value)
+	a.rewardPending()
 	if a.step != nil {
 		return a.stepReward(ctx)
 	}

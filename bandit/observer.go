@@ -11,8 +11,9 @@ type Observer interface {
 	// replays).
 	Decided(bandit, arm string, sample SampleKind)
 	// Rewarded is called for every reward accepted, including rewards
-	// the service stored as a configured default.
-	Rewarded(bandit string)
+	// the service stored as a configured default, with its value (an
+	// idempotent repeat of a reward is accepted, and told, again).
+	Rewarded(bandit string, value float64)
 	// Trained is called when the trainer publishes a new posterior
 	// after iterations ELBO iterations.
 	Trained(bandit string, iterations int, version int64, elbo float64)
@@ -31,7 +32,7 @@ type Observer interface {
 type NopObserver struct{}
 
 func (NopObserver) Decided(string, string, SampleKind)                  {}
-func (NopObserver) Rewarded(string)                                     {}
+func (NopObserver) Rewarded(string, float64)                            {}
 func (NopObserver) Trained(string, int, int64, float64)                 {}
 func (NopObserver) Refined(string, time.Duration)                       {}
 func (NopObserver) Bank(string, int)                                    {}
@@ -51,9 +52,9 @@ func (m multiObserver) Decided(b, arm string, s SampleKind) {
 	}
 }
 
-func (m multiObserver) Rewarded(b string) {
+func (m multiObserver) Rewarded(b string, v float64) {
 	for _, o := range m {
-		o.Rewarded(b)
+		o.Rewarded(b, v)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 type countingObserver struct{ decided, rewarded, trained, refined, bank, sampled int }
 
 func (c *countingObserver) Decided(string, string, SampleKind)  { c.decided++ }
-func (c *countingObserver) Rewarded(string)                     { c.rewarded++ }
+func (c *countingObserver) Rewarded(string, float64)            { c.rewarded++ }
 func (c *countingObserver) Trained(string, int, int64, float64) { c.trained++ }
 func (c *countingObserver) Refined(string, time.Duration)       { c.refined++ }
 func (c *countingObserver) Bank(string, int)                    { c.bank++ }
@@ -20,7 +20,7 @@ func TestObserversTellsEveryObserver(t *testing.T) {
 	a, b := &countingObserver{}, &countingObserver{}
 	o := Observers(a, NopObserver{}, b)
 	o.Decided("x", "arm", SampleRefined)
-	o.Rewarded("x")
+	o.Rewarded("x", 1)
 	o.Trained("x", 1, 2, -3)
 	o.Refined("x", time.Millisecond)
 	o.Bank("x", 4)

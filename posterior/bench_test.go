@@ -92,6 +92,28 @@ func BenchmarkTrainerStepBound(b *testing.B) {
 	}
 }
 
+// BenchmarkTrainerStepOptimizer: one training iteration of the paper's
+// network under each optimizer (local reparameterization, the ELBO).
+func BenchmarkTrainerStepOptimizer(b *testing.B) {
+	for _, o := range []posterior.Optimizer{posterior.OptimizerAdam, posterior.OptimizerNGVI} {
+		for _, eng := range engines {
+			b.Run(o.String()+"/"+eng.name, func(b *testing.B) {
+				lik, q := paperModel(nn.LocalReparam)
+				tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{Reference: eng.reference, Optimizer: o})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(3, 4))
+				b.ReportAllocs()
+				b.ResetTimer()
+				if _, err := tr.Run(context.Background(), q, b.N, rng); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
 func BenchmarkTrainerStep(b *testing.B) {
 	for _, est := range []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.Deterministic, nn.RIS} {
 		for _, eng := range engines {

@@ -149,18 +149,10 @@ func (f *fastState) store(q *MeanField, point bool) {
 }
 
 // ngvi is the per-parameter pass of OptimizerNGVI on the fast engine
-// (ngviUpdate32 on every parameter, in the engine's layout), after the
-// prior of this step is in pm (when mf.PriorMean is set) and prec.
+// (ngviPass32 in the engine's layout), after the prior of this step is in
+// pm (when mf.PriorMean is set) and prec.
 func (f *fastState) ngvi(n int, scale, beta float32) {
-	mu, sigma, dMu, dSigma, prec := f.mu[:n], f.sigma[:n], f.dMu[:n], f.dSigma[:n], f.prec[:n]
-	pm := f.mf.PriorMean
-	for j, m := range mu {
-		var p float32
-		if pm != nil {
-			p = pm[j]
-		}
-		mu[j], sigma[j] = ngviUpdate32(m, sigma[j], scale*dMu[j], scale*dSigma[j], p, prec[j], beta)
-	}
+	ngviPass32(f.mu[:n], f.sigma[:n], f.dMu[:n], f.dSigma[:n], f.mf.PriorMean, f.prec[:n], scale, beta)
 }
 
 // step is Trainer.step on the fast engine, between load and store: the

@@ -214,10 +214,10 @@ func TestFlowRefinesBanana(t *testing.T) {
 		t.Fatal(err)
 	}
 	identity := NewFlow(base, 0, rng)
-	const n = 40000
+	const n = 20000
 	eBase, seBase := identity.ELBO(target, n, rand.New(rand.NewPCG(3, 3)))
 	eFlow, seFlow := flow.ELBO(target, n, rand.New(rand.NewPCG(3, 3)))
-	mRef, cRef := metropolis(target, []float64{0, 0}, 1.0, 10000, 400000, rand.New(rand.NewPCG(4, 4)))
+	mRef, cRef := metropolis(target, []float64{0, 0}, 1.0, 10000, 200000, rand.New(rand.NewPCG(4, 4)))
 	mBase, cBase := identity.moments(n, rand.New(rand.NewPCG(5, 5)))
 	mFlow, cFlow := flow.moments(n, rand.New(rand.NewPCG(5, 5)))
 	dBase, dFlow := momentDistance(mBase, cBase, mRef, cRef), momentDistance(mFlow, cFlow, mRef, cRef)

@@ -29,9 +29,10 @@ const (
 // OptimizerNGVI. beta = 1 jumps to the optimum of a conjugate model in one
 // step when the gradients are exact; 0.01 averages the curvature of about
 // a hundred minibatches. On the mushroom bandit's 2x100 network (400
-// rows) 0.1 drove the posterior to a state whose data term was thousands
-// of times worse than at the start, 0.01 ran stably for 3,000
-// iterations and 0.001 hardly moved the means in as many.
+// rows, 3,000 iterations from the bandit's initial posterior;
+// TestNGVIOnTheMushroomNetwork) step 0.1 took the full-data ELBO from
+// -92,552 to -1.25e6, 0.01 to -2,501, and 0.001 to -59,382 with the
+// standard deviations only at 0.045 (Adam: -29,609).
 const DefaultNGVIStep = 0.01
 
 var optimizerNames = [...]string{"adam", "ngvi"}
@@ -106,19 +107,53 @@ func ParseOptimizer(name string) (Optimizer, error) {
 // the prior's standard deviation, which the ELBO's optimum exceeds only
 // where the expected curvature is negative.
 func ngviUpdate(mu, sigma, gMu, gSigma, m, prec, beta float64) (muNew, sigmaNew float64) {
-	lam := 1 / (sigma * sigma)
-	h := -gSigma / sigma                                                // (N1)
-	lam = max(min(max((1-beta)*lam+beta*(prec+h), lam/2), 2*lam), prec) // (N2)
-	sd := 1 / math.Sqrt(lam)                                            // (N4)
-	return mu + max(min(beta*(gMu-prec*(mu-m))/lam, sd), -sd), sd       // (N3)
+	inv := 1 / sigma
+	lam := inv * inv
+	h := -gSigma * inv                                                    // (N1)
+	lam = max(min(max((1-beta)*lam+beta*(prec+h), 0.5*lam), 2*lam), prec) // (N2)
+	sd := 1 / math.Sqrt(lam)                                              // (N4)
+	step := beta * (gMu - prec*(mu-m)) * sd * sd                          // (N3), 1/Lambda' = sd^2
+	return mu + max(min(step, sd), -sd), sd
 }
 
-// ngviUpdate32 is ngviUpdate in float32 for the fast engine, where
-// sigma must stay positive and finite: Lambda' >= prec > 0 bounds it.
-func ngviUpdate32(mu, sigma, gMu, gSigma, m, prec, beta float32) (muNew, sigmaNew float32) {
-	lam := 1 / (sigma * sigma)
-	h := -gSigma / sigma
-	lam = max(min(max((1-beta)*lam+beta*(prec+h), lam/2), 2*lam), prec)
-	sd := 1 / float32(math.Sqrt(float64(lam)))
-	return mu + max(min(beta*(gMu-prec*(mu-m))/lam, sd), -sd), sd
+// ngviPass32 is ngviUpdate in float32 over the fast engine's
+// parameters, in place: mu[j], sigma[j] step with the gradients
+// scale*dMu[j], scale*dSigma[j] under the prior N(pm[j], 1/prec[j]) (mean
+// 0 when pm is nil). Lambda' >= prec > 0 keeps sigma positive and finite.
+// Two divisions and a square root per parameter, in one loop the compiler
+// keeps free of calls.
+func ngviPass32(mu, sigma, dMu, dSigma, pm, prec []float32, scale, beta float32) {
+	n := len(mu)
+	sigma, dMu, dSigma, prec = sigma[:n], dMu[:n], dSigma[:n], prec[:n]
+	if pm != nil {
+		pm = pm[:n]
+	}
+	for j, u := range mu {
+		var m float32
+		if pm != nil {
+			m = pm[j]
+		}
+		// The clamps as comparisons: the min and max builtins order NaNs
+		// and signed zeros, which cost as much as the rest of the step.
+		p := prec[j]
+		inv := 1 / sigma[j]
+		lam0 := inv * inv
+		lam := (1-beta)*lam0 + beta*(p-scale*dSigma[j]*inv)
+		if lam < 0.5*lam0 {
+			lam = 0.5 * lam0
+		} else if lam > 2*lam0 {
+			lam = 2 * lam0
+		}
+		if lam < p {
+			lam = p
+		}
+		sd := float32(1 / math.Sqrt(float64(lam)))
+		step := beta * (scale*dMu[j] - p*(u-m)) * sd * sd
+		if step > sd {
+			step = sd
+		} else if step < -sd {
+			step = -sd
+		}
+		mu[j], sigma[j] = u+step, sd
+	}
 }

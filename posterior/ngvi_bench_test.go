@@ -2,6 +2,7 @@ package posterior_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -17,8 +18,8 @@ import (
 // one-hot mushroom inputs, 2x100 ReLU, 2 outputs, N(0, 1) prior, learned
 // noise; the bandit's initial posterior with sigma 0.01) on 400 mushroom
 // rows with uniformly random arms, 3,000 iterations of Adam (lr 1e-3) and
-// of natural-gradient VI (step DefaultNGVIStep), both batch 64 on the fast
-// engine, and logs the full-data ELBO, its KL and the spread of the
+// of natural-gradient VI at steps 0.1, DefaultNGVIStep (0.01) and 0.001,
+// all batch 64 on the fast engine, and logs the full-data ELBO, its KL and the spread of the
 // standard deviations of each. It runs only when NGVI_BENCH names the
 // mushroom data directory, and fails only if a run fails or its ELBO is
 // not finite: it measures, it does not judge.
@@ -42,12 +43,16 @@ func TestNGVIOnTheMushroomNetwork(t *testing.T) {
 	arch := nn.NewArch(env.NumFeatures(), []int{100, 100}, 2)
 	std := nn.FitStandardization(view)
 	n := arch.NumParams()
-	for _, o := range []posterior.Optimizer{posterior.OptimizerAdam, posterior.OptimizerNGVI} {
+	for _, c := range []posterior.TrainConfig{
+		{}, {Optimizer: posterior.OptimizerNGVI, NGVIStep: 0.1},
+		{Optimizer: posterior.OptimizerNGVI}, {Optimizer: posterior.OptimizerNGVI, NGVIStep: 0.001},
+	} {
+		o := c.Optimizer
 		q := posterior.NewMeanField(n, 1, ones(n, 1), 0.01)
 		arch.InitHe(q.Mu, rand.New(rand.NewPCG(2, 13)))
 		q.Hyper[0] = 2 * math.Log(std.Scale)
 		lik := nn.NewLikelihood(arch, view, nn.Options{LearnNoise: true, Standardization: std})
-		tr, err := posterior.NewTrainer(lik, posterior.TrainConfig{Optimizer: o})
+		tr, err := posterior.NewTrainer(lik, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +67,11 @@ func TestNGVIOnTheMushroomNetwork(t *testing.T) {
 		}
 		s := q.Sigma(nil)
 		slices.Sort(s)
+		name := o.String()
+		if o == posterior.OptimizerNGVI {
+			name += fmt.Sprintf(" (step %g)", tr.Config().NGVIStep)
+		}
 		t.Logf("%s: full-data ELBO %.6g -> %.6g after 3,000 iterations (KL %.6g); sigma 10%%/50%%/90%% %.3g/%.3g/%.3g; noise variance %.3g (standardized %.3g)",
-			o, before, elbo, tr.Penalty(q), s[n/10], s[n/2], s[9*n/10], math.Exp(q.Hyper[0]), math.Exp(q.Hyper[0])/(std.Scale*std.Scale))
+			name, before, elbo, tr.Penalty(q), s[n/10], s[n/2], s[9*n/10], math.Exp(q.Hyper[0]), math.Exp(q.Hyper[0])/(std.Scale*std.Scale))
 	}
 }

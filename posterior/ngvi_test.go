@@ -132,9 +132,10 @@ func TestNGVIUpdateFixedPoint(t *testing.T) {
 		if math.Abs(mu-muOpt) > 1e-15 || math.Abs(sigma-sigOpt) > 1e-15 {
 			t.Errorf("step %g from the optimum (%g, %g) = (%g, %g), want no move", beta, muOpt, sigOpt, mu, sigma)
 		}
-		mu32, sigma32 := ngviUpdate32(float32(muOpt), float32(sigOpt), float32(gm), float32(gs), m, prec, float32(beta))
-		if math.Abs(float64(mu32)-muOpt) > 1e-6 || math.Abs(float64(sigma32)-sigOpt) > 1e-6 {
-			t.Errorf("float32 step %g from the optimum (%g, %g) = (%g, %g), want no move", beta, muOpt, sigOpt, mu32, sigma32)
+		mu32, sigma32 := []float32{float32(muOpt)}, []float32{float32(sigOpt)}
+		ngviPass32(mu32, sigma32, []float32{float32(gm) / 2}, []float32{float32(gs) / 2}, []float32{m}, []float32{prec}, 2, float32(beta))
+		if math.Abs(float64(mu32[0])-muOpt) > 1e-6 || math.Abs(float64(sigma32[0])-sigOpt) > 1e-6 {
+			t.Errorf("float32 step %g from the optimum (%g, %g) = (%g, %g), want no move", beta, muOpt, sigOpt, mu32[0], sigma32[0])
 		}
 	}
 	// Step 1 from within the trust regions (precision within a factor 2

@@ -224,7 +224,8 @@ func writeDSJSON(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) err
 		}
 	}
 	if rec.Reward != nil {
-		cost, p, action, index := -rec.Reward.Value, d.Propensities[d.Arm], d.Arm+1, d.Arm
+		// 0 - v, not -v: a reward of 0 is a cost of 0, not -0.
+		cost, p, action, index := 0-rec.Reward.Value, d.Propensities[d.Arm], d.Arm+1, d.Arm
 		l.Cost, l.Probability, l.Action, l.Index = &cost, &p, &action, &index
 	} else {
 		l.SkipLearn = true

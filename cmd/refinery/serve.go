@@ -22,6 +22,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -210,6 +211,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.sim = newSimDriver(env, rate, m.Seed, log)
 	}
 	metrics := api.NewMetrics(m.Registry)
+	metrics.SetBuildInfo(version, kern.Current().String())
 	dcfg := api.DashboardConfig{Every: m.DashboardEvery, Logger: log}
 	if m.sim != nil {
 		dcfg.Regret = m.sim
