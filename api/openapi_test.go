@@ -708,3 +708,58 @@ func TestOpenAPICheckFailsOnAnUndocumentedField(t *testing.T) {
 		t.Fatal("the document has no Decision schema")
 	}
 }
+
+// TestOpenAPIHasNoDuplicateMembers reads openapi.json token by token: a
+// member named twice in one object is legal JSON that encoding/json
+// (and most tools) silently resolve to the last one, so a second,
+// different description of a field would go unnoticed by the schema
+// check above. Two helpers once documented propensity.exact, floor and
+// output_draws twice this way.
+func TestOpenAPIHasNoDuplicateMembers(t *testing.T) {
+	if dups := duplicateMembers(OpenAPI); len(dups) > 0 {
+		t.Fatalf("openapi.json names members twice in one object: %v", dups)
+	}
+	if dups := duplicateMembers([]byte(`{"a": {"b": 1, "c": [{"d": 1, "d": 2}], "b": 2}}`)); !slices.Equal(dups, []string{"/a/c/0/d", "/a/b"}) {
+		t.Fatalf("duplicateMembers found %v in a document with two, want [/a/c/0/d /a/b]", dups)
+	}
+}
+
+// duplicateMembers returns the JSON pointer of every member that repeats
+// a name already used in its object.
+func duplicateMembers(doc []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	var dups []string
+	var walk func(path string)
+	walk = func(path string) {
+		tok, err := dec.Token()
+		if err != nil {
+			dups = append(dups, path+": "+err.Error())
+			return
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					dups = append(dups, path+": "+err.Error())
+					return
+				}
+				name := k.(string)
+				if seen[name] {
+					dups = append(dups, path+"/"+name)
+				}
+				seen[name] = true
+				walk(path + "/" + name)
+			}
+			_, _ = dec.Token() // '}'
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				walk(path + "/" + strconv.Itoa(i))
+			}
+			_, _ = dec.Token() // ']'
+		}
+	}
+	walk("")
+	return dups
+}
