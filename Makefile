@@ -130,13 +130,14 @@ bench-showdown: data showdown-data build ## the showdown: SHOWDOWN_POLICIES on S
 METHODS        := elbo ris collapsed-mean collapsed-mean-var ngvi
 METHODS_STEPS  ?= 10000
 METHODS_SEEDS  ?= 5
+METHODS_FIRST_SEED ?= 1
 METHODS_OUT    ?= bench/mushroom-methods
 comma          := ,
 space          := $(subst ,, )
 METHODS_POLICY := $(subst $(space),$(comma),$(strip $(foreach m,$(METHODS),mf-ts@$(m)) $(foreach m,$(METHODS),refined-ts@$(m))))
 .PHONY: bench-mushroom-methods
 bench-mushroom-methods: data build ## mean-field and refined TS trained with each method (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi), fast preset, METHODS_SEEDS (5) seeds x METHODS_STEPS (10,000) steps, into METHODS_OUT (bench/mushroom-methods): regret ± s.e., seeds locked into one arm, CPU per run (about 400 CPU-minutes)
-	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies $(METHODS_POLICY) --steps $(METHODS_STEPS) --seeds $(METHODS_SEEDS) --preset fast --out $(METHODS_OUT)
+	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies $(METHODS_POLICY) --steps $(METHODS_STEPS) --seeds $(METHODS_SEEDS) --first-seed $(METHODS_FIRST_SEED) --preset fast --out $(METHODS_OUT)
 
 PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper
