@@ -38,7 +38,7 @@ export) from PostgreSQL (--bandit, --database-url or $DATABASE_URL; the
 bandit's stored configuration gives its arms and features), or a file that
 refinery export wrote (--log, DSJSON or OBP CSV, told apart by its first
 byte) with the bandit's configuration (--bandit-config: the JSON of POST
-/v1/bandits or of GET /v1/bandits/NAME's "config"). Decisions without a
+/v1/bandits or the answer of GET /v1/bandits/NAME). Decisions without a
 reward are skipped and counted. A logged propensity of 0 (or missing) for
 the chosen arm is an error: its importance weight is undefined.
 
@@ -167,7 +167,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return fmt.Errorf("--bandit-config: %w", err)
 		}
-		if base, err = bandit.ParseConfig(b); err != nil {
+		if base, err = bandit.ParseConfig(withoutStatus(b)); err != nil {
 			return fmt.Errorf("--bandit-config %s: %w", f.configFile, err)
 		}
 	}
@@ -324,7 +324,7 @@ func readLogFile(path string, cfg *bandit.Config, from, to time.Time) (*evalLog,
 		if !inRange(rec.CreatedAt, from, to) {
 			return nil
 		}
-		return l.add(rec, enc, fmt.Sprintf("%s:%d", path, line))
+		return l.add(rec, enc, fmt.Sprintf("line %d", line))
 	}
 	if first[0] == '{' {
 		err = readDSJSON(br, cfg.Arms, add)
@@ -520,4 +520,26 @@ func orUnknown(s string) string {
 		return "an unnamed policy"
 	}
 	return s
+}
+
+// withoutStatus drops the members GET /v1/bandits/NAME adds to the
+// configuration (created_at, status), so that its answer can serve as
+// --bandit-config; anything else is left for ParseConfig to judge.
+func withoutStatus(b []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b
+	}
+	_, c := m["created_at"]
+	_, s := m["status"]
+	if !c && !s {
+		return b
+	}
+	delete(m, "created_at")
+	delete(m, "status")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
 }
