@@ -80,6 +80,17 @@ covers the sampling of contexts only, not the model's bias. ESS =
 rests on. DR and DM of the logging candidate need every arm's logged
 propensity, which an OBP CSV does not keep.
 
+The logged propensities mu are the service's: exact for uniform, greedy
+and eps-greedy (1 - eps + eps/m for the greedy arm, eps/m for the others),
+so IPS and DR are unbiased and SNIPS consistent; estimated for the
+Thompson-sampling kinds (Monte Carlo over policy.propensity_samples groups
+of policy.samples posterior draws, or exact over every subset of the
+refined samples at hand, then floored at 1e-4). An estimated mu carries
+its error into 1/mu: E[1/mu-hat] >= 1/mu, so weights are biased upward
+where mu is small, the floor caps every weight at 10,000 at the price of
+moving a propensity by up to m x 1e-4, and a few huge weights show as a
+small ESS and a large max w. The table's footer says which case the log is.
+
 Output: a table on stdout, --json FILE (the same as JSON), --plot FILE.png
 (estimates with intervals per candidate and estimator).
 
@@ -211,7 +222,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	out := evalOutput{Source: lg.source, Bandit: base.Name, LoggedPolicy: lg.policies, Skipped: lg.skipped,
-		Propensities: propensityNote(lg.policies), OPEReport: rep}
+		Propensities: propensityNote(lg.policies, base), OPEReport: rep}
 	if err := writeEvalTable(stdout, &out); err != nil {
 		return err
 	}
@@ -456,7 +467,7 @@ func merge(dst, src map[string]any) {
 
 // propensityNote says how the logged propensities were estimated, by the
 // logged policy kinds, and what that does to the estimates.
-func propensityNote(kinds map[string]int) string {
+func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
 	exact, estimated := true, false
 	for k := range kinds {
 		switch bandit.PolicyKind(k) {
@@ -471,7 +482,7 @@ func propensityNote(kinds map[string]int) string {
 	case exact:
 		return "logged propensities: exact (uniform, greedy, eps-greedy: 1-eps+eps/m for the greedy arm, eps/m for the others); IPS and DR are unbiased, SNIPS consistent"
 	case estimated:
-		return fmt.Sprintf("logged propensities: estimated for Thompson sampling (Monte Carlo over %d groups of policy.samples draws, or exact over the refined pool's subsets, floored at %g; bandit.Agent.Decide): IPS and DR weights 1/mu-hat are biased upward where mu is small (E[1/mu-hat] >= 1/mu), weights are capped at %g by the floor, and a floored arm's estimate moved by at most m x %g; read ESS and max w before trusting an estimate", bandit.DefaultPropensitySamples, bandit.MinPropensity, 1/bandit.MinPropensity, bandit.MinPropensity)
+		return fmt.Sprintf("logged propensities: estimated for the Thompson-sampling decisions (Monte Carlo over %d groups of %d posterior draws, or exact given the refined samples at hand, floored at %g: bandit.Agent.Decide): IPS and DR are then unbiased only up to the error of 1/mu-hat, which is biased upward where mu is small (E[1/mu-hat] >= 1/mu), the floor caps every weight at %g (and may have moved a propensity by up to m x %g), and ESS and max w say how far to trust an estimate", cfg.Policy.PropensitySamples, cfg.Policy.Samples, bandit.MinPropensity, 1/bandit.MinPropensity, bandit.MinPropensity)
 	}
 	return ""
 }

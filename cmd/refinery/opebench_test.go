@@ -225,8 +225,13 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 	// The truth: each frozen candidate on fresh draws, common to all
 	// candidates of the repetition.
 	t0 = time.Now()
-	for _, c := range res.report.Candidates {
-		if c.Fitted == nil || c.Fitted.Agent() == nil {
+	for i := range res.report.Candidates {
+		c := &res.report.Candidates[i]
+		if c.Fitted == nil {
+			continue
+		}
+		if c.Fitted.Agent() == nil {
+			c.Fitted, c.EvalRows = nil, nil
 			continue
 		}
 		rng := rand.New(rand.NewPCG(uint64(rep), 1<<40))
@@ -263,7 +268,9 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 		mean := sum / float64(truthN)
 		res.truth[c.Name] = mean
 		res.truthSE[c.Name] = math.Sqrt(max(sum2/float64(truthN)-mean*mean, 0) / float64(truthN))
+		// Release the candidate: the repetitions' agents would add up.
 		c.Fitted.Close()
+		c.Fitted, c.EvalRows = nil, nil
 	}
 	res.truthSeconds = time.Since(t0).Seconds()
 	t.Logf("%s rep %d: logged in %.0fs, evaluated in %.0fs, truth in %.0fs", env.name(), rep, res.logSeconds, res.evalSeconds, res.truthSeconds)
