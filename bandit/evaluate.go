@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 )
 
 // Off-policy evaluation (refinery evaluate) asks an agent what its
@@ -23,15 +22,8 @@ func (a *Agent) Probabilities(ctx context.Context, x []float64) ([]float64, *Pro
 	if len(x) != a.enc.Dim() {
 		return nil, nil, fmt.Errorf("bandit %s: context of %d inputs, want %d", a.name, len(x), a.enc.Dim())
 	}
-	var rng *mrand.Rand
-	if a.step != nil {
-		a.stepMu.Lock()
-		defer a.stepMu.Unlock()
-		rng = a.stepRNG
-	} else {
-		rng = a.rngs.Get().(*mrand.Rand)
-		defer a.rngs.Put(rng)
-	}
+	rng := a.acquireRNG()
+	defer a.releaseRNG(rng)
 	d := &Decision{Bandit: a.name}
 	prop, err := a.choose(ctx, d, a.model.Load(), x, make([]bool, len(a.cfg.Arms)), rng)
 	if err != nil {

@@ -55,16 +55,7 @@ func TestEvaluateReadsTheDatabaseAndBothExportLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := cl.CreateBandit(ctx, map[string]any{
-		"name": "shop", "arms": []string{"x", "y", "z"},
-		"features": []map[string]any{
-			{"name": "color", "type": "categorical", "values": []string{"red", "green", "blue"}},
-			{"name": "size", "type": "numeric", "center": 1, "scale": 2},
-		},
-		"policy": map[string]any{"kind": "eps-greedy", "epsilon": 0.3}, "model": map[string]any{"hidden": []int{4}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createShop(t, cl)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var mid time.Time
 	for i := range 300 {
