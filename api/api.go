@@ -13,6 +13,13 @@
 //	GET  /v1/bandits/{name}                           the bandit with its live status
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
+//	GET  /v1/bandits/{name}/decisions                 the decision log: ?since=&until= (RFC 3339, [since, until)),
+//	                                                  ?limit= (1..1000, default 100), ?cursor= (next_cursor of the
+//	                                                  previous page); oldest first in (created_at, insertion) order,
+//	                                                  {"decisions": [record, ...], "next_cursor": "..."} (absent on the
+//	                                                  last page); a record is a decision without propensity, with
+//	                                                  "context" as sent and "reward": {"value", "received_at"} or null
+//	GET  /v1/bandits/{name}/decisions/{event_id}      one record
 //	GET  /v1/bandits/{name}/snapshot                  the bandit's configuration and published posterior
 //	                                                  (bandit.SnapshotFile: versioned, checksummed)
 //	POST /v1/snapshots                                create a bandit from a snapshot: 201, Location, the bandit;
@@ -97,7 +104,7 @@
 // bandit.CheckJSON refuses, and a body that cannot be read: shorter than
 // its Content-Length, a malformed chunk), 403 the service's bandit limit
 // (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
-// 405, 408 a body that did not arrive within Config.BodyReadTimeout, 409 name
+// 405 with Allow listing the path's methods, 408 a body that did not arrive within Config.BodyReadTimeout, 409 name
 // taken / event decided with another context / reward with another
 // value, 413 body over the route's limit (MaxConfigBytes,
 // MaxDecisionBytes, MaxRewardBytes), 415, 429 at capacity
@@ -129,6 +136,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -196,6 +204,7 @@ type Server struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	router   chi.Router
+	routes   []route // what router serves, for Allow
 	timeout  time.Duration
 	draining atomic.Bool
 	dash     *Dashboard
@@ -261,9 +270,7 @@ func New(cfg Config) *Server {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, withDetail(errNoRoute, "no route for %s %s", r.Method, r.URL.Path))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeProblem(w, r, withDetail(errMethod, "%s is not allowed on %s", r.Method, r.URL.Path))
-	})
+	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Get("/", s.index)
 	r.With(s.admit).Get("/v1/dashboard", s.dashboardJSON)
 	r.Method(http.MethodGet, "/static/*", staticHandler())
@@ -281,11 +288,66 @@ func New(cfg Config) *Server {
 			r.Post("/decisions", s.decide)
 			r.Post("/events/{event_id}/reward", s.reward)
 			r.Get("/snapshot", s.snapshot)
+			r.Get("/decisions", s.listDecisions)
+			r.Get("/decisions/{event_id}", s.getDecision)
 		})
 	})
 	r.With(s.admit).Post("/v1/snapshots", s.importSnapshot)
 	s.router = r
+	_ = chi.Walk(r, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		s.routes = append(s.routes, route{method, pattern})
+		return nil
+	})
 	return s
+}
+
+// methodNotAllowed answers 405 with the Allow header (RFC 9110, Section
+// 15.5.6) listing the methods the path's route serves. chi finds that the
+// method is not allowed but keeps the list to its own default handler
+// (and its Mux.Match reports a match for any method on a path whose
+// mounted sub-router has the route), so the list is found again from the
+// routes chi.Walk lists (s.routes).
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, rt := range s.routes {
+		if matchRoute(rt.pattern, r.URL.Path) && !slices.Contains(allowed, rt.method) {
+			allowed = append(allowed, rt.method)
+		}
+	}
+	slices.SortFunc(allowed, func(a, b string) int { return methodOrder(a) - methodOrder(b) })
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	s.writeProblem(w, r, withDetail(errMethod, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+}
+
+// route is one method and pattern the router serves.
+type route struct{ method, pattern string }
+
+// methodOrder orders Allow's methods: reads, then writes.
+func methodOrder(m string) int {
+	return slices.Index([]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}, m)
+}
+
+// matchRoute reports whether path matches a chi pattern: "{param}"
+// matches one non-empty segment, a final "*" the rest, and a trailing
+// slash is optional.
+func matchRoute(pattern, path string) bool {
+	pp := strings.Split(strings.TrimSuffix(pattern, "/"), "/")
+	sp := strings.Split(strings.TrimSuffix(path, "/"), "/")
+	for i, p := range pp {
+		if p == "*" {
+			return true
+		}
+		if i >= len(sp) {
+			return false
+		}
+		if strings.HasPrefix(p, "{") && sp[i] != "" {
+			continue
+		}
+		if p != sp[i] {
+			return false
+		}
+	}
+	return len(pp) == len(sp)
 }
 
 // ServeHTTP implements http.Handler.

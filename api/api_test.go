@@ -253,6 +253,18 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a numeric scale of 1e-300 is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric", "scale": 1e-300}]}`, 400, "features[0].scale"},
 		{"an unknown route is a 404", "GET", "/v2/bandits", "", "", 404, none},
 		{"a wrong method is a 405", "DELETE", "/v1/bandits", "", "", 405, none},
+		{"PUT on a bandit is a 405", "PUT", "/v1/bandits/toy", json_, `{}`, 405, none},
+		{"DELETE on a decision is a 405", "DELETE", "/v1/bandits/toy/decisions/d1", "", "", 405, none},
+		// The decision log's query.
+		{"a decision page of 5000 is a 400 naming limit", "GET", decide + "?limit=5000", "", "", 400, "limit"},
+		{"a decision page of -1 is a 400 naming limit", "GET", decide + "?limit=-1", "", "", 400, "limit"},
+		{"a since that is not a time is a 400 naming since", "GET", decide + "?since=yesterday", "", "", 400, "since"},
+		{"an until before since is a 400 naming until", "GET", decide + "?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "", "", 400, "until"},
+		{"a cursor this API did not make is a 400 naming cursor", "GET", decide + "?cursor=abc", "", "", 400, "cursor"},
+		{"an unknown query parameter is a 400 naming it", "GET", decide + "?offset=10", "", "", 400, "offset"},
+		{"a repeated query parameter is a 400 naming it", "GET", decide + "?limit=1&limit=2", "", "", 400, "limit"},
+		{"an unknown decision is a 404", "GET", decide + "/nope", "", "", 404, none},
+		{"a decision of an unknown bandit is a 404", "GET", "/v1/bandits/nope/decisions/d1", "", "", 404, none},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,6 +278,9 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 			var p api.Problem
 			if err := json.Unmarshal(body, &p); err != nil {
 				t.Fatalf("body %q is not a problem: %v", body, err)
+			}
+			if allow := resp.Header.Get("Allow"); (tt.wantStatus == http.StatusMethodNotAllowed) != (allow != "") {
+				t.Errorf("Allow = %q on a %d", allow, resp.StatusCode)
 			}
 			if p.Status != tt.wantStatus || p.Title == "" || p.Detail == "" || p.RequestID == "" {
 				t.Errorf("problem %+v: want status %d, a title, a detail and a request ID", p, tt.wantStatus)

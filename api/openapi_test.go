@@ -540,6 +540,20 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// The decision log: pages with a cursor, one decision with its
+	// reward, and the client errors of the routes.
+	var page struct {
+		NextCursor string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(do(exchange{"GET", "/v1/bandits/diag/decisions?limit=3", "", "", 200}), &page); err != nil || page.NextCursor == "" {
+		t.Fatalf("the first page of 3 of 8 decisions: next_cursor %q, %v", page.NextCursor, err)
+	}
+	do(exchange{"GET", "/v1/bandits/diag/decisions?limit=3&cursor=" + page.NextCursor, "", "", 200})
+	do(exchange{"GET", "/v1/bandits/eps/decisions?since=2000-01-01T00:00:00Z", "", "", 200})
+	do(exchange{"GET", "/v1/bandits/eps/decisions?limit=0", "", "", 400})
+	do(exchange{"GET", "/v1/bandits/eps/decisions/x1", "", "", 200})
+	do(exchange{"GET", "/v1/bandits/eps/decisions/none", "", "", 404})
+	do(exchange{"DELETE", "/v1/bandits/eps/decisions/x1", "", "", 405})
 	do(exchange{"GET", "/metrics", "", "", 200})
 	// Snapshots: the trained refined-ts bandit's, imported back under
 	// another name (the sixth bandit, over the limit: a 403), then a

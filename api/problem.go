@@ -81,6 +81,7 @@ var problemTable = []struct {
 	{bandit.ErrNotFound, http.StatusNotFound},
 	{bandit.ErrExists, http.StatusConflict},
 	{bandit.ErrConflict, http.StatusConflict},
+	{bandit.ErrArchived, http.StatusConflict},
 	{bandit.ErrUnavailable, http.StatusServiceUnavailable},
 	{store.ErrClosed, http.StatusServiceUnavailable},
 	{context.Canceled, 499}, // the client went away; nobody reads this

@@ -12,4 +12,10 @@ var (
 	// ErrConflict: the request contradicts what is already stored, for
 	// example a different reward value for an event that already has one.
 	ErrConflict = errors.New("bandit: conflict")
+	// ErrDeleted: the name belongs to a deleted bandit whose decision
+	// log was kept (Store.DeleteBandit without purge); it comes with
+	// ErrExists from CreateBandit.
+	ErrDeleted = errors.New("bandit: the name is held by a deleted bandit's decision log")
+	// ErrArchived: the bandit is archived and takes no new decisions.
+	ErrArchived = errors.New("bandit: archived")
 )

@@ -15,13 +15,22 @@ import (
 type Store interface {
 	// CreateBandit stores a new bandit; ErrExists if the name is taken.
 	CreateBandit(ctx context.Context, b *Bandit) error
-	// UpdateBandit replaces the configuration of an existing bandit;
-	// ErrNotFound if there is none.
+	// UpdateBandit replaces the configuration and ArchivedAt of an
+	// existing bandit; ErrNotFound if there is none.
 	UpdateBandit(ctx context.Context, b *Bandit) error
-	// GetBandit returns one bandit; ErrNotFound if there is none.
+	// GetBandit returns one bandit; ErrNotFound if there is none (or it
+	// was deleted).
 	GetBandit(ctx context.Context, name string) (*Bandit, error)
-	// ListBandits returns every bandit ordered by name.
+	// ListBandits returns every bandit but the deleted, ordered by name.
 	ListBandits(ctx context.Context) ([]*Bandit, error)
+	// DeleteBandit deletes a bandit and its snapshots. Without purge its
+	// decisions and rewards stay (the decision log, for export and
+	// audit) and so does its name: CreateBandit of that name fails with
+	// ErrExists and ErrDeleted until a purge, so that a new bandit never
+	// inherits another's log. With purge the decisions and rewards go
+	// too and the name is free. ErrNotFound if there is no such bandit,
+	// or only a deleted one's log and purge is false.
+	DeleteBandit(ctx context.Context, name string, purge bool) error
 
 	// InsertDecision stores d unless a decision with the same event ID
 	// already exists for that bandit. It returns the stored decision and
@@ -50,6 +59,12 @@ type Store interface {
 	// at most limit decisions created before the cursor (zero time: from
 	// the newest), with their rewards.
 	ListDecisions(ctx context.Context, bandit string, before time.Time, limit int) ([]*DecisionRecord, error)
+	// Decisions returns a page of the bandit's decisions with their
+	// rewards, oldest first in (CreatedAt, ID) order, as q selects.
+	Decisions(ctx context.Context, bandit string, q DecisionQuery) ([]*DecisionRecord, error)
+	// DecisionRecord returns one decision with its reward, if any;
+	// ErrNotFound if there is none.
+	DecisionRecord(ctx context.Context, bandit, eventID string) (*DecisionRecord, error)
 	// Counts returns how many decisions and rewards the bandit has.
 	Counts(ctx context.Context, bandit string) (decisions, rewards int64, err error)
 

@@ -17,6 +17,10 @@ type Bandit struct {
 	Config    json.RawMessage
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// ArchivedAt is when the bandit was archived (no new decisions;
+	// rewards of its earlier decisions still count); zero while it is
+	// live. UpdateBandit stores it with the configuration.
+	ArchivedAt time.Time
 }
 
 // SampleKind says what kind of posterior sample a decision acted on
@@ -121,4 +125,23 @@ type Snapshot struct {
 type DecisionRecord struct {
 	Decision
 	Reward *Reward
+	// ID is the store's insertion number of the decision: within a
+	// bandit, (CreatedAt, ID) orders decisions totally, and is the
+	// cursor of DecisionQuery.
+	ID int64
+}
+
+// DecisionQuery selects a page of a bandit's decisions, oldest first in
+// (CreatedAt, ID) order (Store.Decisions).
+type DecisionQuery struct {
+	// Since and Until bound CreatedAt to [Since, Until); a zero time is
+	// unbounded.
+	Since, Until time.Time
+	// AfterTime and AfterID, when AfterID > 0, start the page after the
+	// decision at (AfterTime, AfterID), the last one of the previous
+	// page.
+	AfterTime time.Time
+	AfterID   int64
+	// Limit is the most decisions returned; it must be positive.
+	Limit int
 }

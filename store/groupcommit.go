@@ -225,7 +225,7 @@ WITH input AS (
 		($4::float8[])[i.start + i.enc_len + i.prop_len + 1 : i.start + i.enc_len + i.prop_len + i.score_len],
 		i.policy, i.model_version, i.sample, i.created_at
 	FROM input i
-	WHERE EXISTS (SELECT FROM bandits b WHERE b.name = i.bandit)
+	WHERE EXISTS (SELECT FROM bandits b WHERE b.name = i.bandit AND b.deleted_at IS NULL)
 	ORDER BY i.ord
 	ON CONFLICT (bandit, event_id) DO NOTHING
 	RETURNING d.id, d.bandit, d.event_id, d.created_at

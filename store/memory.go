@@ -40,6 +40,9 @@ type memBandit struct {
 	snapshots map[int64]*bandit.Snapshot
 	latest    *bandit.Snapshot
 	nextID    int64
+	// deleted marks a bandit deleted without purge: its decisions and
+	// rewards are kept and its name stays taken (DeleteBandit).
+	deleted bool
 }
 
 type memDecision struct {
@@ -88,7 +91,7 @@ func (m *Memory) Close() error {
 // bandit returns the named bandit; the caller holds m.mu.
 func (m *Memory) bandit(name string) (*memBandit, error) {
 	mb, ok := m.bandits[name]
-	if !ok {
+	if !ok || mb.deleted {
 		return nil, bandit.ErrNotFound
 	}
 	return mb, nil
@@ -105,7 +108,10 @@ func (m *Memory) CreateBandit(_ context.Context, b *bandit.Bandit) error {
 	if m.closed {
 		return ErrClosed
 	}
-	if _, ok := m.bandits[nb.Name]; ok {
+	if mb, ok := m.bandits[nb.Name]; ok {
+		if mb.deleted {
+			return fmt.Errorf("store: create bandit %s: %w: %w", nb.Name, bandit.ErrExists, bandit.ErrDeleted)
+		}
 		return fmt.Errorf("store: create bandit %s: %w", nb.Name, bandit.ErrExists)
 	}
 	m.bandits[nb.Name] = &memBandit{b: nb, decisions: map[string]*memDecision{}, snapshots: map[int64]*bandit.Snapshot{}}
@@ -129,6 +135,9 @@ func (m *Memory) UpdateBandit(_ context.Context, b *bandit.Bandit) error {
 		return fmt.Errorf("store: update bandit %s: %w", nb.Name, err)
 	}
 	nb.CreatedAt = mb.b.CreatedAt
+	if !b.ArchivedAt.IsZero() {
+		nb.ArchivedAt = instant(b.ArchivedAt)
+	}
 	mb.b = nb
 	return nil
 }
@@ -150,7 +159,9 @@ func (m *Memory) ListBandits(context.Context) ([]*bandit.Bandit, error) {
 	defer m.mu.RUnlock()
 	out := make([]*bandit.Bandit, 0, len(m.bandits))
 	for _, mb := range m.bandits {
-		out = append(out, cloneBandit(mb.b))
+		if !mb.deleted {
+			out = append(out, cloneBandit(mb.b))
+		}
 	}
 	slices.SortFunc(out, func(a, b *bandit.Bandit) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -362,4 +373,89 @@ func (m *Memory) LatestSnapshot(_ context.Context, name string) (*bandit.Snapsho
 		return nil, fmt.Errorf("store: latest snapshot %s: %w", name, err)
 	}
 	return cloneSnapshot(mb.latest), nil
+}
+
+// DeleteBandit deletes a bandit; see bandit.Store. Without purge the
+// bandit's decisions and rewards are kept (and its name taken), as in
+// PostgreSQL, though nothing here can read them back: the in-memory
+// store has no export.
+func (m *Memory) DeleteBandit(_ context.Context, name string, purge bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	mb, ok := m.bandits[name]
+	if !ok || (mb.deleted && !purge) {
+		return fmt.Errorf("store: delete bandit %s: %w", name, bandit.ErrNotFound)
+	}
+	if purge {
+		delete(m.bandits, name)
+		return nil
+	}
+	mb.deleted = true
+	mb.snapshots, mb.latest = map[int64]*bandit.Snapshot{}, nil
+	return nil
+}
+
+// record returns md with its reward as the caller's copy.
+func (md *memDecision) record() *bandit.DecisionRecord {
+	rec := &bandit.DecisionRecord{Decision: *cloneDecision(md.d), ID: md.id}
+	if md.reward != nil {
+		r := *md.reward
+		rec.Reward = &r
+	}
+	return rec
+}
+
+// Decisions returns a page of the bandit's decisions; see bandit.Store.
+func (m *Memory) Decisions(_ context.Context, name string, q bandit.DecisionQuery) ([]*bandit.DecisionRecord, error) {
+	if q.Limit <= 0 {
+		return nil, fmt.Errorf("store: decisions %s: limit %d, want > 0", name, q.Limit)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: decisions %s: %w", name, err)
+	}
+	since, until := instantOrZero(q.Since), instantOrZero(q.Until)
+	i := sort.Search(len(mb.byTime), func(i int) bool { return !mb.byTime[i].d.CreatedAt.Before(since) })
+	if q.AfterID > 0 {
+		after := &memDecision{d: &bandit.Decision{CreatedAt: instantOrZero(q.AfterTime)}, id: q.AfterID}
+		i = max(i, sort.Search(len(mb.byTime), func(i int) bool { return after.before(mb.byTime[i]) }))
+	}
+	out := []*bandit.DecisionRecord{}
+	for ; i < len(mb.byTime) && len(out) < q.Limit; i++ {
+		md := mb.byTime[i]
+		if !until.IsZero() && !md.d.CreatedAt.Before(until) {
+			break
+		}
+		out = append(out, md.record())
+	}
+	return out, nil
+}
+
+// instantOrZero is instant but for the zero time, which stays zero.
+func instantOrZero(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return instant(t)
+}
+
+// DecisionRecord returns one decision with its reward; bandit.ErrNotFound
+// if there is none.
+func (m *Memory) DecisionRecord(_ context.Context, name, eventID string) (*bandit.DecisionRecord, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, err := m.bandit(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: decision %s/%s: %w", name, eventID, err)
+	}
+	md, ok := mb.decisions[eventID]
+	if !ok {
+		return nil, fmt.Errorf("store: decision %s/%s: %w", name, eventID, bandit.ErrNotFound)
+	}
+	return md.record(), nil
 }

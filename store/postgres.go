@@ -188,6 +188,10 @@ func (s *Postgres) CreateBandit(ctx context.Context, b *bandit.Bandit) error {
 		nb.Name, []byte(nb.Config), nb.CreatedAt)
 	if pgCode(err) == uniqueViolation {
 		err = bandit.ErrExists
+		var deleted bool
+		if s.pool.QueryRow(ctx, `SELECT deleted_at IS NOT NULL FROM bandits WHERE name = $1`, nb.Name).Scan(&deleted) == nil && deleted {
+			err = fmt.Errorf("%w: %w", bandit.ErrExists, bandit.ErrDeleted)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("store: create bandit %s: %w", nb.Name, err)
@@ -202,9 +206,14 @@ func (s *Postgres) UpdateBandit(ctx context.Context, b *bandit.Bandit) error {
 	if err != nil {
 		return fmt.Errorf("store: update bandit: %w", err)
 	}
+	var archived *time.Time
+	if !b.ArchivedAt.IsZero() {
+		t := instant(b.ArchivedAt)
+		archived = &t
+	}
 	tag, err := s.pool.Exec(ctx,
-		`UPDATE bandits SET configuration = $2, updated_at = $3 WHERE name = $1`,
-		nb.Name, []byte(nb.Config), nb.UpdatedAt)
+		`UPDATE bandits SET configuration = $2, updated_at = $3, archived_at = $4 WHERE name = $1 AND deleted_at IS NULL`,
+		nb.Name, []byte(nb.Config), nb.UpdatedAt, archived)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = bandit.ErrNotFound
 	}
@@ -214,22 +223,26 @@ func (s *Postgres) UpdateBandit(ctx context.Context, b *bandit.Bandit) error {
 	return nil
 }
 
-const banditColumns = `name, configuration, created_at, updated_at`
+const banditColumns = `name, configuration, created_at, updated_at, archived_at`
 
 func scanBandit(row pgx.Row) (*bandit.Bandit, error) {
 	var b bandit.Bandit
 	var cfg []byte
-	if err := row.Scan(&b.Name, &cfg, &b.CreatedAt, &b.UpdatedAt); err != nil {
+	var archived *time.Time
+	if err := row.Scan(&b.Name, &cfg, &b.CreatedAt, &b.UpdatedAt, &archived); err != nil {
 		return nil, err
 	}
 	b.Config = cfg
 	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
+	if archived != nil {
+		b.ArchivedAt = archived.UTC()
+	}
 	return &b, nil
 }
 
 // GetBandit returns one bandit; bandit.ErrNotFound if there is none.
 func (s *Postgres) GetBandit(ctx context.Context, name string) (*bandit.Bandit, error) {
-	b, err := scanBandit(s.pool.QueryRow(ctx, `SELECT `+banditColumns+` FROM bandits WHERE name = $1`, name))
+	b, err := scanBandit(s.pool.QueryRow(ctx, `SELECT `+banditColumns+` FROM bandits WHERE name = $1 AND deleted_at IS NULL`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = bandit.ErrNotFound
 	}
@@ -242,7 +255,7 @@ func (s *Postgres) GetBandit(ctx context.Context, name string) (*bandit.Bandit, 
 // ListBandits returns every bandit ordered by name (byte order, as the
 // in-memory store sorts, whatever the database's collation).
 func (s *Postgres) ListBandits(ctx context.Context) ([]*bandit.Bandit, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+banditColumns+` FROM bandits ORDER BY name COLLATE "C"`)
+	rows, err := s.pool.Query(ctx, `SELECT `+banditColumns+` FROM bandits WHERE deleted_at IS NULL ORDER BY name COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list bandits: %w", err)
 	}

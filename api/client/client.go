@@ -337,3 +337,99 @@ func (c *Client) ImportSnapshot(ctx context.Context, snapshot any) (*Bandit, err
 	}
 	return &b, nil
 }
+
+// DecisionRecord is a stored decision with its context and reward (GET
+// /v1/bandits/{name}/decisions/{event_id}). Probabilities and Scores name
+// the arms the bandit had when it decided.
+type DecisionRecord struct {
+	EventID       string             `json:"event_id"`
+	Arm           string             `json:"arm"`
+	Probabilities map[string]float64 `json:"probabilities"`
+	Scores        map[string]float64 `json:"scores"`
+	ModelVersion  int64              `json:"model_version"`
+	Sample        bandit.SampleKind  `json:"sample"`
+	Policy        string             `json:"policy"`
+	CreatedAt     time.Time          `json:"created_at"`
+	// Context is the context exactly as it was sent.
+	Context json.RawMessage `json:"context"`
+	// Reward is nil while the decision has none.
+	Reward *StoredReward `json:"reward"`
+}
+
+// StoredReward is a decision's reward.
+type StoredReward struct {
+	Value      float64   `json:"value"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// DecisionQuery selects decisions: made in [Since, Until) (zero:
+// unbounded), Limit per page (zero: the server's default, 100), from
+// Cursor (the previous page's NextCursor; empty: the first page).
+type DecisionQuery struct {
+	Since, Until time.Time
+	Limit        int
+	Cursor       string
+}
+
+// DecisionPage is one page of a bandit's decisions, oldest first.
+type DecisionPage struct {
+	Decisions []DecisionRecord `json:"decisions"`
+	// NextCursor is the Cursor of the next page; empty on the last.
+	NextCursor string `json:"next_cursor"`
+}
+
+// Decisions returns one page of bandit name's decisions.
+func (c *Client) Decisions(ctx context.Context, name string, q DecisionQuery) (*DecisionPage, error) {
+	v := url.Values{}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.Format(time.RFC3339Nano))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
+	path := "/v1/bandits/" + url.PathEscape(name) + "/decisions"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var p DecisionPage
+	if _, err := c.do(ctx, http.MethodGet, path, nil, &p, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// AllDecisions calls fn for each of bandit name's decisions that q
+// selects, oldest first, following the pages' cursors from q.Cursor.
+func (c *Client) AllDecisions(ctx context.Context, name string, q DecisionQuery, fn func(DecisionRecord) error) error {
+	for {
+		p, err := c.Decisions(ctx, name, q)
+		if err != nil {
+			return err
+		}
+		for _, d := range p.Decisions {
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if p.NextCursor == "" {
+			return nil
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
+// Decision returns bandit name's decision eventID with its reward, if
+// any; a 404 Error if there is none.
+func (c *Client) Decision(ctx context.Context, name, eventID string) (*DecisionRecord, error) {
+	var d DecisionRecord
+	if _, err := c.do(ctx, http.MethodGet, "/v1/bandits/"+url.PathEscape(name)+"/decisions/"+url.PathEscape(eventID), nil, &d, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}

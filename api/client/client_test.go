@@ -122,6 +122,32 @@ func TestClientDrivesTheAPI(t *testing.T) {
 	if r, err := c.Ready(ctx); err != nil || r.Status != "ready" || !r.EphemeralStore {
 		t.Errorf("ready %+v, %v", r, err)
 	}
+	rec, err := c.Decision(ctx, "toy", "e1")
+	if err != nil || rec.Arm != d.Arm || rec.Reward == nil || rec.Reward.Value != 1 || string(rec.Context) != `{"color":"red","size":1.5}` {
+		t.Errorf("Decision(e1) = %+v, %v: want its arm, context and reward 1", rec, err)
+	}
+	if _, err := c.Decision(ctx, "toy", "nope"); client.StatusCode(err) != http.StatusNotFound {
+		t.Errorf("an unknown decision: %v, want a 404", err)
+	}
+	for _, id := range []string{"e2", "e3"} {
+		if _, err := c.Decide(ctx, "toy", client.DecisionRequest{EventID: id, Context: map[string]any{"color": "blue", "size": 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := c.Decisions(ctx, "toy", client.DecisionQuery{Limit: 2})
+	if err != nil || len(page.Decisions) != 2 || page.NextCursor == "" || page.Decisions[0].EventID != "e1" {
+		t.Fatalf("Decisions(limit 2) = %+v, %v: want e1, e2 and a cursor", page, err)
+	}
+	var ids []string
+	if err := c.AllDecisions(ctx, "toy", client.DecisionQuery{Limit: 1, Since: d.CreatedAt}, func(r client.DecisionRecord) error {
+		ids = append(ids, r.EventID)
+		return nil
+	}); err != nil || strings.Join(ids, ",") != "e1,e2,e3" {
+		t.Errorf("AllDecisions = %v, %v; want e1,e2,e3", ids, err)
+	}
+	if _, err := c.Decisions(ctx, "toy", client.DecisionQuery{Limit: -1}); client.StatusCode(err) != http.StatusBadRequest {
+		t.Errorf("a page of -1: %v, want a 400", err)
+	}
 	var text bytes.Buffer
 	if err := c.Metrics(ctx, &text); err != nil || !strings.Contains(text.String(), `refinery_rewards_total{bandit="toy"} 2`) {
 		t.Errorf("metrics: %v", err)
@@ -130,7 +156,8 @@ func TestClientDrivesTheAPI(t *testing.T) {
 	// Strictly: the client's types hold every member of the answers.
 	for path, v := range map[string]any{"/v1/bandits/toy": &client.Bandit{}, "/v1/bandits": &struct {
 		Bandits []client.Bandit `json:"bandits"`
-	}{}, "/readyz": &client.Readiness{}, "/v1/bandits/nope": &client.Problem{}} {
+	}{}, "/readyz": &client.Readiness{}, "/v1/bandits/nope": &client.Problem{},
+		"/v1/bandits/toy/decisions/e1": &client.DecisionRecord{}, "/v1/bandits/toy/decisions?limit=1": &client.DecisionPage{}} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)

@@ -46,6 +46,10 @@ func Run(t *testing.T, open Open) {
 		{"training rows come in seq order, after the cursor, and stop at the callback's error", testTrainingRows},
 		{"unrewarded lists decisions without a reward made before a time, oldest first, at most limit", testUnrewarded},
 		{"decisions are listed newest first, paged by time, with their rewards", testListDecisions},
+		{"decisions page oldest first by a (time, ID) cursor within [since, until), ties included", testDecisionPages},
+		{"a decision reads back with its reward by event ID", testDecisionRecord},
+		{"archiving is stored with the configuration and can be undone", testArchive},
+		{"a deleted bandit's log and name are kept until a purge frees them", testDeleteBandit},
 		{"counts count the bandit's decisions and rewards", testCounts},
 		{"the latest snapshot is the highest version, and saving a version again replaces it", testSnapshots},
 		{"what is missing is reported as ErrNotFound", testNotFound},
@@ -971,5 +975,186 @@ func testClose(t *testing.T, s bandit.Store) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
+	}
+}
+
+func testDecisionPages(t *testing.T, s bandit.Store) {
+	mustCreate(t, s, "b")
+	mustCreate(t, s, "other")
+	mustDecide(t, s, decision("other", "x"))
+	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	// Decisions at 0s, 1s, ..., 4s, three at each time (ties ordered by
+	// insertion), inserted out of time order.
+	var want []string
+	for _, sec := range []int{3, 0, 4, 1, 2} {
+		for k := range 3 {
+			d := decision("b", fmt.Sprintf("s%d-%d", sec, k))
+			d.CreatedAt = t0.Add(time.Duration(sec) * time.Second)
+			mustDecide(t, s, d)
+		}
+	}
+	for sec := range 5 {
+		for k := range 3 {
+			want = append(want, fmt.Sprintf("s%d-%d", sec, k))
+		}
+	}
+	mustReward(t, s, "b", "s2-1", 0.5)
+	read := func(q bandit.DecisionQuery) []string {
+		t.Helper()
+		var got []string
+		for range 100 {
+			recs, err := s.Decisions(ctx(t), "b", q)
+			if err != nil {
+				t.Fatalf("Decisions(%+v) = %v", q, err)
+			}
+			if len(recs) > q.Limit {
+				t.Fatalf("Decisions(limit %d) returned %d", q.Limit, len(recs))
+			}
+			for _, r := range recs {
+				got = append(got, r.EventID)
+				if (r.EventID == "s2-1") != (r.Reward != nil) || r.Reward != nil && r.Reward.Value != 0.5 {
+					t.Errorf("decision %s has reward %+v; only s2-1 has one, 0.5", r.EventID, r.Reward)
+				}
+				if r.ID <= 0 {
+					t.Errorf("decision %s has ID %d, want > 0", r.EventID, r.ID)
+				}
+			}
+			if len(recs) < q.Limit {
+				return got
+			}
+			q.AfterTime, q.AfterID = recs[len(recs)-1].CreatedAt, recs[len(recs)-1].ID
+		}
+		t.Fatal("paging did not end")
+		return nil
+	}
+	// Pages of 4 split the ties at 1s and 2s.
+	if got := read(bandit.DecisionQuery{Limit: 4}); !slices.Equal(got, want) {
+		t.Errorf("pages of 4 = %v, want %v", got, want)
+	}
+	if got := read(bandit.DecisionQuery{Limit: 1}); !slices.Equal(got, want) {
+		t.Errorf("pages of 1 = %v, want %v", got, want)
+	}
+	q := bandit.DecisionQuery{Since: t0.Add(time.Second), Until: t0.Add(3 * time.Second), Limit: 2}
+	if got := read(q); !slices.Equal(got, want[3:9]) {
+		t.Errorf("[1s, 3s) in pages of 2 = %v, want %v", got, want[3:9])
+	}
+	if got := read(bandit.DecisionQuery{Since: t0.Add(time.Hour), Limit: 5}); len(got) != 0 {
+		t.Errorf("after the last decision = %v, want none", got)
+	}
+	if _, err := s.Decisions(ctx(t), "none", bandit.DecisionQuery{Limit: 1}); !errors.Is(err, bandit.ErrNotFound) {
+		t.Errorf("Decisions of an unknown bandit = %v, want ErrNotFound", err)
+	}
+}
+
+func testDecisionRecord(t *testing.T, s bandit.Store) {
+	mustCreate(t, s, "b")
+	want := mustDecide(t, s, decision("b", "e1"))
+	mustDecide(t, s, decision("b", "e2"))
+	mustReward(t, s, "b", "e1", -2)
+	rec, err := s.DecisionRecord(ctx(t), "b", "e1")
+	if err != nil {
+		t.Fatalf("DecisionRecord(e1) = %v", err)
+	}
+	if !reflect.DeepEqual(rec.Decision, *want) {
+		t.Errorf("DecisionRecord(e1) = %+v, want %+v", rec.Decision, *want)
+	}
+	if rec.Reward == nil || rec.Reward.Value != -2 || rec.Reward.ReceivedAt.IsZero() {
+		t.Errorf("e1's reward = %+v, want -2 with its time", rec.Reward)
+	}
+	if rec, err := s.DecisionRecord(ctx(t), "b", "e2"); err != nil || rec.Reward != nil {
+		t.Errorf("DecisionRecord(e2) = %+v, %v; want no reward", rec, err)
+	}
+	for _, k := range [][2]string{{"b", "none"}, {"none", "e1"}} {
+		if _, err := s.DecisionRecord(ctx(t), k[0], k[1]); !errors.Is(err, bandit.ErrNotFound) {
+			t.Errorf("DecisionRecord(%s/%s) = %v, want ErrNotFound", k[0], k[1], err)
+		}
+	}
+}
+
+func testArchive(t *testing.T, s bandit.Store) {
+	mustCreate(t, s, "b")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.FixedZone("x", 3600))
+	cfg := json.RawMessage(`{"arms": ["a", "b"]}`)
+	if err := s.UpdateBandit(ctx(t), &bandit.Bandit{Name: "b", Config: cfg, ArchivedAt: at}); err != nil {
+		t.Fatalf("UpdateBandit(archived) = %v", err)
+	}
+	for _, get := range []func() (*bandit.Bandit, error){
+		func() (*bandit.Bandit, error) { return s.GetBandit(ctx(t), "b") },
+		func() (*bandit.Bandit, error) {
+			bs, err := s.ListBandits(ctx(t))
+			if err != nil || len(bs) != 1 {
+				return nil, fmt.Errorf("ListBandits = %d bandits, %v", len(bs), err)
+			}
+			return bs[0], nil
+		},
+	} {
+		got, err := get()
+		if err != nil || !got.ArchivedAt.Equal(at) || got.ArchivedAt.Location() != time.UTC {
+			t.Errorf("archived at %v, %v; want %v in UTC", got, err, at)
+		}
+	}
+	if err := s.UpdateBandit(ctx(t), &bandit.Bandit{Name: "b", Config: cfg}); err != nil {
+		t.Fatalf("UpdateBandit(live) = %v", err)
+	}
+	if got, err := s.GetBandit(ctx(t), "b"); err != nil || !got.ArchivedAt.IsZero() {
+		t.Errorf("after unarchiving: archived at %v, %v; want zero", got.ArchivedAt, err)
+	}
+}
+
+func testDeleteBandit(t *testing.T, s bandit.Store) {
+	for _, name := range []string{"b", "other"} {
+		mustCreate(t, s, name)
+		mustDecide(t, s, decision(name, "e1"))
+		mustReward(t, s, name, "e1", 1)
+		mustDecide(t, s, decision(name, "e2"))
+		if err := s.SaveSnapshot(ctx(t), &bandit.Snapshot{Bandit: name, Version: 1, Params: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteBandit(ctx(t), "none", false); !errors.Is(err, bandit.ErrNotFound) {
+		t.Errorf("DeleteBandit(none) = %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteBandit(ctx(t), "b", false); err != nil {
+		t.Fatalf("DeleteBandit(b) = %v", err)
+	}
+	if _, err := s.GetBandit(ctx(t), "b"); !errors.Is(err, bandit.ErrNotFound) {
+		t.Errorf("GetBandit of a deleted bandit = %v, want ErrNotFound", err)
+	}
+	if bs, err := s.ListBandits(ctx(t)); err != nil || len(bs) != 1 || bs[0].Name != "other" {
+		t.Errorf("ListBandits after a delete = %v, %v; want other only", bs, err)
+	}
+	if _, _, err := s.InsertDecision(ctx(t), decision("b", "e3")); !errors.Is(err, bandit.ErrNotFound) {
+		t.Errorf("InsertDecision into a deleted bandit = %v, want ErrNotFound", err)
+	}
+	err := s.CreateBandit(ctx(t), &bandit.Bandit{Name: "b", Config: json.RawMessage(`{}`)})
+	if !errors.Is(err, bandit.ErrExists) || !errors.Is(err, bandit.ErrDeleted) {
+		t.Errorf("CreateBandit over a kept log = %v, want ErrExists and ErrDeleted", err)
+	}
+	if err := s.DeleteBandit(ctx(t), "b", false); !errors.Is(err, bandit.ErrNotFound) {
+		t.Errorf("DeleteBandit of a deleted bandit = %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteBandit(ctx(t), "b", true); err != nil {
+		t.Fatalf("DeleteBandit(b, purge) = %v", err)
+	}
+	mustCreate(t, s, "b")
+	if d, r, err := s.Counts(ctx(t), "b"); d != 0 || r != 0 || err != nil {
+		t.Errorf("Counts of a new bandit on a purged name = %d, %d, %v; want 0, 0", d, r, err)
+	}
+	if _, err := s.LatestSnapshot(ctx(t), "b"); !errors.Is(err, bandit.ErrNotFound) {
+		t.Errorf("LatestSnapshot of a new bandit on a purged name = %v, want ErrNotFound", err)
+	}
+	if recs, err := s.Decisions(ctx(t), "b", bandit.DecisionQuery{Limit: 10}); err != nil || len(recs) != 0 {
+		t.Errorf("Decisions of a new bandit on a purged name = %d, %v; want none", len(recs), err)
+	}
+	mustDecide(t, s, decision("b", "e1")) // the event ID is free again
+	// The other bandit is untouched; a live bandit purges at once.
+	if d, r, err := s.Counts(ctx(t), "other"); d != 2 || r != 1 || err != nil {
+		t.Errorf("Counts(other) = %d, %d, %v; want 2, 1", d, r, err)
+	}
+	if err := s.DeleteBandit(ctx(t), "other", true); err != nil {
+		t.Fatalf("DeleteBandit(other, purge) = %v", err)
+	}
+	if err := s.CreateBandit(ctx(t), &bandit.Bandit{Name: "other", Config: json.RawMessage(`{}`)}); err != nil {
+		t.Errorf("CreateBandit on a purged name = %v", err)
 	}
 }
