@@ -20,6 +20,8 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/refinery-bandits/refinery/keys"
 )
 
 // chromiumPath returns Debian's chromium (or $CHROMIUM). Without it the
@@ -481,5 +483,81 @@ func checkTimeTicks(t *testing.T, axis string, labels []string) {
 			t.Errorf("%s: time ticks %q not increasing", axis, labels)
 		}
 		prev = v
+	}
+}
+
+// TestDashboardLoginInBrowser: on a server that requires keys the
+// dashboard is a login form; a read key typed into it opens the
+// dashboard (the key kept in an HttpOnly cookie the page's script cannot
+// read), which then polls its JSON; a decide key is refused. The Content
+// Security Policy allows all of it: the browser logs no violation.
+func TestDashboardLoginInBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	m := NewMain()
+	m.Addr = "127.0.0.1:0"
+	m.RequireKeys = true
+	m.Logger = testLogger(t, slog.LevelWarn)
+	m.DashboardEvery = 200 * time.Millisecond
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	waitReady(t, m.URL())
+	ks := m.Store.(keys.Store)
+	secret := func(scope keys.Scope) string {
+		s, k, err := keys.New(nil, "browser "+string(scope), []keys.Scope{scope}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ks.CreateKey(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	read, decide := secret(keys.Read), secret(keys.Decide)
+	req, _ := http.NewRequest("POST", m.URL()+"/v1/bandits", strings.NewReader(`{"name": "shown", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+m.AdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create a bandit with the admin key: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	ctx, errs := startBrowser(t, chromium, 30*time.Second)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(m.URL()+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#login input[name="key"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#login input[name="key"]`), decide),
+		chromedp.Submit(chromedp.CSS(`#login`)),
+		chromedp.WaitVisible(chromedp.CSS(`#failure`)),
+	); err != nil {
+		t.Fatalf("the login form with a decide key: %v (browser errors %q)", err, errs())
+	}
+	failure, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#failure`)))
+	if err != nil || !strings.Contains(failure, "read scope") {
+		t.Errorf("failure %q (%v), want it to say the key lacks the read scope", failure, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#login input[name="key"]`), read),
+		chromedp.Submit(chromedp.CSS(`#login`)),
+		chromedp.WaitVisible(chromedp.CSS(`.card[data-bandit="shown"]`)),
+	); err != nil {
+		t.Fatalf("the dashboard after signing in with a read key: %v (browser errors %q)", err, errs())
+	}
+	cookie, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil || cookie != "" {
+		t.Errorf("document.cookie = %q (%v), want the key out of the script's reach", cookie, err)
+	}
+	// Browser errors: only the two refused logins' 401/403 answers,
+	// which chromium logs as failed loads; no CSP violation.
+	for _, e := range errs() {
+		if !strings.Contains(e, "status of 401") && !strings.Contains(e, "status of 403") {
+			t.Errorf("browser: %s", e)
+		}
 	}
 }
