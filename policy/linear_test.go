@@ -416,3 +416,50 @@ func BenchmarkLinear(b *testing.B) {
 		})
 	}
 }
+
+// Means is zᵀμ_k, z = (x, 1), with μ_k the posterior mean Posterior
+// reports (itself checked against the batch formulas above), for every
+// arm, and draws nothing: the linear-ts decisions that follow are those
+// of a twin that was never asked.
+func TestLinearMeansArePosteriorMeans(t *testing.T) {
+	ctx := context.Background()
+	mk := func() *Linear {
+		l, err := NewLinear(LinearConfig{Arms: 3, Features: 2}, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l, twin := mk(), mk()
+	data := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		x := []float64{data.NormFloat64(), data.NormFloat64()}
+		arm := data.IntN(3)
+		r := float64(arm)*x[0] - x[1] + 0.1*data.NormFloat64()
+		for _, p := range []*Linear{l, twin} {
+			if err := p.Observe(ctx, x, arm, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	x := []float64{0.7, -1.3}
+	got, err := l.Means(nil, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		mu := l.Posterior(k).Mean
+		want := mu[0]*x[0] + mu[1]*x[1] + mu[2]
+		if math.Abs(got[k]-want) > 1e-12 {
+			t.Errorf("Means[%d] = %.15g, want zᵀμ = %.15g", k, got[k], want)
+		}
+	}
+	a, _ := l.Decide(ctx, x, nil)
+	b, _ := twin.Decide(ctx, x, nil)
+	if a.Arm != b.Arm || a.Scores[0] != b.Scores[0] {
+		t.Errorf("after Means the decision drew %v, its twin %v: Means drew from the rng", a.Scores, b.Scores)
+	}
+	if _, err := l.Means(nil, []float64{1}); err == nil {
+		t.Error("Means of a 1-feature context for 2 features: no error")
+	}
+}
