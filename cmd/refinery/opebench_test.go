@@ -34,6 +34,10 @@ var opeBenchModel = map[string]any{
 	"refinement": map[string]any{"fractions": []float64{0.7, 0.3}, "iterations": 200},
 }
 
+// opeBenchMarker starts the hand-written part of bench/ope.md, which a
+// new run keeps.
+const opeBenchMarker = "<!-- written by hand below: kept by make bench-ope -->"
+
 // opeBenchCandidates are the candidates of make bench-ope.
 const opeBenchCandidates = "logging,uniform,greedy,linear-ts,refined-ts"
 
@@ -124,6 +128,13 @@ func TestOPEBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := opeBenchMarkdown(results, commit, reps, decisions, truthN, time.Since(start))
+	// The reading of the numbers is written by hand below a marker; a
+	// new run keeps it (it says which run it read).
+	if old, err := os.ReadFile(out); err == nil {
+		if i := strings.Index(string(old), opeBenchMarker); i >= 0 {
+			md += "\n" + string(old[i:])
+		}
+	}
 	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
 		t.Fatal(err)
 	}
