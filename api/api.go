@@ -2,9 +2,9 @@
 // bandit, decision and reward routes of DESIGN.md, RFC 9457 problem+json
 // errors mapped from the domain's errors by one table (problemTable),
 // Prometheus metrics labelled by route pattern, and the health and
-// readiness probes. Bodies are JSON (a Content-Type other than JSON is a
-// 415), decoded strictly: unknown fields, trailing data, wrong types and
-// the non-JSON literals NaN and Infinity are 400s.
+// readiness probes. Bodies are JSON (a missing Content-Type or one other
+// than JSON is a 415), decoded strictly: unknown fields, trailing data,
+// wrong types and the non-JSON literals NaN and Infinity are 400s.
 //
 // Routes:
 //
@@ -50,6 +50,11 @@
 //	                                                  ELBO, trainer lag, posterior spread per layer, sample
 //	                                                  bank, newest decisions, and server-drawn SVG charts
 //	GET  /static/*                                    the dashboard's script, style and icon (embedded)
+//	POST /login, /logout                              the dashboard's sign-in with an API key (a form; auth.go)
+//
+// With Config.RequireKeys every route but the probes, /static/* and the
+// login form needs an API key with its scope (auth.go: read for GETs,
+// decide for decisions and rewards, admin for every other write).
 //
 // A bandit is its configuration (bandit.Config: name, arms, features,
 // policy, model, training, refinement, reward) with every default filled
@@ -158,6 +163,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/keys"
 )
 
 // Body size limits: larger bodies are answered 413.
@@ -200,6 +206,15 @@ type Config struct {
 	// once the handler starts; past it the answer is 408. Zero means
 	// DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// RequireKeys makes every route but the probes, the static files and
+	// the login form need an API key with the route's scope (auth.go);
+	// Keys finds them and is required with it. False: every route is
+	// open (serve's default on loopback), which the dashboard says.
+	RequireKeys bool
+	Keys        keys.Store
+	// KeyCacheTTL is how long a checked key is remembered; zero means
+	// DefaultKeyCacheTTL.
+	KeyCacheTTL time.Duration
 }
 
 // Defaults of Config.
@@ -231,6 +246,10 @@ type Server struct {
 	// storeFailedAt is when (UnixNano) a request last failed because the
 	// store was unavailable; /readyz is 503 for storeFailureWindow after.
 	storeFailedAt atomic.Int64
+
+	requireKeys bool
+	keys        keys.Store
+	keyCache    keyCache
 }
 
 // storeFailureWindow is how long after a request failed on an
@@ -267,9 +286,16 @@ func New(cfg Config) *Server {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if cfg.RequireKeys && cfg.Keys == nil {
+		panic("api: Config.RequireKeys without Config.Keys")
+	}
+	if cfg.KeyCacheTTL <= 0 {
+		cfg.KeyCacheTTL = DefaultKeyCacheTTL
+	}
 	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
-		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout}
+		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
+		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL}}
 	go s.dash.run(s.svc)
 	if s.metrics != nil {
 		s.metrics.Watch(s.svc)
@@ -279,11 +305,14 @@ func New(cfg Config) *Server {
 	if s.metrics != nil {
 		r.Use(s.metrics.instrument)
 	}
+	r.Use(s.crossOrigin, s.authenticate) // auth.go
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, withDetail(errNoRoute, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Get("/", s.index)
+	r.Post("/login", s.login)
+	r.Post("/logout", s.logout)
 	r.With(s.admit).Get("/v1/dashboard", s.dashboardJSON)
 	r.Method(http.MethodGet, "/static/*", staticHandler())
 	r.Get("/healthz", s.healthz)
@@ -390,6 +419,7 @@ const stateKey ctxKey = 0
 type reqState struct {
 	id    string
 	agent *bandit.Agent
+	keyID string // the API key's ID, when keys are required
 }
 
 func state(ctx context.Context) *reqState {
@@ -499,9 +529,15 @@ func (s *Server) loadBandit(next http.Handler) http.Handler {
 func agentFrom(ctx context.Context) *bandit.Agent { return state(ctx).agent }
 
 // readBody reads a JSON request body of at most limit bytes: 415 unless
-// the content type is absent or JSON, 413 past the limit.
+// the content type is JSON (application/json or a +json type; a missing
+// one too, issue 17: a browser's no-cors request sends none or a form's,
+// and a JSON content type makes a cross-origin page ask first with a
+// CORS preflight this server does not answer), 413 past the limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		if ct == "" {
+			return nil, withDetail(errMediaType, "no Content-Type: want application/json")
+		}
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return nil, withDetail(errMediaType, "content type %q: want application/json", ct)

@@ -303,12 +303,14 @@ func (d *Dashboard) measure(ctx context.Context, st bandit.Store, a *bandit.Agen
 
 // index serves the dashboard page.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+	pageHeaders(w)
 	data := struct {
-		Ephemeral bool
-		Every     string
-	}{s.svc.Store().Ephemeral(), s.dash.every.String()}
+		Ephemeral, Open, SignedIn bool
+		Every                     string
+	}{s.svc.Store().Ephemeral(), !s.requireKeys, false, s.dash.every.String()}
+	if c, err := r.Cookie(keyCookie); err == nil && c.Value != "" && s.requireKeys {
+		data.SignedIn = true
+	}
 	if err := dashboardPage.Execute(w, data); err != nil {
 		s.log.ErrorContext(r.Context(), "dashboard page", append(logAttrs(r), "err", err)...)
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,8 +117,8 @@ func TestDashboardJSON(t *testing.T) {
 		if (b.Regret != nil) != (b.Name == "sim") || (b.Regret != nil && (b.Regret.Cumulative != 12.5 || b.Regret.Steps != 30)) {
 			t.Errorf("%s: regret = %+v, want {12.5 30} for sim only", b.Name, b.Regret)
 		}
-		if len(b.Layers) != 2 || b.Layers[0].In != 1 || b.Layers[0].Out != 4 || !(b.Layers[0].MeanSigma > 0) {
-			t.Errorf("%s: layers = %+v, want 1x4 and 4x2 with sigma > 0", b.Name, b.Layers)
+		if len(b.Layers) != 0 {
+			t.Errorf("%s: layers = %+v, want none: eps-greedy's point estimate has no σ (TestDashboardPanelsPerKind)", b.Name, b.Layers)
 		}
 		if len(b.Recent) != 12 || b.Recent[0].Reward == nil || !(b.Recent[0].Propensity > 0) {
 			t.Errorf("%s: recent = %+v, want the 12 newest with rewards and propensities", b.Name, b.Recent)
@@ -129,7 +130,7 @@ func TestDashboardJSON(t *testing.T) {
 		if math.Abs(share-1) > 1e-9 {
 			t.Errorf("%s: arm shares %v sum to %g, want 1", b.Name, b.ArmShare, share)
 		}
-		for _, c := range []string{"throughput", "reward", "arms", "elbo", "lag", "spread"} {
+		for _, c := range []string{"throughput", "reward", "arms", "elbo", "lag"} {
 			if !strings.HasPrefix(b.Charts[c], "<svg") {
 				t.Errorf("%s: chart %s is not SVG: %.80q", b.Name, c, b.Charts[c])
 			}
@@ -201,5 +202,114 @@ func TestDashboardPosterior(t *testing.T) {
 	}
 	if js := string(f.must(t, 200, "GET", "/static/dashboard.js", "")); !strings.Contains(js, `data-field="posterior"`) {
 		t.Error("the page does not show the posterior")
+	}
+}
+
+// TestDashboardPanelsPerKind: every policy kind gets the panels it has
+// (panelsFor's table) and no other, and once it has decisions, rewards
+// and a trained model, none of them is left "waiting for data" (issue
+// 18, finding 7: linear-ts and uniform waited forever for an ELBO and a
+// posterior σ they cannot have). Its objective is the trainer's: an ELBO
+// for mf-ts and refined-ts, the MAP's for the point estimates, none
+// without a network.
+func TestDashboardPanelsPerKind(t *testing.T) {
+	srv := dashFixture(t)
+	f := &fixture{srv: srv}
+	base := []string{"throughput", "reward", "arms"}
+	kinds := []struct {
+		name, policy, objective string
+		panels                  []string
+	}{
+		{"uniform", `"kind": "uniform"`, "", base},
+		{"linear-ts", `"kind": "linear-ts"`, "", append(base[:3:3], "lag")},
+		{"greedy", `"kind": "greedy"`, "map", append(base[:3:3], "elbo", "lag")},
+		{"eps-greedy", `"kind": "eps-greedy"`, "map", append(base[:3:3], "elbo", "lag")},
+		{"laplace-diagonal", `"kind": "laplace-ts", "laplace": "diagonal"`, "map", append(base[:3:3], "elbo", "lag", "spread")},
+		{"laplace-last-layer", `"kind": "laplace-ts", "laplace": "last-layer"`, "map", append(base[:3:3], "elbo", "lag")},
+		{"flow-ts", `"kind": "flow-ts", "flow": {"length": 2, "iterations": 20}`, "map", append(base[:3:3], "elbo", "lag")},
+		{"neural-linear", `"kind": "neural-linear"`, "map", append(base[:3:3], "elbo", "lag")},
+		{"mf-ts", `"kind": "mf-ts"`, "elbo", append(base[:3:3], "elbo", "lag", "spread")},
+		{"refined-ts", `"kind": "refined-ts"`, "elbo", append(base[:3:3], "elbo", "lag", "spread", "bank")},
+	}
+	for _, k := range kinds {
+		f.must(t, 201, "POST", "/v1/bandits", `{"name": "`+k.name+`", "arms": ["a", "b", "c"], "features": [{"name": "x", "type": "numeric"}],
+			"policy": {`+k.policy+`}, "model": {"hidden": [4]}, "training": {"iterations": 5, "min_interval": "1ms"},
+			"refinement": {"iterations": 5, "bank_size": 4}}`)
+	}
+	time.Sleep(70 * time.Millisecond) // a few samples before the traffic
+	for i := range 20 {
+		for _, k := range kinds {
+			var d struct {
+				EventID string `json:"event_id"`
+			}
+			if err := json.Unmarshal(f.must(t, 201, "POST", "/v1/bandits/"+k.name+"/decisions", fmt.Sprintf(`{"context": {"x": %d}}`, i%5)), &d); err != nil {
+				t.Fatal(err)
+			}
+			f.must(t, 204, "POST", "/v1/bandits/"+k.name+"/events/"+d.EventID+"/reward", fmt.Sprintf(`{"value": %d}`, i%2))
+		}
+	}
+
+	type panelView struct {
+		Name      string            `json:"name"`
+		Panels    []string          `json:"panels"`
+		Charts    map[string]string `json:"charts"`
+		Objective string            `json:"objective"`
+		ELBO      *float64          `json:"elbo"`
+		Layers    []json.RawMessage `json:"layers"`
+	}
+	type view struct {
+		Bandits []panelView `json:"bandits"`
+	}
+	// Wait until no chart waits (trainings take a moment), then check.
+	var v view
+	waiting := func() []string {
+		var w []string
+		for _, b := range v.Bandits {
+			for p, c := range b.Charts {
+				if strings.Contains(c, "waiting for data") {
+					w = append(w, b.Name+"/"+p)
+				}
+			}
+		}
+		return w
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		v = view{}
+		if err := json.Unmarshal(f.must(t, 200, "GET", "/v1/dashboard", ""), &v); err != nil {
+			t.Fatal(err)
+		}
+		if len(waiting()) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if w := waiting(); len(w) > 0 {
+		t.Errorf("charts still waiting for data after 20s: %v", w)
+	}
+	if len(v.Bandits) != len(kinds) {
+		t.Fatalf("%d bandits on the dashboard, want %d", len(v.Bandits), len(kinds))
+	}
+	for _, k := range kinds {
+		i := slices.IndexFunc(v.Bandits, func(b panelView) bool { return b.Name == k.name })
+		if i < 0 {
+			t.Fatalf("no bandit %q on the dashboard", k.name)
+		}
+		b := v.Bandits[i]
+		if !slices.Equal(b.Panels, k.panels) {
+			t.Errorf("%s: panels %v, want %v", k.name, b.Panels, k.panels)
+		}
+		if len(b.Charts) != len(k.panels) {
+			t.Errorf("%s: %d charts, want one per panel (%v)", k.name, len(b.Charts), k.panels)
+		}
+		for _, p := range k.panels {
+			if !strings.HasPrefix(b.Charts[p], "<svg") {
+				t.Errorf("%s: chart %s is not SVG: %.80q", k.name, p, b.Charts[p])
+			}
+		}
+		if b.Objective != k.objective || (b.ELBO != nil) != (k.objective != "") {
+			t.Errorf("%s: objective %q (value %v), want %q with a value iff there is one", k.name, b.Objective, b.ELBO, k.objective)
+		}
+		if (len(b.Layers) > 0) != slices.Contains(k.panels, "spread") {
+			t.Errorf("%s: %d layers of σ, want them iff the spread panel is shown", k.name, len(b.Layers))
+		}
 	}
 }

@@ -57,9 +57,73 @@ type dashBandit struct {
 	// fit at the MAP (bandit.Status.Posterior); the panel shows it.
 	Posterior *bandit.PosteriorStatus `json:"posterior,omitempty"`
 	Recent    []dashDecision          `json:"recent"`
-	// Charts are SVG drawings: throughput, reward, arms, elbo, lag,
-	// spread and (refined-ts) bank.
+	// Panels names the charts of the bandit's policy kind, in the order
+	// the page shows them (panelsFor); Charts holds them as SVG.
+	Panels []string          `json:"panels"`
 	Charts map[string]string `json:"charts"`
+	// Objective is what the trainer maximizes: "elbo" (mf-ts,
+	// refined-ts), "map" (the point-estimate kinds: log-likelihood +
+	// log-prior) or absent (uniform, linear-ts: no network).
+	Objective string `json:"objective,omitempty"`
+}
+
+// dashPanels is what the dashboard shows of a bandit of one policy kind.
+type dashPanels struct {
+	// charts, in order; each is drawn, as "waiting for data" until it
+	// has some, and no other.
+	charts []string
+	// objective is dashBandit.Objective.
+	objective string
+	// spread titles the chart of the mean σ per layer ("" without).
+	spread string
+}
+
+// panelsFor is the table of the panels each policy kind has (issue 18,
+// finding 7: a panel that can never have data waited for it forever, and
+// eps-greedy showed a "posterior σ" its point estimate does not have):
+//
+//	kind                   throughput reward arms  elbo  lag  spread      bank
+//	uniform                    x        x     x     -     -    -           -
+//	linear-ts                  x        x     x     -     x    -           -
+//	eps-greedy, greedy         x        x     x    MAP    x    -           -
+//	laplace-ts diagonal        x        x     x    MAP    x   Laplace σ    -
+//	laplace-ts last-layer,     x        x     x    MAP    x    -           -
+//	  flow-ts, neural-linear
+//	mf-ts                      x        x     x    ELBO   x   posterior σ  -
+//	refined-ts                 x        x     x    ELBO   x   posterior σ  x
+//
+// uniform has no model and no trainer. linear-ts's trainer reads the
+// rewards into an exact Normal-inverse-gamma posterior: a lag but no
+// objective and no network. The point-estimate kinds train the MAP, so
+// their objective is the MAP's and their network's σ stays at its
+// initial value; laplace-ts "diagonal" draws from Laplace variances per
+// weight, which the spread shows, while the last-layer posteriors
+// (laplace-ts last-layer, flow-ts, neural-linear) are summed up in the
+// card's posterior line (bandit.PosteriorStatus) instead.
+func panelsFor(p bandit.PolicyConfig) dashPanels {
+	d := dashPanels{charts: []string{"throughput", "reward", "arms"}}
+	switch p.Kind {
+	case bandit.Uniform:
+		return d
+	case bandit.LinearTS:
+		d.charts = append(d.charts, "lag")
+		return d
+	case bandit.MeanFieldTS, bandit.RefinedTS:
+		d.objective, d.spread = "elbo", "mean posterior σ per layer"
+	default: // eps-greedy, greedy, laplace-ts, flow-ts, neural-linear
+		d.objective = "map"
+		if p.Kind == bandit.LaplaceTS && p.Laplace == bandit.LaplaceDiagonal {
+			d.spread = "mean Laplace σ per layer"
+		}
+	}
+	d.charts = append(d.charts, "elbo", "lag")
+	if d.spread != "" {
+		d.charts = append(d.charts, "spread")
+	}
+	if p.Kind == bandit.RefinedTS {
+		d.charts = append(d.charts, "bank")
+	}
+	return d
 }
 
 type dashRegret struct {
@@ -132,7 +196,7 @@ func (s *Server) dashboardView(ctx context.Context) (*dashboardView, error) {
 		}
 	}
 	if len(regret) > 0 {
-		v.RegretChart = chart{title: "cumulative expected regret (simulator's oracle)", w: 1200, h: 170, xFormat: secondsAgo, yMin0: true}.lines(regret)
+		v.RegretChart = chart{title: "cumulative expected regret (simulator's oracle)", w: 1200, h: 170, xTime: true, yMin0: true}.lines(regret)
 	}
 	return v, nil
 }
@@ -140,8 +204,13 @@ func (s *Server) dashboardView(ctx context.Context) (*dashboardView, error) {
 func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time, samples []dashSample, elbos []elboPoint, fallbacks int64, use sampleUse) (*dashBandit, error) {
 	cfg := a.Config()
 	st := a.Status()
+	panels := panelsFor(cfg.Policy)
 	b := &dashBandit{Name: a.Name(), Policy: string(cfg.Policy.Kind), Arms: cfg.Arms, ModelVersion: st.ModelVersion, ELBO: st.ELBO,
-		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Layers: a.Spread(), Posterior: st.Posterior, Recent: []dashDecision{}, Charts: map[string]string{}}
+		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Posterior: st.Posterior, Recent: []dashDecision{},
+		Panels: panels.charts, Charts: map[string]string{}, Objective: panels.objective}
+	if panels.spread != "" {
+		b.Layers = a.Spread()
+	}
 	var err error
 	b.Decisions, b.Rewards, err = s.svc.Store().Counts(ctx, a.Name())
 	if err != nil {
@@ -248,41 +317,61 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 		}
 	}
 	const cw, ch = 290, 150
-	b.Charts["throughput"] = chart{title: "per second", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
-		{name: "decisions", colour: colour(0), x: x, y: dps}, {name: "rewards", colour: colour(1), x: x, y: rps}})
-	b.Charts["reward"] = chart{title: "avg reward, last 200", w: cw, h: ch, xFormat: secondsAgo}.lines([]series{
-		{name: "reward", colour: colour(2), x: x, y: avg}})
-	arms := make([]series, len(cfg.Arms))
-	for k, arm := range cfg.Arms {
-		arms[k] = series{name: arm, colour: colour(k), x: x, y: shares[k]}
+	draw := map[string]func() string{
+		"throughput": func() string {
+			return chart{title: "per second", w: cw, h: ch, xTime: true, yMin0: true}.lines([]series{
+				{name: "decisions", colour: colour(0), x: x, y: dps}, {name: "rewards", colour: colour(1), x: x, y: rps}})
+		},
+		"reward": func() string {
+			return chart{title: "avg reward, last 200", w: cw, h: ch, xTime: true}.lines([]series{{name: "reward", colour: colour(2), x: x, y: avg}})
+		},
+		"arms": func() string {
+			arms := make([]series, len(cfg.Arms))
+			for k, arm := range cfg.Arms {
+				arms[k] = series{name: arm, colour: colour(k), x: x, y: shares[k]}
+			}
+			c := chart{title: "arm mix, last 10s", w: cw, h: ch, xTime: true}
+			if n < 2 {
+				return c.empty()
+			}
+			if _, _, _, _, ok := bounds(arms); !ok {
+				return c.note("no decisions lately")
+			}
+			return c.stacked(arms)
+		},
+		"elbo": func() string {
+			ev, ey := make([]float64, len(elbos)), make([]float64, len(elbos))
+			for i, e := range elbos {
+				ev[i], ey[i] = float64(e.Version), e.ELBO
+			}
+			title, legend := "ELBO by model version", "ELBO"
+			if panels.objective == "map" {
+				title, legend = "MAP objective by version", "MAP"
+			}
+			return chart{title: title, w: cw, h: ch, xTitle: "version", xInt: true}.lines([]series{{name: legend, colour: colour(3), x: ev, y: ey}})
+		},
+		"lag": func() string {
+			return chart{title: "trainer lag, rewards", w: cw, h: ch, xTime: true, yMin0: true, yInt: true}.lines([]series{{name: "lag", colour: colour(4), x: x, y: lag}})
+		},
+		"spread": func() string {
+			labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))
+			for i, l := range b.Layers {
+				labels[i] = "layer " + itoa(l.Layer) + " (" + itoa(l.In) + "×" + itoa(l.Out) + ")"
+				if l.Layer == len(b.Layers) {
+					labels[i] = "out (" + itoa(l.In) + "×" + itoa(l.Out) + ")"
+				}
+				values[i] = l.MeanSigma
+			}
+			return chart{title: panels.spread, w: cw, h: ch}.bars(labels, values)
+		},
+		"bank": func() string {
+			return chart{title: "sample bank", w: cw, h: ch, xTime: true, yMin0: true}.lines([]series{
+				{name: "depth", colour: colour(5), x: x, y: depth}, {name: "made/s", colour: colour(2), x: x, y: prod}, {name: "used/s", colour: colour(3), x: x, y: used}})
+		},
 	}
-	if n > 1 {
-		b.Charts["arms"] = chart{title: "arm mix, last 10s", w: cw, h: ch, xFormat: secondsAgo}.stacked(arms)
-	} else {
-		b.Charts["arms"] = chart{title: "arm mix, last 10s", w: cw, h: ch}.empty()
+	for _, p := range panels.charts {
+		b.Charts[p] = draw[p]()
 	}
-	ev, ey := make([]float64, len(elbos)), make([]float64, len(elbos))
-	for i, e := range elbos {
-		ev[i], ey[i] = float64(e.Version), e.ELBO
-	}
-	// Greedy policies train a point estimate: their trainer reports the
-	// MAP objective, log-likelihood + log-prior, not an ELBO.
-	title, legend := "ELBO by model version", "ELBO"
-	if b.Policy == "eps-greedy" || b.Policy == "greedy" {
-		title, legend = "MAP objective by version", "MAP"
-	}
-	b.Charts["elbo"] = chart{title: title, w: cw, h: ch, xTitle: "version"}.lines([]series{{name: legend, colour: colour(3), x: ev, y: ey}})
-	b.Charts["lag"] = chart{title: "trainer lag, rewards", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
-		{name: "lag", colour: colour(4), x: x, y: lag}})
-	labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))
-	for i, l := range b.Layers {
-		labels[i] = "layer " + itoa(l.Layer) + " (" + itoa(l.In) + "×" + itoa(l.Out) + ")"
-		if l.Layer == len(b.Layers) {
-			labels[i] = "out (" + itoa(l.In) + "×" + itoa(l.Out) + ")"
-		}
-		values[i] = l.MeanSigma
-	}
-	b.Charts["spread"] = chart{title: "mean posterior σ per layer", w: cw, h: ch}.bars(labels, values)
 	if st.Bank != nil {
 		b.Bank = &dashBank{BankStatus: *st.Bank, Fallbacks: fallbacks}
 		b.Bank.MeanSampleUses, b.Bank.MeanSampleAgeSeconds, b.Bank.MeanVersionsBehind = use.means()
@@ -290,8 +379,6 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 			b.Bank.ProducedPerSecond = nanZero(prod[n-1])
 			b.Bank.UsedPerSecond = nanZero(used[n-1])
 		}
-		b.Charts["bank"] = chart{title: "sample bank", w: cw, h: ch, xFormat: secondsAgo, yMin0: true}.lines([]series{
-			{name: "depth", colour: colour(5), x: x, y: depth}, {name: "made/s", colour: colour(2), x: x, y: prod}, {name: "used/s", colour: colour(3), x: x, y: used}})
 	}
 	return b, nil
 }

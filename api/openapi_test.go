@@ -405,7 +405,11 @@ func (fixedRegret) Regret(string) (float64, int64, bool) { return 12, 40, true }
 // contractServer is a server on the in-memory store with a regret
 // source (so that the dashboard shows its regret members) and room for
 // five bandits (so that a sixth is a 403).
-func contractServer(t *testing.T) *Server {
+func contractServer(t *testing.T) *Server { return contractServerWith(t, Config{}) }
+
+// contractServerWith is contractServer with cfg's RequireKeys (on the
+// memory store's keys).
+func contractServerWith(t *testing.T, cfg Config) *Server {
 	log := slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelError}))
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
@@ -415,7 +419,7 @@ func contractServer(t *testing.T) *Server {
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash})
+	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st})
 	t.Cleanup(func() {
 		s.Close()
 		svc.Close(context.Background())
@@ -583,6 +587,15 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"DELETE", "/v1/bandits/eps?purge=maybe", "", "", 400})
 	time.Sleep(150 * time.Millisecond) // the dashboard's sampler runs every 50ms
 	do(exchange{"GET", "/v1/dashboard", "", "", 200})
+
+	// A server that requires keys: the answers without one.
+	keyed := contractServerWith(t, Config{RequireKeys: true})
+	send(t, keyed, c, exchange{"GET", "/", "", "", 401})
+	send(t, keyed, c, exchange{"GET", "/v1/bandits", "", "", 401})
+	send(t, keyed, c, exchange{"POST", "/v1/bandits/ts/decisions", "", `{"context": {"color": "red"}}`, 401})
+	send(t, keyed, c, exchange{"POST", "/login", "application/x-www-form-urlencoded", "key=rfk_x", 401})
+	send(t, keyed, c, exchange{"POST", "/logout", "", "", 303})
+	send(t, keyed, c, exchange{"GET", "/healthz", "", "", 200})
 }
 
 // send sends e to h and checks the answer against the document.

@@ -71,6 +71,9 @@ var problemTable = []struct {
 	status int
 }{
 	{bandit.ErrInvalid, http.StatusBadRequest},
+	{errNoKey, http.StatusUnauthorized},
+	{errScope, http.StatusForbidden},
+	{errCrossOrigin, http.StatusForbidden},
 	{errTooLarge, http.StatusRequestEntityTooLarge},
 	{errMediaType, http.StatusUnsupportedMediaType},
 	{errNoRoute, http.StatusNotFound},
@@ -124,7 +127,11 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	}
 	var ce *clientError
 	var ve *bandit.ValidationError
+	var ae *authError
 	switch {
+	case errors.As(err, &ae):
+		w.Header().Set("WWW-Authenticate", ae.challenge)
+		p.Detail = echo(ae.detail)
 	case status == http.StatusInternalServerError:
 		if s.logs.allow() {
 			s.log.ErrorContext(r.Context(), "internal error", "request_id", p.RequestID, "method", r.Method, "path", echo(r.URL.Path), "err", err, "suppressed", s.logs.suppressed())

@@ -15,7 +15,16 @@ import (
 // blind).
 var palette = []string{"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"}
 
-func colour(i int) string { return palette[i%len(palette)] }
+// colour is the i-th series' colour: the palette's, then, so that a
+// bandit with more arms than it has (26 letters) draws no two alike,
+// hues 137.5° (the golden angle) apart in two lightnesses.
+func colour(i int) string {
+	if i < len(palette) {
+		return palette[i]
+	}
+	j := i - len(palette)
+	return fmt.Sprintf("hsl(%.1f,65%%,%d%%)", math.Mod(20+137.508*float64(j), 360), [...]int{42, 62}[j%2])
+}
 
 // series is one line of a chart; NaN values leave gaps.
 type series struct {
@@ -29,8 +38,13 @@ type chart struct {
 	title  string
 	w, h   int
 	xTitle string
-	// xFormat labels the x axis; nil means %g.
-	xFormat func(float64) string
+	// xTime makes the x axis seconds relative to now (x <= 0), from
+	// the oldest point to now, labelled by secondsAgo on whole seconds
+	// or minutes (timeStep).
+	xTime bool
+	// xInt and yInt make an axis's ticks whole numbers (counts,
+	// versions).
+	xInt, yInt bool
 	// yMin0 makes the y range include 0.
 	yMin0 bool
 	// yFix, when yHi > yLo, fixes the y range.
@@ -39,8 +53,16 @@ type chart struct {
 
 const (
 	padLeft, padRight, padTop, padBottom = 52, 10, 22, 30
+	// legendRow is the height of one row of legend entries drawn below
+	// the title when they do not fit beside it.
+	legendRow = 14
+	// yTicks and xTicks are the number of tick labels aimed at
+	// (niceTicks may give one or two more or fewer).
+	yTicks, xTicks = 4, 4
 )
 
+// fmtNum formats a single value (a bar's label), to about three
+// significant digits.
 func fmtNum(v float64) string {
 	a := math.Abs(v)
 	switch {
@@ -57,15 +79,131 @@ func fmtNum(v float64) string {
 	}
 }
 
-// secondsAgo labels a time axis in seconds relative to now.
-func secondsAgo(v float64) string {
-	if v >= -0.5 {
-		return "now"
+// niceNum returns a "nice" number, 1, 2 or 5 times a power of ten, close
+// to x > 0: the nearest when round, otherwise the smallest not below x
+// (Heckbert, "Nice numbers for graph labels", Graphics Gems, 1990).
+func niceNum(x float64, round bool) float64 {
+	e := math.Floor(math.Log10(x))
+	p := math.Pow(10, e)
+	f := x / p
+	var n float64
+	if round {
+		switch {
+		case f < 1.5:
+			n = 1
+		case f < 3:
+			n = 2
+		case f < 7:
+			n = 5
+		default:
+			n = 10
+		}
+	} else {
+		switch {
+		case f <= 1:
+			n = 1
+		case f <= 2:
+			n = 2
+		case f <= 5:
+			n = 5
+		default:
+			n = 10
+		}
 	}
-	if v <= -60 {
-		return fmt.Sprintf("%.0fm", math.Round(v/6)/10)
+	return n * p
+}
+
+// niceStep is the tick step for about n ticks over [lo, hi] (hi > lo): a
+// nice number (niceNum), at least 1 when integer.
+func niceStep(lo, hi float64, n int, integer bool) float64 {
+	step := niceNum((hi-lo)/float64(max(n-1, 1)), true)
+	if integer && step < 1 {
+		step = 1
 	}
-	return fmt.Sprintf("%.0fs", v)
+	return step
+}
+
+// ticksWithin returns the multiples of step in [lo, hi], computed as
+// k*step so that they carry no accumulated rounding.
+func ticksWithin(lo, hi, step float64) []float64 {
+	var ts []float64
+	for k := math.Ceil(lo/step - 1e-9); k*step <= hi+step*1e-9 && len(ts) < 100; k++ {
+		t := k * step
+		if t == 0 {
+			t = 0 // not -0
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// niceRange widens [lo, hi] to an enclosing range whose ends are ticks:
+// the y axis. A single value is widened around itself first.
+func niceRange(lo, hi float64, n int, integer bool) (lo2, hi2, step float64) {
+	if hi-lo <= 1e-9*math.Max(math.Abs(lo), math.Abs(hi)) || hi-lo < 1e-300 {
+		pad := math.Abs(lo) * 0.1
+		if pad == 0 || integer {
+			pad = math.Max(pad, 1)
+		}
+		lo, hi = lo-pad, hi+pad
+	}
+	step = niceStep(lo, hi, n, integer)
+	return math.Floor(lo/step+1e-9) * step, math.Ceil(hi/step-1e-9) * step, step
+}
+
+// siPrefixes name the powers of a thousand tick labels are written in.
+var siPrefixes = map[int]string{-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T"}
+
+// tickFormat returns the labeller of ticks that are multiples of step
+// with the largest magnitude maxAbs: every label with the same number of
+// decimals, as few as step needs (none on an axis of whole numbers), in
+// a power of a thousand with its SI prefix once maxAbs reaches 10,000 or
+// step falls below 0.001 ("500k", "1.5M", "20µ").
+func tickFormat(step, maxAbs float64) func(float64) string {
+	g := 0
+	if maxAbs >= 1e4 || step < 1e-3 {
+		g = int(math.Floor(math.Log10(math.Max(maxAbs, step)) / 3))
+		g = min(max(g, -4), 4)
+	}
+	unit := math.Pow(1000, float64(g))
+	dec := max(0, int(-math.Floor(math.Log10(step/unit)+1e-9)))
+	return func(v float64) string {
+		if math.Abs(v) < step*1e-6 {
+			return "0"
+		}
+		return strconv.FormatFloat(v/unit, 'f', dec, 64) + siPrefixes[g]
+	}
+}
+
+// timeSteps are the tick steps of a time axis, in seconds: whole
+// seconds, then whole minutes.
+var timeSteps = []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600}
+
+// timeStep is the smallest of timeSteps that puts at most n ticks in
+// [lo, hi].
+func timeStep(lo, hi float64, n int) float64 {
+	for _, s := range timeSteps {
+		if (hi-lo)/s <= float64(n-1) {
+			return s
+		}
+	}
+	return niceStep(lo, hi, n, true)
+}
+
+// secondsAgo returns the labeller of a time axis in seconds relative to
+// now whose ticks are step apart: "now", then "-30s" or, on a step of
+// whole minutes, "-2m".
+func secondsAgo(step float64) func(float64) string {
+	return func(v float64) string {
+		switch {
+		case v >= -0.5:
+			return "now"
+		case step >= 60:
+			return fmt.Sprintf("%.0fm", v/60)
+		default:
+			return fmt.Sprintf("%.0fs", v)
+		}
+	}
 }
 
 // bounds returns the ranges of the finite points of ss.
@@ -86,10 +224,16 @@ func bounds(ss []series) (x0, x1, y0, y1 float64, ok bool) {
 	return
 }
 
-// frame holds the mapping from data to pixels.
+// frame holds the mapping from data to pixels and the ticks.
 type frame struct {
 	c              chart
 	x0, x1, y0, y1 float64
+	// top is the y of the plot area's top edge: below the title and the
+	// legend rows (c.h has grown by the rows).
+	top            float64
+	xticks, yticks []float64
+	xfmt, yfmt     func(float64) string
+	legend         []legendEntry
 }
 
 func (f frame) px(x float64) float64 {
@@ -97,46 +241,91 @@ func (f frame) px(x float64) float64 {
 }
 
 func (f frame) py(y float64) float64 {
-	return float64(f.c.h-padBottom) - (y-f.y0)/(f.y1-f.y0)*float64(f.c.h-padTop-padBottom)
+	return float64(f.c.h-padBottom) - (y-f.y0)/(f.y1-f.y0)*(float64(f.c.h-padBottom)-f.top)
 }
 
-// open starts the SVG with its title, axes and tick labels.
-func (f frame) open(b *strings.Builder, legend []series) {
+// legendEntry is one series' swatch and name, placed.
+type legendEntry struct {
+	x, y   float64 // the swatch's top left corner
+	colour string
+	name   string
+}
+
+// Estimated text widths in pixels per character of the chart's fonts
+// (dashboard.css: titles 12px bold, legend 11px); generous, so that a
+// legend placed by them does not touch the title (the browser test
+// measures the drawn boxes).
+const titleCharW, legendCharW = 7.5, 7.0
+
+// layoutLegend places the legend of ss: on the title's row, right
+// aligned, when it fits beside the title, otherwise left aligned in rows
+// below it, as many as it takes. It returns the entries and the number
+// of rows added below the title.
+func layoutLegend(title string, w int, ss []series) ([]legendEntry, int) {
+	width := func(s series) float64 { return legendCharW*float64(len([]rune(s.name))) + 18 }
+	var total float64
+	for _, s := range ss {
+		total += width(s)
+	}
+	titleEnd := 4 + titleCharW*float64(len([]rune(title))) + 12
+	right := float64(w - padRight)
+	out := make([]legendEntry, len(ss))
+	if titleEnd+total <= right {
+		x := right - total
+		for i, s := range ss {
+			out[i] = legendEntry{x: x, y: 6, colour: s.colour, name: s.name}
+			x += width(s)
+		}
+		return out, 0
+	}
+	rows, x := 1, 4.0
+	for i, s := range ss {
+		if x > 4 && x+width(s) > right {
+			rows++
+			x = 4
+		}
+		out[i] = legendEntry{x: x, y: float64(padTop + (rows-1)*legendRow), colour: s.colour, name: s.name}
+		x += width(s)
+	}
+	return out, rows
+}
+
+// open starts the SVG with its title, legend, axes and tick labels.
+func (f frame) open(b *strings.Builder) {
 	c := f.c
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`, c.w, c.h, c.w, c.h, html.EscapeString(c.title))
 	fmt.Fprintf(b, `<text x="4" y="14" class="ct">%s</text>`, html.EscapeString(c.title))
-	lx := float64(c.w - padRight)
-	for i := len(legend) - 1; i >= 0; i-- {
-		s := legend[i]
-		lx -= float64(7*len(s.name) + 18)
-		fmt.Fprintf(b, `<rect x="%.0f" y="6" width="10" height="10" fill="%s"/><text x="%.0f" y="15" class="lg">%s</text>`, lx, s.colour, lx+13, html.EscapeString(s.name))
+	for _, e := range f.legend {
+		fmt.Fprintf(b, `<g class="lge"><rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f" class="lg">%s</text></g>`, e.x, e.y, e.colour, e.x+13, e.y+9, html.EscapeString(e.name))
 	}
 	bottom, right := float64(c.h-padBottom), float64(c.w-padRight)
-	for i := range 3 {
-		y := f.y0 + float64(i)*(f.y1-f.y0)/2
+	for _, y := range f.yticks {
 		fmt.Fprintf(b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" class="grid"/>`, padLeft, right, f.py(y), f.py(y))
-		fmt.Fprintf(b, `<text x="%d" y="%.1f" class="tk" text-anchor="end">%s</text>`, padLeft-4, f.py(y)+4, fmtNum(y))
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" class="tk yt" text-anchor="end">%s</text>`, padLeft-4, f.py(y)+4, html.EscapeString(f.yfmt(y)))
 	}
-	xf := c.xFormat
-	if xf == nil {
-		xf = fmtNum
-	}
-	for i := range 3 {
-		x := f.x0 + float64(i)*(f.x1-f.x0)/2
-		anchor := [...]string{"start", "middle", "end"}[i]
-		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" class="tk" text-anchor="%s">%s</text>`, f.px(x), bottom+14, anchor, html.EscapeString(xf(x)))
+	for _, x := range f.xticks {
+		anchor := "middle"
+		if px := f.px(x); px < padLeft+12 {
+			anchor = "start"
+		} else if px > right-12 {
+			anchor = "end"
+		}
+		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" class="tk xt" text-anchor="%s">%s</text>`, f.px(x), bottom+14, anchor, html.EscapeString(f.xfmt(x)))
 	}
 	if c.xTitle != "" {
 		fmt.Fprintf(b, `<text x="%.0f" y="%d" class="tk" text-anchor="middle">%s</text>`, float64(padLeft+c.w-padRight)/2, c.h-2, html.EscapeString(c.xTitle))
 	}
-	fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%d" y2="%.0f" class="axis"/><line x1="%d" x2="%.0f" y1="%.0f" y2="%.0f" class="axis"/>`,
-		padLeft, padLeft, padTop, bottom, padLeft, right, bottom, bottom)
+	fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.0f" y2="%.0f" class="axis"/><line x1="%d" x2="%.0f" y1="%.0f" y2="%.0f" class="axis"/>`,
+		padLeft, padLeft, f.top, bottom, padLeft, right, bottom, bottom)
 }
 
 // empty is a chart with no data yet.
-func (c chart) empty() string {
-	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s"><text x="4" y="14" class="ct">%s</text><text x="%d" y="%d" class="tk" text-anchor="middle">waiting for data</text></svg>`,
-		c.w, c.h, c.w, c.h, html.EscapeString(c.title), html.EscapeString(c.title), c.w/2, c.h/2)
+func (c chart) empty() string { return c.note("waiting for data") }
+
+// note is a chart without data that says why.
+func (c chart) note(msg string) string {
+	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s"><text x="4" y="14" class="ct">%s</text><text x="%d" y="%d" class="tk" text-anchor="middle">%s</text></svg>`,
+		c.w, c.h, c.w, c.h, html.EscapeString(c.title), html.EscapeString(c.title), c.w/2, c.h/2, html.EscapeString(msg))
 }
 
 func (c chart) frame(ss []series) (frame, bool) {
@@ -150,19 +339,40 @@ func (c chart) frame(ss []series) (frame, bool) {
 	if c.yMin0 {
 		y0, y1 = math.Min(y0, 0), math.Max(y1, 0)
 	}
-	if y1-y0 < 1e-9 {
-		y0, y1 = y0-1, y1+1
-	} else if !(c.yHi > c.yLo) {
-		pad := (y1 - y0) * 0.05
-		if !(c.yMin0 && y0 == 0) {
-			y0 -= pad
-		}
-		y1 += pad
+	f := frame{c: c}
+	var rows int
+	f.legend, rows = layoutLegend(c.title, c.w, ss)
+	f.c.h += rows * legendRow
+	f.top = float64(padTop + rows*legendRow)
+
+	// y: widened to ticks at both ends (a fixed range is kept).
+	var ystep float64
+	if c.yHi > c.yLo {
+		ystep = niceStep(y0, y1, yTicks, c.yInt)
+	} else {
+		y0, y1, ystep = niceRange(y0, y1, yTicks, c.yInt)
+	}
+	f.y0, f.y1 = y0, y1
+	f.yticks = ticksWithin(y0, y1, ystep)
+	f.yfmt = tickFormat(ystep, math.Max(math.Abs(y0), math.Abs(y1)))
+
+	// x: the data's range, ticks inside it.
+	if c.xTime {
+		x1 = 0 // the right edge is now
 	}
 	if x1-x0 < 1e-9 {
 		x0, x1 = x0-1, x1+1
 	}
-	return frame{c: c, x0: x0, x1: x1, y0: y0, y1: y1}, true
+	f.x0, f.x1 = x0, x1
+	if c.xTime {
+		xstep := timeStep(x0, x1, xTicks)
+		f.xticks, f.xfmt = ticksWithin(x0, x1, xstep), secondsAgo(xstep)
+	} else {
+		xstep := niceStep(x0, x1, xTicks, c.xInt)
+		f.xticks = ticksWithin(x0, x1, xstep)
+		f.xfmt = tickFormat(xstep, math.Max(math.Abs(x0), math.Abs(x1)))
+	}
+	return f, true
 }
 
 // lines draws ss as polylines.
@@ -172,7 +382,7 @@ func (c chart) lines(ss []series) string {
 		return c.empty()
 	}
 	var b strings.Builder
-	f.open(&b, ss)
+	f.open(&b)
 	for _, s := range ss {
 		var pts []string
 		flush := func() {
@@ -205,7 +415,7 @@ func (c chart) stacked(ss []series) string {
 		return c.empty()
 	}
 	var b strings.Builder
-	f.open(&b, ss)
+	f.open(&b)
 	// Only the points where some series has a value.
 	var keep []int
 	for i := range ss[0].x {

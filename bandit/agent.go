@@ -1063,15 +1063,8 @@ func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error)
 	if eventID == "" {
 		eventID = NewEventID()
 	}
-	var rng *mrand.Rand
-	if a.step != nil {
-		a.stepMu.Lock()
-		defer a.stepMu.Unlock()
-		rng = a.stepRNG
-	} else {
-		rng = a.rngs.Get().(*mrand.Rand)
-		defer a.rngs.Put(rng)
-	}
+	rng := a.acquireRNG()
+	defer a.releaseRNG(rng)
 	m := a.model.Load()
 	d := &Decision{
 		Bandit:       a.name,
@@ -1104,6 +1097,27 @@ func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error)
 	}
 	a.obs.Decided(a.name, a.cfg.Arms[d.Arm], d.Sample)
 	return &Outcome{Decision: stored, Created: true, Propensity: prop}, nil
+}
+
+// acquireRNG returns the random source of one decision; give it back
+// with releaseRNG. In step mode it is the agent's own, under stepMu (held
+// until the release: decisions and rewards are serialized); otherwise one
+// from the pool.
+func (a *Agent) acquireRNG() *mrand.Rand {
+	if a.step != nil {
+		a.stepMu.Lock()
+		return a.stepRNG
+	}
+	return a.rngs.Get().(*mrand.Rand)
+}
+
+// releaseRNG gives back what acquireRNG returned.
+func (a *Agent) releaseRNG(rng *mrand.Rand) {
+	if a.step != nil {
+		a.stepMu.Unlock()
+		return
+	}
+	a.rngs.Put(rng)
 }
 
 // excluded turns arm names into flags.

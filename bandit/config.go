@@ -303,14 +303,18 @@ type TrainingConfig struct {
 	// estimators ignore it.
 	RISSamples int `json:"ris_samples"`
 	// Bound is the objective the trainer of the mean-field policies
-	// maximizes: "elbo" (default; the ELBO with the fixed prior
-	// N(0, model.prior_variance)), "collapsed-mean" (CM-MF-VI, Tomczak
-	// et al., seed 004, Eq. 9: the prior means are learned in closed
-	// form under a N(0, alpha) hyperprior and integrated out) or
+	// maximizes: "elbo" (the ELBO with the fixed prior
+	// N(0, model.prior_variance)), "collapsed-mean" (default; CM-MF-VI,
+	// Tomczak et al., seed 004, Eq. 9: the prior means are learned in
+	// closed form under a N(0, alpha) hyperprior and integrated out) or
 	// "collapsed-mean-var" (CMV-MF-VI, Eq. 10: prior means and
 	// variances, under a Gamma hyperprior on the prior precision whose
 	// mean is 1/model.prior_variance). The trainer's reported ELBO is
-	// then the collapsed bound. Refinement keeps the fixed prior.
+	// then the collapsed bound. Refinement keeps the fixed prior. The
+	// default is collapsed-mean because on the mushroom bandit (5 seeds
+	// x 10,000 steps, bench/mushroom-methods) mean-field TS with the
+	// ELBO locked into one arm on 5 of 5 seeds (about 40% over 15) and
+	// with collapsed-mean on none, ending at an eighth of the regret.
 	// eps-greedy, greedy, laplace-ts, flow-ts and neural-linear train a
 	// point estimate (the MAP) and ignore it.
 	Bound string `json:"bound"`
@@ -383,7 +387,7 @@ const (
 	DefaultCPUShare          = 0.25
 	DefaultEstimator         = "local-reparam"
 	DefaultRISSamples        = 1
-	DefaultBound             = "elbo"
+	DefaultBound             = "collapsed-mean"
 	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
 	DefaultCollapsedShape    = posterior.DefaultCollapsedShape
 	DefaultOptimizer         = "adam"

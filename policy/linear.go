@@ -233,6 +233,28 @@ func (l *Linear) Decide(_ context.Context, x []float64, excluded []bool) (Decisi
 	return d, nil
 }
 
+// Means writes into dst (allocated when nil) every arm's posterior mean
+// reward at the context x, zᵀμ_k with z = (x, 1): the ridge regression
+// of the arm's rewards on its contexts, shrunk toward 0 by the prior
+// (Λ₀ = λ I). It draws nothing. refinery evaluate uses it as the
+// direct-method reward model.
+func (l *Linear) Means(dst, x []float64) ([]float64, error) {
+	if err := checkContext(x, l.cfg.Features); err != nil {
+		return nil, err
+	}
+	if dst == nil {
+		dst = make([]float64, len(l.arms))
+	}
+	if len(dst) != len(l.arms) {
+		panic(fmt.Sprintf("policy: Means into %d for %d arms", len(dst), len(l.arms)))
+	}
+	l.setZ(x)
+	for k := range l.arms {
+		dst[k] = blas64.Dot(l.vec(l.z), l.vec(l.arms[k].mu))
+	}
+	return dst, nil
+}
+
 // drawScore draws zᵀβ_k from arm k's posterior, with l.mean and
 // l.spread set for the current context.
 func (l *Linear) drawScore(k int) float64 {

@@ -539,9 +539,18 @@ func Replot(dir string) error {
 // savePlot writes the regret plot as dir/regret.png and dir/regret.svg.
 func savePlot(p *plot.Plot, dir string) error {
 	for _, ext := range []string{"png", "svg"} {
-		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "regret."+ext)); err != nil {
-			return fmt.Errorf("save plot: %w", err)
+		if err := saveFigure(p, filepath.Join(dir, "regret."+ext)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// saveFigure writes p at 8x5 inches to path, in the format its extension
+// names (png, svg, pdf).
+func saveFigure(p *plot.Plot, path string) error {
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("save plot: %w", err)
 	}
 	return nil
 }

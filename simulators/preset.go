@@ -91,10 +91,14 @@ var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-
 // TrainingMethods are the training settings a mean-field policy may be
 // played under within one simulation, as "mf-ts@NAME" or
 // "refined-ts@NAME1+NAME2" (ParsePolicies). Each sets the fields of the
-// preset's training configuration that it names and leaves the others:
+// preset's training configuration that it names and leaves the others,
+// except that a policy with methods trains on the ELBO unless a method
+// (or the preset, as --bound sets it) names another bound: "mf-ts@ris"
+// is RIS against the ELBO, although the service's default bound is
+// collapsed-mean:
 //
 //   - elbo: the ELBO with local reparameterization and Adam (the
-//     service's defaults: training.bound "elbo", training.estimator
+//     service's defaults but for the bound: training.bound "elbo", training.estimator
 //     "local-reparam", training.optimizer "adam")
 //   - ris: training.estimator "ris" (seed 001)
 //   - collapsed-mean, collapsed-mean-var: training.bound (seed 004,
@@ -180,6 +184,11 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 		c.Policy.Laplace = spec.Laplace
 		zero := bandit.Duration(0)
 		c.Training.MinInterval = &zero // step mode: training.min_interval does not apply
+		if len(spec.Methods) > 0 && c.Training.Bound == "" {
+			// The methods are compared against the ELBO (the baseline of
+			// bench/mushroom-methods), not the service's default bound.
+			c.Training.Bound = "elbo"
+		}
 		for _, m := range spec.Methods {
 			set, ok := TrainingMethods[m]
 			if !ok {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/keys"
 )
 
 // Memory is a bandit.Store that keeps everything in the process's memory.
@@ -26,6 +27,7 @@ type Memory struct {
 	closed  bool
 	bandits map[string]*memBandit
 	seq     int64 // last reward sequence number handed out, over all bandits
+	keys    []*keys.Key
 }
 
 var _ bandit.Store = (*Memory)(nil)

@@ -36,6 +36,7 @@ import (
 type Client struct {
 	base string
 	hc   *http.Client
+	key  string // API key, sent as Authorization: Bearer
 }
 
 // DefaultTimeout bounds a request of a Client made with a nil
@@ -54,6 +55,16 @@ func New(baseURL string, hc *http.Client) (*Client, error) {
 		hc = &http.Client{Timeout: DefaultTimeout}
 	}
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}, nil
+}
+
+// WithAPIKey returns a copy of c that sends the API key secret (from
+// 'refinery keys create') as "Authorization: Bearer <secret>" with every
+// request; a service that requires keys answers 401 without one and 403
+// when its scope does not cover the route.
+func (c *Client) WithAPIKey(secret string) *Client {
+	cc := *c
+	cc.key = secret
+	return &cc
 }
 
 // BaseURL returns the service's URL.
@@ -209,6 +220,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return 0, err

@@ -17,6 +17,7 @@ import (
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/keys"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -286,5 +287,64 @@ func TestConnAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("a decision and a reward allocate %g times, want 0", n)
+	}
+}
+
+// A service that requires keys answers the client 401 without its key
+// and 403 beyond its scope; WithAPIKey and Conn.SetAPIKey send it.
+func TestClientSendsTheAPIKey(t *testing.T) {
+	st := store.NewMemory()
+	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1})
+	if err := svc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(api.Config{Service: svc, RequireKeys: true, Keys: st})
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() {
+		srv.Close()
+		s.Close()
+		svc.Close(context.Background())
+		st.Close()
+	})
+	ctx := context.Background()
+	secret := func(scope keys.Scope) string {
+		sec, k, err := keys.New(nil, "client "+string(scope), []keys.Scope{scope}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		return sec
+	}
+	admin, decide := secret(keys.Admin), secret(keys.Decide)
+	c, err := client.New(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]any{"name": "k", "arms": []string{"a", "b"}, "features": []map[string]any{{"name": "x", "type": "numeric"}}, "policy": map[string]any{"kind": "uniform"}}
+	if _, err := c.CreateBandit(ctx, cfg); client.StatusCode(err) != 401 {
+		t.Errorf("CreateBandit without a key: %v, want a 401", err)
+	}
+	if _, err := c.WithAPIKey(decide).CreateBandit(ctx, cfg); client.StatusCode(err) != 403 {
+		t.Errorf("CreateBandit with a decide key: %v, want a 403", err)
+	}
+	if _, err := c.WithAPIKey(admin).CreateBandit(ctx, cfg); err != nil {
+		t.Fatalf("CreateBandit with an admin key: %v", err)
+	}
+	if _, err := c.WithAPIKey(decide).Decide(ctx, "k", client.DecisionRequest{Context: map[string]float64{"x": 1}}); err != nil {
+		t.Errorf("Decide with a decide key: %v", err)
+	}
+	conn, err := client.NewConn(srv.URL, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if code, out, err := conn.Decide("k", []byte(`{"context": {"x": 1}}`)); err != nil || code != 401 {
+		t.Errorf("Conn.Decide without a key = %d %s %v, want 401", code, out, err)
+	}
+	conn.SetAPIKey(decide)
+	if code, out, err := conn.Decide("k", []byte(`{"context": {"x": 1}}`)); err != nil || code != 201 {
+		t.Errorf("Conn.Decide with a decide key = %d %s %v, want 201", code, out, err)
 	}
 }

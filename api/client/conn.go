@@ -29,6 +29,17 @@ type Conn struct {
 	r           *bufio.Reader
 	req, body   []byte
 	path, value []byte
+	auth        []byte // the Authorization header line, or nil
+}
+
+// SetAPIKey makes the connection send the API key secret as
+// "Authorization: Bearer <secret>" (Client.WithAPIKey); call it before
+// the first request.
+func (c *Conn) SetAPIKey(secret string) {
+	c.auth = nil
+	if secret != "" {
+		c.auth = []byte("\r\nAuthorization: Bearer " + secret)
+	}
 }
 
 // NewConn returns a connection to the service at baseURL (http:// only);
@@ -103,6 +114,7 @@ func (c *Conn) exchange(path, body []byte) (status int, out []byte, keep bool, e
 	r = append(r, path...)
 	r = append(r, " HTTP/1.1\r\nHost: "...)
 	r = append(r, c.host...)
+	r = append(r, c.auth...)
 	r = append(r, "\r\nContent-Type: application/json\r\nContent-Length: "...)
 	r = strconv.AppendInt(r, int64(len(body)), 10)
 	r = append(r, "\r\n\r\n"...)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/refinery-bandits/refinery/keys"
 )
 
 // chromiumPath returns Debian's chromium (or $CHROMIUM). Without it the
@@ -76,64 +79,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 	waitReady(t, m.URL())
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelCtx) // runs before m.Close: the page stops polling first
-	ctx, cancel := context.WithTimeout(ctx, 45*time.Second+warmup)
-	defer cancel()
-
-	var mu sync.Mutex
-	var browserErrors []string
-	if err := chromedp.Listen(ctx, func(ev any) {
-		var msg string
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				msg = "console.error: " + strings.Join(args, " ")
-			}
-		case *runtime.EventExceptionThrown:
-			d := ev.ExceptionDetails
-			msg = "exception: " + d.Text
-			if d.Exception != nil {
-				msg += " " + d.Exception.Description
-			}
-		case *log.EventEntryAdded:
-			if ev.Entry.Level == log.EntryLevelError {
-				msg = fmt.Sprintf("log %s: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL)
-			}
-		}
-		if msg != "" {
-			mu.Lock()
-			browserErrors = append(browserErrors, msg)
-			mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatalf("start the browser: %v", err)
-	}
-	errs := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), browserErrors...)
-	}
+	ctx, errs := startBrowser(t, chromium, 45*time.Second+warmup)
 
 	const refined, eps = "mushroom-refined-ts", "mushroom-eps-greedy"
 	card := func(name, rest string) chromedp.CSS { return chromedp.CSS(`.card[data-bandit="` + name + `"]` + rest) }
@@ -221,4 +167,397 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("browser: %s", e)
 	}
 	t.Logf("wall time %.1fs", time.Since(start).Seconds())
+}
+
+// startBrowser starts headless chromium at 1280x800 for the test, for at
+// most timeout, and returns its context and the errors its pages log
+// (console errors, exceptions, log entries of level error).
+func startBrowser(t *testing.T, chromium string, timeout time.Duration) (context.Context, func() []string) {
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelCtx) // runs before m.Close: the page stops polling first
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	t.Cleanup(cancel)
+
+	var mu sync.Mutex
+	var browserErrors []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		var msg string
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				msg = "console.error: " + strings.Join(args, " ")
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg = "exception: " + d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.EntryLevelError {
+				msg = fmt.Sprintf("log %s: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL)
+			}
+		}
+		if msg != "" {
+			mu.Lock()
+			browserErrors = append(browserErrors, msg)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatalf("start the browser: %v", err)
+	}
+	errs := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), browserErrors...)
+	}
+
+	return ctx, errs
+}
+
+// chartLayout is what the browser measures of one drawn chart: boxes
+// are [x0, y0, x1, y1] in the SVG's own units (getBBox).
+type chartLayout struct {
+	W, H   float64
+	Title  []float64
+	Legend [][]float64
+	YTicks []string
+	XTicks []string
+	Text   string
+}
+
+// measureCharts returns, per bandit card and chart, the layout the
+// browser drew.
+const measureCharts = `(() => {
+  const box = (el) => { const b = el.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
+  const out = {};
+  for (const card of document.querySelectorAll(".card")) {
+    const charts = {};
+    for (const div of card.querySelectorAll(".chart")) {
+      const svg = div.querySelector("svg");
+      const vb = svg.viewBox.baseVal;
+      charts[div.dataset.chart] = {
+        W: vb.width, H: vb.height,
+        Title: box(svg.querySelector("text.ct")),
+        Legend: [...svg.querySelectorAll("g.lge")].map(box),
+        YTicks: [...svg.querySelectorAll("text.yt")].map((e) => e.textContent),
+        XTicks: [...svg.querySelectorAll("text.xt")].map((e) => e.textContent),
+        Text: svg.textContent,
+      };
+    }
+    out[card.dataset.bandit] = charts;
+  }
+  return out;
+})()`
+
+// TestDashboardPanelsInBrowser drives the dashboard in headless chromium
+// with bandits that tripped it (issue 18, finding 7): a uniform bandit
+// of 26 arms named by letters, a linear-ts bandit and an mf-ts bandit of
+// three arms with long names. Each card shows its kind's panels and no
+// other, none left waiting for data; no legend entry touches the title,
+// another entry or the chart's edge, as the browser measures the drawn
+// text; and every axis is labelled with round ticks: evenly spaced, 1, 2
+// or 5 x 10^k apart, whole numbers on the integer axes.
+func TestDashboardPanelsInBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	m := NewMain()
+	m.Addr = "127.0.0.1:0"
+	m.Logger = testLogger(t, slog.LevelWarn)
+	m.Seed = 3
+	m.DashboardEvery = 200 * time.Millisecond
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	waitReady(t, m.URL())
+	c := newClient(t, m.URL())
+	letters := make([]string, 26)
+	for i := range letters {
+		letters[i] = string(rune('a' + i))
+	}
+	three := []string{"left-of-centre", "middle-ground", "right-of-centre"}
+	want := map[string][]string{
+		"letters": {"throughput", "reward", "arms"},
+		"lin":     {"throughput", "reward", "arms", "lag"},
+		"mf":      {"throughput", "reward", "arms", "elbo", "lag", "spread"},
+	}
+	for _, b := range []struct {
+		name, kind string
+		arms       []string
+	}{{"letters", "uniform", letters}, {"lin", "linear-ts", three}, {"mf", "mf-ts", three}} {
+		c.must(201, "POST", "/v1/bandits", map[string]any{"name": b.name, "arms": b.arms,
+			"features": []map[string]any{{"name": "x", "type": "numeric"}}, "policy": map[string]any{"kind": b.kind},
+			"model": map[string]any{"hidden": []int{4}}, "training": map[string]any{"iterations": 5, "min_interval": "1ms"}})
+	}
+	// Traffic until the test ends, so that the arm mix has data.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			for _, name := range []string{"letters", "lin", "mf"} {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code, out, _, err := c.do("POST", "/v1/bandits/"+name+"/decisions", fmt.Sprintf(`{"context": {"x": %d}}`, i%7))
+				var d struct {
+					EventID string `json:"event_id"`
+				}
+				if err != nil || code != 201 || json.Unmarshal(out, &d) != nil {
+					continue
+				}
+				c.do("POST", "/v1/bandits/"+name+"/events/"+d.EventID+"/reward", fmt.Sprintf(`{"value": %d}`, i%3))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+
+	ctx, errs := startBrowser(t, chromium, 40*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Navigate(m.URL()+"/"),
+		chromedp.WaitReady(chromedp.CSS(`.card[data-bandit="letters"] [data-chart="arms"] polygon`)),
+		chromedp.WaitReady(chromedp.CSS(`.card[data-bandit="mf"] [data-chart="elbo"] polyline`)),
+	); err != nil {
+		t.Fatalf("the dashboard did not draw the bandits: %v (browser errors: %q)", err, errs())
+	}
+	var cards map[string]map[string]chartLayout
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		var err error
+		if cards, err = chromedp.Run(ctx, chromedp.Evaluate[map[string]map[string]chartLayout](measureCharts)); err != nil {
+			t.Fatal(err)
+		}
+		waiting := false
+		for _, charts := range cards {
+			for _, l := range charts {
+				waiting = waiting || strings.Contains(l.Text, "waiting for data")
+			}
+		}
+		if !waiting || time.Now().After(deadline) {
+			break
+		}
+	}
+
+	overlap := func(a, b []float64) bool { return a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3] }
+	for name, panels := range want {
+		charts := cards[name]
+		if len(charts) != len(panels) {
+			t.Errorf("%s: charts %v, want %v", name, mapKeys(charts), panels)
+		}
+		for _, p := range panels {
+			l, ok := charts[p]
+			if !ok {
+				t.Errorf("%s: no %s chart", name, p)
+				continue
+			}
+			if strings.Contains(l.Text, "waiting for data") {
+				t.Errorf("%s: the %s chart waits for data", name, p)
+			}
+			for i, e := range l.Legend {
+				if overlap(e, l.Title) {
+					t.Errorf("%s/%s: legend entry %d %v covers the title %v", name, p, i, e, l.Title)
+				}
+				if e[0] < 0 || e[2] > l.W || e[1] < 0 || e[3] > l.H {
+					t.Errorf("%s/%s: legend entry %d %v outside the chart %gx%g", name, p, i, e, l.W, l.H)
+				}
+				for j := range i {
+					if overlap(e, l.Legend[j]) {
+						t.Errorf("%s/%s: legend entries %d %v and %d %v overlap", name, p, j, l.Legend[j], i, e)
+					}
+				}
+			}
+			if p == "spread" {
+				continue // bars: values, not an axis
+			}
+			checkTicks(t, name+"/"+p+" y", l.YTicks, p == "lag")
+			if p == "elbo" {
+				checkTicks(t, name+"/"+p+" x (versions)", l.XTicks, true)
+			} else {
+				checkTimeTicks(t, name+"/"+p+" x", l.XTicks)
+			}
+		}
+	}
+	if n := len(cards["letters"]["arms"].Legend); n != 26 {
+		t.Errorf("the 26-arm mix has %d legend entries, want 26", n)
+	}
+	for _, e := range errs() {
+		t.Errorf("browser: %s", e)
+	}
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// checkTicks checks an axis's labels: at least two, numbers (with an SI
+// prefix) evenly spaced 1, 2 or 5 x 10^k apart, with the same decimals,
+// none on an integer axis.
+func checkTicks(t *testing.T, axis string, labels []string, integer bool) {
+	t.Helper()
+	if len(labels) < 2 {
+		t.Errorf("%s: tick labels %q, want at least two", axis, labels)
+		return
+	}
+	vals := make([]float64, len(labels))
+	for i, l := range labels {
+		num, mult := l, 1.0
+		for p, g := range map[string]float64{"k": 1e3, "M": 1e6, "G": 1e9, "m": 1e-3, "µ": 1e-6, "n": 1e-9} {
+			if strings.HasSuffix(l, p) {
+				num, mult = strings.TrimSuffix(l, p), g
+			}
+		}
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			t.Errorf("%s: tick label %q is not a number", axis, l)
+			return
+		}
+		vals[i] = v * mult
+		if integer && strings.Contains(l, ".") {
+			t.Errorf("%s: integer axis labelled %q", axis, l)
+		}
+		if d, d0 := strings.IndexByte(l, '.'), strings.IndexByte(labels[len(labels)-1], '.'); d >= 0 && d0 >= 0 && len(l)-d != len(labels[len(labels)-1])-d0 {
+			t.Errorf("%s: labels %q with different decimals", axis, labels)
+		}
+	}
+	step := math.Abs(vals[1] - vals[0])
+	for i := 2; i < len(vals); i++ {
+		if math.Abs(math.Abs(vals[i]-vals[i-1])-step) > step*1e-6 {
+			t.Errorf("%s: ticks %q not evenly spaced", axis, labels)
+		}
+	}
+	f := step / math.Pow(10, math.Floor(math.Log10(step)))
+	if math.Abs(f-1) > 1e-9 && math.Abs(f-2) > 1e-9 && math.Abs(f-5) > 1e-9 {
+		t.Errorf("%s: ticks %q are %g apart, want 1, 2 or 5 x 10^k", axis, labels, step)
+	}
+}
+
+// checkTimeTicks checks a time axis: "now" or whole seconds ("-30s") or
+// whole minutes ("-2m"), increasing.
+func checkTimeTicks(t *testing.T, axis string, labels []string) {
+	t.Helper()
+	prev := math.Inf(-1)
+	for _, l := range labels {
+		v := 0.0
+		if l != "now" {
+			n, err := strconv.Atoi(strings.TrimRight(l, "sm"))
+			if err != nil || !(strings.HasSuffix(l, "s") || strings.HasSuffix(l, "m")) {
+				t.Errorf("%s: time tick %q, want now, -Ns or -Nm", axis, l)
+				return
+			}
+			v = float64(n)
+			if strings.HasSuffix(l, "m") {
+				v *= 60
+			}
+		}
+		if v <= prev {
+			t.Errorf("%s: time ticks %q not increasing", axis, labels)
+		}
+		prev = v
+	}
+}
+
+// TestDashboardLoginInBrowser: on a server that requires keys the
+// dashboard is a login form; a read key typed into it opens the
+// dashboard (the key kept in an HttpOnly cookie the page's script cannot
+// read), which then polls its JSON; a decide key is refused. The Content
+// Security Policy allows all of it: the browser logs no violation.
+func TestDashboardLoginInBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	m := NewMain()
+	m.Addr = "127.0.0.1:0"
+	m.RequireKeys = true
+	m.Logger = testLogger(t, slog.LevelWarn)
+	m.DashboardEvery = 200 * time.Millisecond
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	waitReady(t, m.URL())
+	ks := m.Store.(keys.Store)
+	secret := func(scope keys.Scope) string {
+		s, k, err := keys.New(nil, "browser "+string(scope), []keys.Scope{scope}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ks.CreateKey(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	read, decide := secret(keys.Read), secret(keys.Decide)
+	req, _ := http.NewRequest("POST", m.URL()+"/v1/bandits", strings.NewReader(`{"name": "shown", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+m.AdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create a bandit with the admin key: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	ctx, errs := startBrowser(t, chromium, 30*time.Second)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(m.URL()+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#login input[name="key"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#login input[name="key"]`), decide),
+		chromedp.Submit(chromedp.CSS(`#login`)),
+		chromedp.WaitVisible(chromedp.CSS(`#failure`)),
+	); err != nil {
+		t.Fatalf("the login form with a decide key: %v (browser errors %q)", err, errs())
+	}
+	failure, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#failure`)))
+	if err != nil || !strings.Contains(failure, "read scope") {
+		t.Errorf("failure %q (%v), want it to say the key lacks the read scope", failure, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#login input[name="key"]`), read),
+		chromedp.Submit(chromedp.CSS(`#login`)),
+		chromedp.WaitVisible(chromedp.CSS(`.card[data-bandit="shown"]`)),
+	); err != nil {
+		t.Fatalf("the dashboard after signing in with a read key: %v (browser errors %q)", err, errs())
+	}
+	cookie, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil || cookie != "" {
+		t.Errorf("document.cookie = %q (%v), want the key out of the script's reach", cookie, err)
+	}
+	// Browser errors: only the two refused logins' 401/403 answers,
+	// which chromium logs as failed loads; no CSP violation.
+	for _, e := range errs() {
+		if !strings.Contains(e, "status of 401") && !strings.Contains(e, "status of 403") {
+			t.Errorf("browser: %s", e)
+		}
+	}
 }

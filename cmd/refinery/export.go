@@ -2,14 +2,19 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
@@ -306,4 +311,129 @@ func writeOBP(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) erro
 		w.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
 	}
 	return w.WriteByte('\n')
+}
+
+// The readers of the two layouts, for refinery evaluate: the inverse of
+// writeDSJSON and writeOBP, on the same types and columns.
+
+// readDSJSON calls fn with each decision of a DSJSON log (writeDSJSON's
+// layout) and its line number: arms are the bandit's, which the lines'
+// _multi must name in order. A decision without _label_* members
+// (_skipLearn) has a nil Reward. Propensities are put back in the
+// bandit's arm order from a and p.
+func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.DecisionRecord) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		b := sc.Bytes()
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var l dsjsonLine
+		if err := json.Unmarshal(b, &l); err != nil {
+			return fmt.Errorf("line %d: not a DSJSON decision: %v", n, err)
+		}
+		if len(l.C.Multi) != len(arms) {
+			return fmt.Errorf("line %d: %d arms in _multi, the bandit has %d", n, len(l.C.Multi), len(arms))
+		}
+		for i, a := range l.C.Multi {
+			if a.Arm.Name != arms[i] {
+				return fmt.Errorf("line %d: arm %d is %q in _multi, the bandit's is %q", n, i+1, a.Arm.Name, arms[i])
+			}
+		}
+		if len(l.A) != len(arms) || len(l.P) != len(arms) {
+			return fmt.Errorf("line %d: %d actions and %d propensities for %d arms", n, len(l.A), len(l.P), len(arms))
+		}
+		rec := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: l.EventID, Context: l.C.Context, Propensities: make([]float64, len(arms))}}
+		for i, a := range l.A {
+			if a < 1 || a > len(arms) {
+				return fmt.Errorf("line %d: action %d, want 1 to %d", n, a, len(arms))
+			}
+			rec.Propensities[a-1] = l.P[i]
+		}
+		rec.Arm = l.A[0] - 1 // the chosen action first
+		if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
+			rec.CreatedAt = t
+		} else {
+			return fmt.Errorf("line %d: Timestamp %q: want RFC 3339", n, l.Timestamp)
+		}
+		if m, err := strconv.ParseInt(l.VWState.M, 10, 64); err == nil {
+			rec.ModelVersion = m
+		}
+		if !l.SkipLearn {
+			if l.Cost == nil || l.Index == nil {
+				return fmt.Errorf("line %d: _label_cost and _labelIndex missing without _skipLearn", n)
+			}
+			if *l.Index != rec.Arm {
+				return fmt.Errorf("line %d: _labelIndex %d is not the first action's (%d)", n, *l.Index, rec.Arm)
+			}
+			rec.Reward = &bandit.Reward{EventID: l.EventID, Value: 0 - *l.Cost}
+		}
+		if err := fn(n, rec); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// obpHeader is the fixed start of writeOBPHeader's header.
+var obpHeader = []string{"event_id", "timestamp", "action", "reward", "pscore"}
+
+// readOBP calls fn with each decision of an OBP CSV log (writeOBP's
+// layout) and its line number: Propensities has only the chosen arm's
+// (pscore; the others are NaN: the layout does not keep them), Encoded
+// the context columns, Context is nil, and Reward is nil where the
+// reward column is empty.
+func readOBP(r io.Reader, arms int, fn func(line int, rec *bandit.DecisionRecord) error) error {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = false
+	head, err := cr.Read()
+	if err == io.EOF {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("line 1: %v", err)
+	}
+	if len(head) < len(obpHeader) || !slices.Equal(head[:len(obpHeader)], obpHeader) {
+		return fmt.Errorf("line 1: header %q, want %s,context_0,...", strings.Join(head, ","), strings.Join(obpHeader, ","))
+	}
+	dim := len(head) - len(obpHeader)
+	for n := 2; ; n++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("line %d: %v", n, err)
+		}
+		d := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: rec[0], Encoded: make([]float64, dim)}}
+		if d.CreatedAt, err = time.Parse(time.RFC3339Nano, rec[1]); err != nil {
+			return fmt.Errorf("line %d: timestamp %q: want RFC 3339", n, rec[1])
+		}
+		if d.Arm, err = strconv.Atoi(rec[2]); err != nil || d.Arm < 0 || d.Arm >= arms {
+			return fmt.Errorf("line %d: action %q: want an arm index in [0, %d)", n, rec[2], arms)
+		}
+		p, err := strconv.ParseFloat(rec[4], 64)
+		if err != nil {
+			return fmt.Errorf("line %d: pscore %q: not a number", n, rec[4])
+		}
+		d.Propensities = make([]float64, arms)
+		for i := range d.Propensities {
+			d.Propensities[i] = math.NaN()
+		}
+		d.Propensities[d.Arm] = p
+		if rec[3] != "" {
+			v, err := strconv.ParseFloat(rec[3], 64)
+			if err != nil {
+				return fmt.Errorf("line %d: reward %q: not a number", n, rec[3])
+			}
+			d.Reward = &bandit.Reward{EventID: d.EventID, Value: v}
+		}
+		for i := range dim {
+			if d.Encoded[i], err = strconv.ParseFloat(rec[len(obpHeader)+i], 64); err != nil {
+				return fmt.Errorf("line %d: %s %q: not a number", n, head[len(obpHeader)+i], rec[len(obpHeader)+i])
+			}
+		}
+		if err := fn(n, d); err != nil {
+			return err
+		}
+	}
 }

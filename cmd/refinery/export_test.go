@@ -41,16 +41,7 @@ func TestExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := cl.CreateBandit(ctx, map[string]any{
-		"name": "shop", "arms": []string{"x", "y", "z"},
-		"features": []map[string]any{
-			{"name": "color", "type": "categorical", "values": []string{"red", "green", "blue"}},
-			{"name": "size", "type": "numeric", "center": 1, "scale": 2},
-		},
-		"policy": map[string]any{"kind": "eps-greedy", "epsilon": 0.3}, "model": map[string]any{"hidden": []int{4}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createShop(t, cl)
 	type sent struct {
 		d       *apiclient.Decision
 		context map[string]any
@@ -246,6 +237,22 @@ func TestExport(t *testing.T) {
 		{"a bad time is refused", []string{"export", "--database-url", url, "--bandit", "shop", "--from", "yesterday"}, 2, "", "refinery export: --from \"yesterday\": want RFC 3339 (2026-11-24T01:00:00Z) or a date (2026-11-24)\n"},
 		{"an empty range is refused", []string{"export", "--database-url", url, "--bandit", "shop", "--from", "2026-01-02", "--to", "2026-01-01"}, 2, "", "refinery export: --from 2026-01-02 is not before --to 2026-01-01\n"},
 	})
+}
+
+// createShop creates the export and evaluate tests' bandit "shop": arms
+// x, y, z, a color and a size, eps-greedy with epsilon 0.3.
+func createShop(t *testing.T, cl *apiclient.Client) {
+	t.Helper()
+	if _, err := cl.CreateBandit(context.Background(), map[string]any{
+		"name": "shop", "arms": []string{"x", "y", "z"},
+		"features": []map[string]any{
+			{"name": "color", "type": "categorical", "values": []string{"red", "green", "blue"}},
+			{"name": "size", "type": "numeric", "center": 1, "scale": 2},
+		},
+		"policy": map[string]any{"kind": "eps-greedy", "epsilon": 0.3}, "model": map[string]any{"hidden": []int{4}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func indexOf(arms []string, arm string) int {

@@ -50,12 +50,12 @@ flags:
 `
 
 type loadgenConfig struct {
-	url, bandit, policy, extra, data, profile, label, databaseURL string
-	levels                                                        []int
-	duration, warmTimeout                                         time.Duration
-	warm, rewards, header                                         bool
-	profileLevel, train                                           int
-	seed                                                          uint64
+	url, bandit, policy, extra, data, profile, label, databaseURL, apiKey string
+	levels                                                                []int
+	duration, warmTimeout                                                 time.Duration
+	warm, rewards, header                                                 bool
+	profileLevel, train                                                   int
+	seed                                                                  uint64
 }
 
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -63,6 +63,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(io.Discard)
 	var c loadgenConfig
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "base URL of the service (loopback only)")
+	fs.StringVar(&c.apiKey, "api-key", os.Getenv("REFINERY_API_KEY"), "API key sent to a service that requires keys (default $REFINERY_API_KEY; admin scope to create the bandit, decide for the load)")
 	fs.StringVar(&c.bandit, "bandit", "", "use this existing bandit instead of creating one")
 	fs.StringVar(&c.policy, "policy", "refined-ts", "policy kind of the bandit created")
 	fs.StringVar(&c.label, "label", "", "first column of the table (default: the policy kind)")
@@ -166,6 +167,7 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 	if err != nil {
 		return usageError{fmt.Errorf("--url: %w", err)}
 	}
+	cl = cl.WithAPIKey(c.apiKey)
 	meter := &cpuMeter{cl: cl}
 	if c.databaseURL != "" {
 		conn, err := pgx.Connect(ctx, c.databaseURL)
@@ -454,6 +456,7 @@ func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name s
 				w.errors++
 				return
 			}
+			rc.SetAPIKey(c.apiKey)
 			defer rc.Close()
 			var body []byte
 			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/keys"
 	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/store"
 )
@@ -30,7 +31,7 @@ func init() {
 	register(command{name: "serve", summary: "run the decision service (HTTP API, trainers, refinement workers)", run: runServe})
 }
 
-const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--db-wait 2m] [--workers N] [--log-level info] [--pprof]
+const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--db-wait 2m] [--workers N] [--log-level info] [--pprof] [--require-keys]
                      [--max-conns 1024] [--max-in-flight 64] [--max-bandits 100] [--request-timeout 10s]
                      [--simulate mushroom|wheel] [--rate 20/s] [--data PATH]
 
@@ -45,6 +46,13 @@ Load is bounded: at most --max-conns connections (at the cap a new one
 replaces the longest-waiting idle or slow one), --max-in-flight requests to
 /v1/ at once (others wait up to 100ms, then get 429 with Retry-After), each
 handled within --request-timeout (then 503), and --max-bandits bandits.
+
+API keys ('refinery keys create') are required whenever serve listens beyond
+loopback (--addr with another host, or none: every interface), and on
+loopback with --require-keys; a loopback server without them is open to
+every program on the machine, which its log and dashboard say. Without a
+database the keys live in memory: serve then makes one admin key and prints
+it once. /metrics needs the read scope, --pprof's /debug/pprof/ admin.
 
 --simulate starts a built-in client that drives the service over its own
 HTTP API with an environment's contexts and rewards: it creates two bandits
@@ -82,8 +90,12 @@ type Main struct {
 	Registry *prometheus.Registry
 	// Seed seeds the service's random sources; zero means random.
 	Seed uint64
-	// Pprof serves net/http/pprof under /debug/pprof/.
+	// Pprof serves net/http/pprof under /debug/pprof/ (with the admin
+	// scope when keys are required).
 	Pprof bool
+	// RequireKeys requires API keys even on loopback; beyond loopback
+	// they are required whatever it says (keysRequired).
+	RequireKeys bool
 	// Simulate, when "mushroom" or "wheel", drives the service with that
 	// environment over its own HTTP API (see simDriver) at Rate
 	// decisions per second per bandit (zero or less means
@@ -111,6 +123,12 @@ type Main struct {
 	Store   bandit.Store
 	Service *bandit.Service
 	API     *api.Server
+	// KeysRequired says whether the server requires API keys; with the
+	// in-memory store AdminKey is then the secret of the admin key serve
+	// made (printed once by runServe).
+	KeysRequired bool
+	AdminKey     string
+	simKeyID     string
 
 	sim      *simDriver
 	ln       net.Listener
@@ -140,7 +158,8 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.IntVar(&m.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most /v1/ requests served at once; more wait 100ms, then get 429")
 	fs.DurationVar(&m.RequestTimeout, "request-timeout", api.DefaultRequestTimeout, "bound on handling one /v1/ request (then 503)")
 	fs.IntVar(&m.MaxBandits, "max-bandits", bandit.DefaultMaxBandits, "most bandits (creating more is a 403)")
-	fs.BoolVar(&m.Pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ (for benchmarks; do not expose)")
+	fs.BoolVar(&m.Pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ (for benchmarks; admin scope when keys are required)")
+	fs.BoolVar(&m.RequireKeys, "require-keys", false, "require API keys on loopback too (beyond loopback they always are)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.Simulate, "simulate", "", "drive the service with a built-in client: mushroom or wheel")
 	rate := fs.String("rate", strconv.Itoa(DefaultSimRate), "with --simulate: decisions per second per bandit (20 or 20/s)")
@@ -233,8 +252,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Store.Close()
 		}
 	}()
+	ks, _ := m.Store.(keys.Store)
+	m.KeysRequired = m.RequireKeys || !loopbackAddr(m.Addr)
+	if m.KeysRequired {
+		if ks == nil {
+			return fmt.Errorf("API keys are required but %T keeps none", m.Store)
+		}
+		if err := m.makeKeys(ctx, ks); err != nil {
+			return err
+		}
+	} else {
+		log.Warn("no API keys required: listening on loopback only, every program on this machine may use every route (--require-keys requires them)", "addr", m.Addr)
+	}
 	m.Service = bandit.NewService(m.Store, bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: bandit.Observers(metrics, dash), MaxBandits: m.MaxBandits})
-	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout})
+	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout,
+		RequireKeys: m.KeysRequired, Keys: ks})
 	ln, err := net.Listen("tcp", m.Addr)
 	if err != nil {
 		m.API.Close()
@@ -245,11 +277,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.ln = m.limiter
 	var handler http.Handler = m.API
 	if m.Pprof {
+		prof := http.NewServeMux()
+		prof.HandleFunc("/debug/pprof/", pprof.Index)
+		prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		prof.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", m.API.Guard(keys.Admin, prof))
 		mux.Handle("/", m.API)
 		handler = mux
 	}
@@ -265,7 +299,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.serveErr = make(chan error, 1)
 	go func() { m.serveErr <- m.server.Serve(m.ln) }()
-	log.Info("listening", "addr", m.ln.Addr().String(), "dashboard", m.URL()+"/", "ephemeral_store", m.Store.Ephemeral())
+	log.Info("listening", "addr", m.ln.Addr().String(), "dashboard", m.URL()+"/", "ephemeral_store", m.Store.Ephemeral(), "keys_required", m.KeysRequired)
 	if m.sim != nil {
 		m.sim.start(m.URL())
 	}
@@ -286,6 +320,49 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			}
 		}
 	})
+	return nil
+}
+
+// loopbackAddr reports whether the listen address addr is on loopback
+// only: localhost or a loopback IP. No host (every interface) or any
+// other name is not.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// makeKeys makes the keys serve itself needs when keys are required: on
+// the in-memory store, which starts without any, an admin key for the
+// operator (AdminKey); with --simulate, an admin key for the simulator's
+// own client, revoked by Close.
+func (m *Main) makeKeys(ctx context.Context, ks keys.Store) error {
+	if m.Store.Ephemeral() {
+		secret, k, err := keys.New(nil, "serve in-memory admin", []keys.Scope{keys.Admin}, time.Now())
+		if err == nil {
+			err = ks.CreateKey(ctx, k)
+		}
+		if err != nil {
+			return fmt.Errorf("make the admin key: %w", err)
+		}
+		m.AdminKey = secret
+	}
+	if m.sim != nil {
+		secret, k, err := keys.New(nil, "serve simulator", []keys.Scope{keys.Admin}, time.Now())
+		if err == nil {
+			err = ks.CreateKey(ctx, k)
+		}
+		if err != nil {
+			return fmt.Errorf("make the simulator's key: %w", err)
+		}
+		m.sim.key, m.simKeyID = secret, k.ID
+	}
 	return nil
 }
 
@@ -370,6 +447,11 @@ func (m *Main) Close() error {
 	}
 	m.cancel()
 	m.loading.Wait()
+	if m.simKeyID != "" {
+		if err := m.Store.(keys.Store).RevokeKey(ctx, m.simKeyID, time.Now()); err != nil {
+			errs = append(errs, fmt.Errorf("revoke the simulator's key: %w", err))
+		}
+	}
 	if err := m.Service.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -402,6 +484,9 @@ func runServe(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "dashboard: %s/\n", m.URL())
+	if m.AdminKey != "" {
+		fmt.Fprintf(stdout, "admin API key of this in-memory server (shown once, gone on exit): %s\n", m.AdminKey)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-m.serveErr:

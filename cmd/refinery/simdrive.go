@@ -148,6 +148,9 @@ type simDriver struct {
 	seed uint64
 	log  *slog.Logger
 	hc   *http.Client
+	// key is the API key the driver sends when the service requires
+	// keys ("": none).
+	key string
 
 	mu     sync.Mutex
 	regret map[string]*simTally
@@ -196,6 +199,7 @@ func (s *simDriver) start(base string) {
 		s.log.Error("simulator: cannot start", "err", err)
 		return
 	}
+	cl = cl.WithAPIKey(s.key)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	seed := s.seed

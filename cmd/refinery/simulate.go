@@ -52,7 +52,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
 	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
-	bound := fs.String("bound", "", "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of seed 004) or collapsed-mean-var (Eq. 10) (default: the preset's, elbo)")
+	bound := fs.String("bound", "", "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of seed 004) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
 	optimizer := fs.String("optimizer", "", "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, seed 002) (default: the preset's, adam)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	if err := fs.Parse(args); err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mrand "math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	_ "time/tzdata" // the time zone tests must not depend on the machine's zoneinfo
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/keys"
 )
 
 // Open returns a new, empty store for one subtest and arranges, with
@@ -57,6 +59,7 @@ func Run(t *testing.T, open Open) {
 		{"duplicates of one event ID racing each other create exactly one decision", testRacingDuplicates},
 		{"rewards for one event racing each other store exactly one value", testRacingRewards},
 		{"a trainer reading during concurrent writes sees every reward exactly once", testTrainerDuringWrites},
+		{"API keys are stored by hash, found, listed and revoked", testKeys},
 		{"after Close writes fail and closing again is harmless", testClose},
 	}
 	for _, tt := range tests {
@@ -1159,5 +1162,61 @@ func testDeleteBandit(t *testing.T, s bandit.Store) {
 	}
 	if err := s.CreateBandit(ctx(t), &bandit.Bandit{Name: "other", Config: json.RawMessage(`{}`)}); err != nil {
 		t.Errorf("CreateBandit on a purged name = %v", err)
+	}
+}
+
+// testKeys: a key is stored by the hash of its secret (never the
+// secret), found by that hash, listed oldest first with its scopes and
+// revoked once (the first revocation time kept); unknown IDs and hashes
+// are keys.ErrNotFound.
+func testKeys(t *testing.T, bs bandit.Store) {
+	s, ok := bs.(keys.Store)
+	if !ok {
+		t.Fatalf("%T does not implement keys.Store", bs)
+	}
+	rnd := mrand.NewChaCha8([32]byte{1})
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	secret1, k1, err := keys.New(rnd, "ci deploy", []keys.Scope{keys.Decide, keys.Read}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret2, k2, err := keys.New(rnd, "ops", []keys.Scope{keys.Admin}, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*keys.Key{k1, k2} {
+		if err := s.CreateKey(ctx(t), k); err != nil {
+			t.Fatalf("CreateKey(%s) = %v", k.Name, err)
+		}
+	}
+	got, err := s.KeyByHash(ctx(t), keys.Hash(secret1))
+	if err != nil || got.ID != k1.ID || got.Name != "ci deploy" || !slices.Equal(got.Scopes, k1.Scopes) || !got.CreatedAt.Equal(t0) || got.RevokedAt != nil {
+		t.Fatalf("KeyByHash(secret 1) = %+v, %v; want %+v", got, err, k1)
+	}
+	if _, err := s.KeyByHash(ctx(t), keys.Hash(secret1+"x")); !errors.Is(err, keys.ErrNotFound) {
+		t.Errorf("KeyByHash(a wrong secret) = %v, want keys.ErrNotFound", err)
+	}
+	list, err := s.ListKeys(ctx(t))
+	if err != nil || len(list) != 2 || list[0].ID != k1.ID || list[1].ID != k2.ID {
+		t.Fatalf("ListKeys = %v, %v; want k1 then k2", list, err)
+	}
+	for _, k := range list {
+		if k.Hash == ([32]byte{}) {
+			t.Errorf("listed key %s has no hash", k.ID)
+		}
+	}
+	t1 := t0.Add(time.Hour)
+	if err := s.RevokeKey(ctx(t), k2.ID, t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeKey(ctx(t), k2.ID, t1.Add(time.Hour)); err != nil {
+		t.Errorf("revoking again = %v, want nil", err)
+	}
+	got, err = s.KeyByHash(ctx(t), keys.Hash(secret2))
+	if err != nil || got.RevokedAt == nil || !got.RevokedAt.Equal(t1) || got.Allows(keys.Read) {
+		t.Errorf("revoked key = %+v, %v; want revoked at %v, allowing nothing", got, err, t1)
+	}
+	if err := s.RevokeKey(ctx(t), "000000000000", t1); !errors.Is(err, keys.ErrNotFound) {
+		t.Errorf("RevokeKey(unknown) = %v, want keys.ErrNotFound", err)
 	}
 }

@@ -31,10 +31,14 @@
     h += kpi("decisions_per_second", "decisions/s", num(b.decisions_per_second));
     h += kpi("avg_reward", "avg reward (last " + b.reward_window + ")", num(b.avg_reward, 2));
     h += kpi("regret", "cum. regret", b.regret ? num(b.regret.cumulative, 0) : "n/a");
-    h += kpi("model_version", "model version", num(b.model_version, 0));
-    h += kpi("trainer_lag", "trainer lag (rewards, s)", num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s");
+    // Which panels and numbers a bandit has depends on its policy kind
+    // (panelsFor in api/dashboard_view.go): uniform has no model and no
+    // trainer, linear-ts no objective.
+    const trained = b.panels.includes("lag");
+    h += kpi("model_version", "model version", trained ? num(b.model_version, 0) : "n/a");
+    h += kpi("trainer_lag", "trainer lag (rewards, s)", trained ? num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s" : "n/a");
     h += "</div>";
-    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + (["eps-greedy", "greedy", "laplace-ts", "flow-ts", "neural-linear"].includes(b.policy) ? "MAP objective " : "ELBO ") + num(b.elbo, 1) + " · arm mix (10s) " + shares(b) + "</div>";
+    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + ({ map: "MAP objective " + num(b.elbo, 1) + " · ", elbo: "ELBO " + num(b.elbo, 1) + " · " }[b.objective] || "") + "arm mix (10s) " + shares(b) + "</div>";
     if (b.bank) {
       const k = b.bank;
       h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + " · beyond bounds " + num(k.beyond_bounds, 0) + " · per decision: sample uses " + num(k.mean_sample_uses) + ", age " + num(k.mean_sample_age_seconds) + " s, versions behind " + num(k.mean_versions_behind) + "</div>";
@@ -50,7 +54,7 @@
       h += '<div class="bankline" data-field="posterior">' + line + "</div>";
     }
     h += '<div class="charts">';
-    for (const c of ["throughput", "reward", "arms", "elbo", "lag", "spread", "bank"]) {
+    for (const c of b.panels) {
       if (b.charts[c]) h += '<div class="chart" data-chart="' + c + '">' + b.charts[c] + "</div>";
     }
     h += "</div>";

@@ -1,0 +1,330 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/refinery-bandits/refinery/keys"
+)
+
+// API keys (package keys). With Config.RequireKeys every route but the
+// probes, the dashboard's static files and the login form needs a key
+// with the route's scope (scopeFor):
+//
+//	read    GET and HEAD: bandits and their status, decision logs,
+//	        snapshots, the dashboard and its JSON (decision contexts and
+//	        event IDs), /metrics, /openapi.json
+//	decide  POST .../decisions and POST .../events/{event_id}/reward
+//	admin   every other write: create, change, archive and delete
+//	        bandits, import snapshots (and serve's /debug/pprof/); admin
+//	        includes read and decide
+//
+// A program sends its key as "Authorization: Bearer <secret>". No key is
+// a 401, an unknown or revoked one a 401 with error="invalid_token", a
+// key without the route's scope a 403 with error="insufficient_scope"
+// (RFC 6750, Section 3), all problem+json with WWW-Authenticate.
+//
+// A browser signs in to the dashboard by posting its key to /login (a
+// form, no script), which sets it as the cookie keyCookie: HttpOnly (no
+// script of the page, nor one injected into it, can read it),
+// SameSite=Strict, Secure over TLS, for keyCookieAge. The key travels in
+// no URL (history, logs, Referer), and the page's script polls
+// /v1/dashboard as before. The cookie is taken for GET and HEAD only, so
+// that it reads and never writes: SameSite does not separate two ports
+// of one host (a page on another local port is same-site), and a write
+// made from a page must carry the Authorization header, which a
+// cross-origin page cannot set without a CORS preflight this server
+// never answers. Every request also passes http.CrossOriginProtection
+// (a browser's cross-origin POST, PUT, PATCH or DELETE is a 403, keys
+// or not), and bodies must be application/json (readBody): the
+// fetch(..., {mode: "no-cors"}) of issue 17 is refused three times.
+
+// keyCookie is the dashboard's cookie; keyCookieAge its lifetime.
+const (
+	keyCookie    = "refinery_key"
+	keyCookieAge = 12 * time.Hour
+)
+
+// DefaultKeyCacheTTL is how long a checked key is remembered
+// (Config.KeyCacheTTL): a revoked key stops working within it.
+const DefaultKeyCacheTTL = 5 * time.Second
+
+// Errors of authentication.
+var (
+	// errNoKey: no key, or an unknown or revoked one (401).
+	errNoKey = errors.New("api: unauthorized")
+	// errScope: a key without the route's scope (403).
+	errScope = errors.New("api: insufficient scope")
+	// errCrossOrigin: a browser's cross-origin write (403).
+	errCrossOrigin = errors.New("api: cross-origin request")
+)
+
+// authError is a 401 or 403 with its WWW-Authenticate challenge.
+type authError struct {
+	err       error
+	challenge string
+	detail    string
+}
+
+func (e *authError) Error() string { return e.detail + ": " + e.err.Error() }
+func (e *authError) Unwrap() error { return e.err }
+
+// challenge is the WWW-Authenticate value of RFC 6750, Section 3.
+func challenge(code, desc string, scope keys.Scope) string {
+	c := `Bearer realm="refinery"`
+	if code != "" {
+		c += fmt.Sprintf(`, error=%q, error_description=%q`, code, desc)
+	}
+	if scope != "" {
+		c += fmt.Sprintf(`, scope=%q`, scope)
+	}
+	return c
+}
+
+// openRoute reports whether path needs no key: the probes, the
+// dashboard's static files and its login form.
+func openRoute(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/login" || path == "/logout" || strings.HasPrefix(path, "/static/")
+}
+
+// scopeFor is the scope a request needs (see the table above). A write
+// to a route this table does not name needs admin: new routes are
+// closed until they are given a smaller scope.
+func scopeFor(method, path string) keys.Scope {
+	switch {
+	case method == http.MethodGet || method == http.MethodHead:
+		return keys.Read
+	case method == http.MethodPost && strings.HasPrefix(path, "/v1/bandits/") &&
+		(strings.HasSuffix(path, "/decisions") || strings.HasSuffix(path, "/reward")):
+		return keys.Decide
+	}
+	return keys.Admin
+}
+
+// keyCache remembers checked keys for a while, so that a decision costs
+// no key lookup in the database; unknown secrets are remembered too, so
+// that a client repeating a wrong key does not cost one per request.
+type keyCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[[32]byte]cachedKey
+}
+
+type cachedKey struct {
+	k  *keys.Key // nil: no such key
+	at time.Time
+}
+
+// maxCachedKeys bounds the cache; at the bound it starts afresh.
+const maxCachedKeys = 10_000
+
+// lookup returns the key whose secret hashes to h, nil if none.
+func (c *keyCache) lookup(ctx context.Context, st keys.Store, h [32]byte) (*keys.Key, error) {
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.m[h]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < c.ttl {
+		return e.k, nil
+	}
+	k, err := st.KeyByHash(ctx, h)
+	if errors.Is(err, keys.ErrNotFound) {
+		k, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedKeys {
+		c.m = map[[32]byte]cachedKey{}
+	}
+	c.m[h] = cachedKey{k: k, at: now}
+	c.mu.Unlock()
+	return k, nil
+}
+
+// credential returns the secret the request presents and whether it
+// came in the Authorization header; a malformed Authorization header is
+// an error.
+func credential(r *http.Request) (secret string, header bool, err error) {
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, token, ok := strings.Cut(a, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			return "", true, &authError{err: errNoKey, challenge: challenge("invalid_request", "want Authorization: Bearer <key>", ""),
+				detail: "the Authorization header is not \"Bearer <key>\""}
+		}
+		return strings.TrimSpace(token), true, nil
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if c, err := r.Cookie(keyCookie); err == nil {
+			return c.Value, false, nil
+		}
+	}
+	return "", false, nil
+}
+
+// authorize checks the request's key against scope: nil when it may
+// pass, an *authError (401, 403) or the store's error otherwise.
+func (s *Server) authorize(r *http.Request, scope keys.Scope) error {
+	secret, _, err := credential(r)
+	if err != nil {
+		return err
+	}
+	if secret == "" {
+		return &authError{err: errNoKey, challenge: challenge("", "", ""),
+			detail: "this route needs an API key with the " + string(scope) + " scope: send Authorization: Bearer <key> ('refinery keys create' makes one)"}
+	}
+	invalid := func(why string) error {
+		return &authError{err: errNoKey, challenge: challenge("invalid_token", why, ""), detail: "the API key is " + why}
+	}
+	if !keys.WellFormed(secret) {
+		return invalid("malformed")
+	}
+	k, err := s.keyCache.lookup(r.Context(), s.keys, keys.Hash(secret))
+	switch {
+	case err != nil:
+		return fmt.Errorf("check the API key: %w", err)
+	case k == nil:
+		return invalid("unknown")
+	case k.RevokedAt != nil:
+		return invalid("revoked")
+	case !k.Allows(scope):
+		return &authError{err: errScope, challenge: challenge("insufficient_scope", "this route needs the "+string(scope)+" scope", scope),
+			detail: fmt.Sprintf("key %s (%s) has the scopes %v; this route needs %s", k.ID, k.Name, k.Scopes, scope)}
+	}
+	if st := state(r.Context()); st != nil {
+		st.keyID = k.ID
+	}
+	return nil
+}
+
+// authenticate lets a request through when keys are not required, its
+// route is open (openRoute), or its key has the route's scope
+// (scopeFor). The dashboard's page without a read key is the login form
+// (401 or 403), not problem+json.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.requireKeys || openRoute(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		scope := scopeFor(r.Method, r.URL.Path)
+		err := s.authorize(r, scope)
+		if err == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		var ae *authError
+		if r.URL.Path == "/" && errors.As(err, &ae) {
+			status := http.StatusUnauthorized
+			if errors.Is(err, errScope) {
+				status = http.StatusForbidden
+			}
+			w.Header().Set("WWW-Authenticate", ae.challenge)
+			s.loginPage(w, r, status, "")
+			return
+		}
+		s.writeProblem(w, r, err)
+	})
+}
+
+// Guard wraps h (a handler outside the API's router, such as serve's
+// /debug/pprof/) so that it needs a key with scope, when keys are
+// required.
+func (s *Server) Guard(scope keys.Scope, h http.Handler) http.Handler {
+	return s.requestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.requireKeys {
+			if err := s.authorize(r, scope); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+var loginTemplate = template.Must(template.ParseFS(dashboardFS, "dashboard/login.html"))
+
+// loginPage answers the login form with status and, after a failed
+// attempt, why.
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, status int, failure string) {
+	pageHeaders(w)
+	w.WriteHeader(status)
+	if err := loginTemplate.Execute(w, struct{ Failure string }{failure}); err != nil {
+		s.log.ErrorContext(r.Context(), "login page", append(logAttrs(r), "err", err)...)
+	}
+}
+
+// login takes the key posted by the login form: with the read scope it
+// becomes the dashboard's cookie (303 to /), otherwise the form again
+// says why (401, 403).
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if !s.requireKeys {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if err := r.ParseForm(); err != nil {
+		s.loginPage(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	secret := strings.TrimSpace(r.PostForm.Get("key"))
+	check := r.Clone(r.Context())
+	check.Header = http.Header{"Authorization": {"Bearer " + secret}}
+	if err := s.authorize(check, keys.Read); err != nil {
+		var ae *authError
+		if !errors.As(err, &ae) {
+			s.writeProblem(w, r, err)
+			return
+		}
+		status, msg := http.StatusUnauthorized, "That key is unknown, revoked or malformed."
+		if errors.Is(err, errScope) {
+			status, msg = http.StatusForbidden, "That key does not have the read scope."
+		}
+		s.loginPage(w, r, status, msg)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: keyCookie, Value: secret, Path: "/", MaxAge: int(keyCookieAge.Seconds()),
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// logout forgets the dashboard's cookie.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: keyCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// contentSecurityPolicy lets the dashboard's page load its own script,
+// style and icon and poll its own origin, nothing else: no inline
+// script, no framing, forms post only to this origin.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// pageHeaders sets the headers of an HTML page: its type, no caching,
+// and the security headers.
+func pageHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// crossOrigin refuses a browser's cross-origin write
+// (http.CrossOriginProtection: Sec-Fetch-Site, else Origin against
+// Host) with a 403 problem.
+func (s *Server) crossOrigin(next http.Handler) http.Handler {
+	p := http.NewCrossOriginProtection()
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, withDetail(errCrossOrigin, "a cross-origin %s from a browser is refused", r.Method))
+	}))
+	return p.Handler(next)
+}

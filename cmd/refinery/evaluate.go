@@ -1,0 +1,556 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/simulators"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+func init() {
+	register(command{name: "evaluate", summary: "estimate candidate policies' value from a decision log (IPS, SNIPS, doubly robust)", run: runEvaluate})
+}
+
+const evaluateUsage = `usage: refinery evaluate (--bandit NAME [--database-url URL] | --log FILE --bandit-config FILE)
+                         [--from TIME] [--to TIME] [--candidates LIST] [--candidate NAME=JSON ...]
+                         [--train-fraction F] [--train-every T] [--level L] [--seed S]
+                         [--json FILE] [--plot FILE.png]
+
+Off-policy evaluation: estimates the value (mean reward per decision) of
+candidate policies from a bandit's decision log, without running them.
+
+The log: the bandit's decisions in [--from, --to) (TIME as in refinery
+export) from PostgreSQL (--bandit, --database-url or $DATABASE_URL; the
+bandit's stored configuration gives its arms and features), or a file that
+refinery export wrote (--log, DSJSON or OBP CSV, told apart by its first
+byte) with the bandit's configuration (--bandit-config: the JSON of POST
+/v1/bandits or the answer of GET /v1/bandits/NAME). Decisions without a
+reward are skipped and counted. A logged propensity of 0 (or missing) for
+the chosen arm is an error: its importance weight is undefined.
+
+Candidates (--candidates, comma-separated): logging (the logged policy
+itself: its IPS and SNIPS estimates equal the mean logged reward, a sanity
+check), any policy kind (uniform, greedy, eps-greedy or eps-greedy:E,
+linear-ts, mf-ts, refined-ts, laplace-ts, flow-ts, neural-linear) with the
+logged bandit's model, training and refinement settings and the kind's
+policy defaults, and --candidate NAME=JSON (repeatable): a partial bandit
+configuration merged over the logged bandit's, its "policy" replacing the
+logged one whole, e.g.
+  --candidate 'rts1={"policy":{"kind":"refined-ts","samples":1},"refinement":{"iterations":100}}'
+
+How a candidate is fit: the oldest --train-fraction of the rewarded
+decisions (default 0.5) are the training rows, the rest the evaluation
+rows. Each learning candidate is a step-mode agent of the service's own
+code (as refinery simulate runs): every training row is stored as a
+decision of its logged arm and rewarded, the agent retrains every
+--train-every rows (default 100) and once at the end, and is then frozen.
+Its probabilities pi(a|x) on each evaluation row come from the same
+decision code and propensity estimator the service uses (exact for
+uniform, greedy and eps-greedy; Monte Carlo for the Thompson-sampling
+kinds, floored at 1e-4). A refined-ts candidate refines one bank of
+refinement.bank_size samples and keeps it (policy.max_sample_uses raised
+to 1,000,000): one frozen pool of refined samples serves every context, as
+the service's pool does, and its probabilities are exact given the pool.
+
+Estimators (Dudik, Langford and Li 2011), over the evaluation rows, with
+w = pi(a|x) / mu(a|x) and mu the logged propensity:
+  ips    mean of w r
+  snips  sum of w r / sum of w
+  dr     doubly robust: mean of [sum_a pi(a|x) q(x,a) + w (r - q(x,a_logged))]
+  dm     direct method: mean of sum_a pi(a|x) q(x,a)
+q is a Bayesian linear regression per arm (linear-ts's model, its
+posterior mean) fit to the training rows. Intervals are normal (CLT) on the
+per-row terms at --level (default 0.95; SNIPS by the delta method); DM's
+covers the sampling of contexts only, not the model's bias. ESS =
+(sum w)^2 / sum w^2 says how many evaluation rows the estimate effectively
+rests on. DR and DM of the logging candidate need every arm's logged
+propensity, which an OBP CSV does not keep.
+
+The logged propensities mu are the service's: exact for uniform, greedy
+and eps-greedy (1 - eps + eps/m for the greedy arm, eps/m for the others),
+so IPS and DR are unbiased and SNIPS consistent; estimated for the
+Thompson-sampling kinds (Monte Carlo over policy.propensity_samples groups
+of policy.samples posterior draws, or exact over every subset of the
+refined samples at hand, then floored at 1e-4). An estimated mu carries
+its error into 1/mu: E[1/mu-hat] >= 1/mu, so weights are biased upward
+where mu is small, the floor caps every weight at 10,000 at the price of
+moving a propensity by up to m x 1e-4, and a few huge weights show as a
+small ESS and a large max w. The table's footer says which case the log is.
+
+Output: a table on stdout, --json FILE (the same as JSON), --plot FILE.png
+(estimates with intervals per candidate and estimator).
+
+flags:
+  --database-url URL  PostgreSQL URL (default $DATABASE_URL)
+`
+
+// evalFlags are refinery evaluate's flags.
+type evalFlags struct {
+	databaseURL, name, logFile, configFile string
+	from, to                               time.Time
+	candidates                             string
+	extra                                  []string
+	trainFraction                          float64
+	trainEvery                             int
+	level                                  float64
+	seed                                   uint64
+	jsonOut, plotOut                       string
+}
+
+func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f evalFlags
+	fs.StringVar(&f.databaseURL, "database-url", "", "")
+	fs.StringVar(&f.name, "bandit", "", "")
+	fs.StringVar(&f.logFile, "log", "", "")
+	fs.StringVar(&f.configFile, "bandit-config", "", "")
+	fromS := fs.String("from", "", "")
+	toS := fs.String("to", "", "")
+	fs.StringVar(&f.candidates, "candidates", "logging,uniform,greedy,linear-ts", "")
+	fs.Func("candidate", "", func(s string) error { f.extra = append(f.extra, s); return nil })
+	fs.Float64Var(&f.trainFraction, "train-fraction", 0.5, "")
+	fs.IntVar(&f.trainEvery, "train-every", 100, "")
+	fs.Float64Var(&f.level, "level", 0.95, "")
+	fs.Uint64Var(&f.seed, "seed", 1, "")
+	fs.StringVar(&f.jsonOut, "json", "", "")
+	fs.StringVar(&f.plotOut, "plot", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, evaluateUsage)
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	var err error
+	if f.from, err = parseTime("--from", *fromS); err != nil {
+		return err
+	}
+	if f.to, err = parseTime("--to", *toS); err != nil {
+		return err
+	}
+	if f.databaseURL == "" && f.logFile == "" {
+		f.databaseURL = os.Getenv("DATABASE_URL")
+	}
+	switch {
+	case f.logFile != "" && f.configFile == "":
+		return usageError{errors.New("--log needs --bandit-config: the logged bandit's configuration (its arms and features)")}
+	case f.logFile == "" && f.configFile != "":
+		return usageError{errors.New("--bandit-config goes with --log; from the database the bandit's stored configuration is used")}
+	case f.logFile == "" && f.name == "":
+		return usageError{errors.New("--bandit: which bandit's decisions to evaluate (or --log FILE)")}
+	case f.logFile == "" && f.databaseURL == "":
+		return usageError{errors.New("no database: pass --database-url or set DATABASE_URL (or --log FILE)")}
+	case !f.from.IsZero() && !f.to.IsZero() && !f.from.Before(f.to):
+		return usageError{fmt.Errorf("--from %s is not before --to %s", *fromS, *toS)}
+	case !(f.trainFraction > 0 && f.trainFraction < 1):
+		return usageError{fmt.Errorf("--train-fraction %g: want a number in (0, 1)", f.trainFraction)}
+	case f.trainEvery < 1:
+		return usageError{fmt.Errorf("--train-every %d: want at least 1", f.trainEvery)}
+	case !(f.level > 0 && f.level < 1):
+		return usageError{fmt.Errorf("--level %g: want a number in (0, 1), e.g. 0.95", f.level)}
+	}
+	if f.plotOut != "" && !strings.HasSuffix(f.plotOut, ".png") && !strings.HasSuffix(f.plotOut, ".svg") {
+		return usageError{fmt.Errorf("--plot %q: want a .png or .svg file", f.plotOut)}
+	}
+	// Read the bandit's configuration first: candidate errors are
+	// usage errors and should not wait for the log.
+	var base *bandit.Config
+	var lg *evalLog
+	if f.logFile != "" {
+		b, err := os.ReadFile(f.configFile)
+		if err != nil {
+			return fmt.Errorf("--bandit-config: %w", err)
+		}
+		if base, err = bandit.ParseConfig(withoutStatus(b)); err != nil {
+			return fmt.Errorf("--bandit-config %s: %w", f.configFile, err)
+		}
+	}
+	var st *store.Postgres
+	if f.logFile == "" {
+		if st, err = store.OpenPostgres(ctx, f.databaseURL, store.Config{}); err != nil {
+			return err
+		}
+		defer st.Close()
+		b, err := st.GetBandit(ctx, f.name)
+		if errors.Is(err, bandit.ErrNotFound) {
+			return fmt.Errorf("--bandit: no bandit named %q in the database", f.name)
+		} else if err != nil {
+			return err
+		}
+		if base, err = bandit.ParseConfig(b.Config); err != nil {
+			return fmt.Errorf("bandit %s: its stored configuration: %w", f.name, err)
+		}
+	}
+	cands, err := evalCandidates(base, f.candidates, f.extra)
+	if err != nil {
+		return usageError{err}
+	}
+	if st != nil {
+		lg, err = readLogDB(ctx, st, base, f.name, f.from, f.to)
+	} else {
+		lg, err = readLogFile(f.logFile, base, f.from, f.to)
+	}
+	if err != nil {
+		return err
+	}
+	if len(lg.rows) == 0 {
+		return fmt.Errorf("%s: no rewarded decisions to evaluate on (%d without a reward skipped)", lg.source, lg.skipped)
+	}
+	rep, err := simulators.Evaluate(ctx, simulators.OPEConfig{
+		Rows: lg.rows, Arms: len(base.Arms), Dim: bandit.NewEncoder(base.Features).Dim(),
+		Candidates: cands, TrainFraction: f.trainFraction, TrainEvery: f.trainEvery,
+		Level: f.level, Seed: f.seed,
+	})
+	if err != nil {
+		return err
+	}
+	out := evalOutput{Source: lg.source, Bandit: base.Name, LoggedPolicy: lg.policies, Skipped: lg.skipped,
+		Propensities: propensityNote(lg.policies, base), OPEReport: rep}
+	if err := writeEvalTable(stdout, &out); err != nil {
+		return err
+	}
+	if f.jsonOut != "" {
+		b, err := json.MarshalIndent(&out, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if f.plotOut != "" {
+		title := fmt.Sprintf("%s: off-policy estimates on %d decisions (%.0f%% intervals)", base.Name, rep.EvalRows, 100*f.level)
+		if err := simulators.SaveOPEPlot(f.plotOut, title, rep, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evalOutput is what refinery evaluate reports.
+type evalOutput struct {
+	Source string `json:"source"`
+	Bandit string `json:"bandit"`
+	// LoggedPolicy counts the evaluation log's decisions by the policy
+	// kind that took them (empty for an OBP CSV).
+	LoggedPolicy map[string]int `json:"logged_policy,omitempty"`
+	Skipped      int            `json:"skipped_without_reward"`
+	Propensities string         `json:"propensities"`
+	*simulators.OPEReport
+}
+
+// evalLog is a read log.
+type evalLog struct {
+	source   string
+	rows     []simulators.LoggedRow
+	skipped  int
+	policies map[string]int
+}
+
+// add converts a decision record into a row, or counts it as skipped.
+func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, where string) error {
+	if rec.Reward == nil {
+		l.skipped++
+		return nil
+	}
+	if rec.Policy != "" {
+		if l.policies == nil {
+			l.policies = map[string]int{}
+		}
+		l.policies[rec.Policy]++
+	}
+	x := rec.Encoded
+	if x == nil {
+		var err error
+		if x, err = enc.Encode(rec.Context); err != nil {
+			return fmt.Errorf("%s: decision %s: its context does not fit the bandit's features: %w", where, rec.EventID, err)
+		}
+	}
+	if len(x) != enc.Dim() {
+		return fmt.Errorf("%s: decision %s: %d context inputs, the bandit's features encode to %d", where, rec.EventID, len(x), enc.Dim())
+	}
+	if rec.Arm < 0 || rec.Arm >= len(rec.Propensities) {
+		return fmt.Errorf("%s: decision %s: arm %d with %d propensities", where, rec.EventID, rec.Arm, len(rec.Propensities))
+	}
+	mu := rec.Propensities[rec.Arm]
+	if !(mu > 0 && mu <= 1) {
+		return fmt.Errorf("%s: decision %s: logged propensity %g of its arm, want it in (0, 1]: its importance weight pi/mu is undefined", where, rec.EventID, mu)
+	}
+	props := rec.Propensities
+	if slices.ContainsFunc(props, math.IsNaN) {
+		props = nil // an OBP CSV keeps the chosen arm's only
+	}
+	l.rows = append(l.rows, simulators.LoggedRow{EventID: rec.EventID, Context: rec.Context, X: x, Arm: rec.Arm,
+		Propensities: props, Mu: mu, Reward: rec.Reward.Value})
+	return nil
+}
+
+// inRange reports whether t is in [from, to) (zero bounds: unbounded).
+func inRange(t, from, to time.Time) bool {
+	return (from.IsZero() || !t.Before(from)) && (to.IsZero() || t.Before(to))
+}
+
+func readLogDB(ctx context.Context, st *store.Postgres, cfg *bandit.Config, name string, from, to time.Time) (*evalLog, error) {
+	l := &evalLog{source: "bandit " + name}
+	enc := bandit.NewEncoder(cfg.Features)
+	err := st.Export(ctx, name, from, to, func(rec *bandit.DecisionRecord) error {
+		return l.add(rec, enc, l.source)
+	})
+	return l, err
+}
+
+func readLogFile(path string, cfg *bandit.Config, from, to time.Time) (*evalLog, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--log: %w", err)
+	}
+	defer fh.Close()
+	br := bufio.NewReaderSize(fh, 64<<10)
+	l := &evalLog{source: path}
+	enc := bandit.NewEncoder(cfg.Features)
+	first, err := br.Peek(1)
+	if err == io.EOF {
+		return l, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("--log: %w", err)
+	}
+	add := func(line int, rec *bandit.DecisionRecord) error {
+		if !inRange(rec.CreatedAt, from, to) {
+			return nil
+		}
+		return l.add(rec, enc, fmt.Sprintf("line %d", line))
+	}
+	if first[0] == '{' {
+		err = readDSJSON(br, cfg.Arms, add)
+	} else {
+		err = readOBP(br, len(cfg.Arms), add)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
+}
+
+// evalCandidates builds the candidates of --candidates and --candidate
+// over the logged bandit's configuration.
+func evalCandidates(base *bandit.Config, list string, extra []string) ([]simulators.Candidate, error) {
+	var out []simulators.Candidate
+	seen := map[string]bool{}
+	add := func(name string, overlay map[string]any) error {
+		if seen[name] {
+			return fmt.Errorf("candidate %q given twice", name)
+		}
+		seen[name] = true
+		if overlay == nil {
+			out = append(out, simulators.Candidate{Name: name})
+			return nil
+		}
+		cfg, err := candidateConfig(base, overlay)
+		if err != nil {
+			return fmt.Errorf("candidate %s: %w", name, err)
+		}
+		out = append(out, simulators.Candidate{Name: name, Config: cfg})
+		return nil
+	}
+	if strings.TrimSpace(list) != "" {
+		for _, item := range strings.Split(list, ",") {
+			item = strings.TrimSpace(item)
+			kind, arg, hasArg := strings.Cut(item, ":")
+			switch {
+			case item == "logging":
+				if err := add("logging", nil); err != nil {
+					return nil, err
+				}
+				continue
+			case !slices.Contains(bandit.PolicyKinds(), bandit.PolicyKind(kind)):
+				var names []string
+				for _, k := range bandit.PolicyKinds() {
+					names = append(names, string(k))
+				}
+				return nil, fmt.Errorf("--candidates: unknown candidate %q (want logging, %s, or eps-greedy:E)", item, strings.Join(names, ", "))
+			case hasArg && kind != string(bandit.EpsGreedy):
+				return nil, fmt.Errorf("--candidates: %q takes no argument (only eps-greedy:E does)", item)
+			}
+			pol := map[string]any{"kind": kind}
+			if hasArg {
+				e, err := strconv.ParseFloat(arg, 64)
+				if err != nil || !(e >= 0 && e <= 1) {
+					return nil, fmt.Errorf("--candidates: %s: epsilon must be a number in [0, 1]", item)
+				}
+				pol["epsilon"] = e
+			}
+			if err := add(item, map[string]any{"policy": pol}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, e := range extra {
+		name, js, ok := strings.Cut(e, "=")
+		if !ok || name == "" || name == "logging" {
+			return nil, fmt.Errorf("--candidate %q: want NAME=JSON, e.g. 'rts1={\"policy\":{\"kind\":\"refined-ts\",\"samples\":1}}'", e)
+		}
+		var overlay map[string]any
+		if err := json.Unmarshal([]byte(js), &overlay); err != nil || overlay == nil {
+			return nil, fmt.Errorf("--candidate %s: not a JSON object: %v", name, err)
+		}
+		if _, ok := overlay["policy"].(map[string]any); !ok {
+			return nil, fmt.Errorf("--candidate %s: want a \"policy\" object with its kind", name)
+		}
+		if err := add(name, overlay); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--candidates: no candidates given")
+	}
+	return out, nil
+}
+
+// candidateConfig merges overlay over base's configuration: its
+// "policy" replaces base's whole (the kind's defaults fill the rest),
+// other objects merge member by member. A refined-ts candidate keeps its
+// first bank of refined samples for the whole evaluation
+// (policy.max_sample_uses 1,000,000 unless the overlay sets it).
+func candidateConfig(base *bandit.Config, overlay map[string]any) (*bandit.Config, error) {
+	b, err := json.Marshal(base)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	pol := overlay["policy"].(map[string]any)
+	if pol["kind"] == string(bandit.RefinedTS) {
+		if _, ok := pol["max_sample_uses"]; !ok {
+			pol["max_sample_uses"] = 1_000_000
+		}
+	}
+	merge(m, overlay)
+	m["policy"] = pol
+	m["name"] = "candidate"
+	if b, err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	return bandit.ParseConfig(b)
+}
+
+// merge sets src's members in dst, recursively for objects in both.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				merge(dv, sv)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+// propensityNote says how the logged propensities were estimated, by the
+// logged policy kinds, and what that does to the estimates.
+func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
+	exact, estimated := true, false
+	for k := range kinds {
+		switch bandit.PolicyKind(k) {
+		case bandit.Uniform, bandit.Greedy, bandit.EpsGreedy:
+		default:
+			exact, estimated = false, true
+		}
+	}
+	switch {
+	case len(kinds) == 0:
+		return "logged propensities: unknown policy (the log does not name it); IPS, SNIPS and DR are as good as the pscore column"
+	case exact:
+		return "logged propensities: exact (uniform, greedy, eps-greedy: 1-eps+eps/m for the greedy arm, eps/m for the others); IPS and DR are unbiased, SNIPS consistent"
+	case estimated:
+		return fmt.Sprintf("logged propensities: estimated for the Thompson-sampling decisions (Monte Carlo over %d groups of %d posterior draws, or exact given the refined samples at hand, floored at %g: bandit.Agent.Decide): IPS and DR are then unbiased only up to the error of 1/mu-hat, which is biased upward where mu is small (E[1/mu-hat] >= 1/mu), the floor caps every weight at %g (and may have moved a propensity by up to m x %g), and ESS and max w say how far to trust an estimate", cfg.Policy.PropensitySamples, cfg.Policy.Samples, bandit.MinPropensity, 1/bandit.MinPropensity, bandit.MinPropensity)
+	}
+	return ""
+}
+
+// writeEvalTable prints the report as a table with a footer.
+func writeEvalTable(w io.Writer, o *evalOutput) error {
+	r := o.OPEReport
+	var kinds []string
+	for k, n := range o.LoggedPolicy {
+		kinds = append(kinds, fmt.Sprintf("%s x %d", k, n))
+	}
+	slices.Sort(kinds)
+	fmt.Fprintf(w, "%s: %d rewarded decisions (%d without a reward skipped), logged by %s\n", o.Source, r.Rows, o.Skipped, orUnknown(strings.Join(kinds, ", ")))
+	fmt.Fprintf(w, "candidates fit on the oldest %d, estimated on the newest %d (mean logged reward there %.4g, smallest logged propensity %.3g)\n\n",
+		r.TrainRows, r.EvalRows, r.LoggedMean, r.MinPropensity)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "candidate\testimator\tvalue\t%.0f%% interval\tESS\tmax w\t\n", 100*r.Level)
+	for _, c := range r.Candidates {
+		for i, e := range c.Estimates {
+			ess, mw := "", ""
+			if i == 0 {
+				ess, mw = fmt.Sprintf("%.0f", c.ESS), fmt.Sprintf("%.3g", c.MaxWeight)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.4g\t[%.4g, %.4g]\t%s\t%s\t\n", c.Name, e.Estimator, e.Value, e.Lo, e.Hi, ess, mw)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "intervals: normal (CLT) on the per-row terms, SNIPS by the delta method; dm's covers the contexts' sampling only, not the reward model's bias\n")
+	fmt.Fprintf(w, "reward model (dm, dr): Bayesian linear regression per arm (linear-ts's model), posterior mean, fit to the training rows\n")
+	for _, c := range r.Candidates {
+		fmt.Fprintf(w, "%s: pi from %s", c.Name, c.PiEstimator)
+		if c.Note != "" {
+			fmt.Fprintf(w, "; %s", c.Note)
+		}
+		fmt.Fprintln(w)
+	}
+	_, err := fmt.Fprintln(w, o.Propensities)
+	return err
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unnamed policy"
+	}
+	return s
+}
+
+// withoutStatus drops the members GET /v1/bandits/NAME adds to the
+// configuration (created_at, status), so that its answer can serve as
+// --bandit-config; anything else is left for ParseConfig to judge.
+func withoutStatus(b []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b
+	}
+	_, c := m["created_at"]
+	_, s := m["status"]
+	if !c && !s {
+		return b
+	}
+	delete(m, "created_at")
+	delete(m, "status")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
+}

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiclient "github.com/refinery-bandits/refinery/api/client"
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/simulators"
+	"github.com/refinery-bandits/refinery/store"
+	"github.com/refinery-bandits/refinery/store/storetest"
+)
+
+// opeBenchModel is the logging bandit's model and the candidates' (they
+// inherit it, as refinery evaluate's kind candidates do): the fast
+// preset's network, training and refinement (simulators.Presets).
+var opeBenchModel = map[string]any{
+	"model":      map[string]any{"hidden": []int{100, 100}, "prior_variance": 1},
+	"training":   map[string]any{"iterations": 100, "iterations_per_reward": 10, "stop_tolerance": 0, "min_interval": "0s"},
+	"refinement": map[string]any{"fractions": []float64{0.7, 0.3}, "iterations": 200},
+}
+
+// opeBenchCandidates are the candidates of make bench-ope.
+const opeBenchCandidates = "logging,uniform,greedy,linear-ts,refined-ts"
+
+// TestOPEBench is make bench-ope (bench/ope.md): on the mushroom and
+// the wheel bandits, OPE_REPS times (default 5) with independent seeds,
+// it logs OPE_DECISIONS (default 20,000) decisions of eps-greedy
+// through serve over loopback HTTP into PostgreSQL (api/client, 4
+// clients), estimates the candidates from the log exactly as refinery
+// evaluate does (readLogDB, simulators.Evaluate), and measures each
+// frozen candidate's true value on OPE_TRUTH (default 20,000) fresh
+// draws of the environment: the mean over the draws of Σ_a π(a|x)
+// E[r|x,a], the candidate's probabilities from the same agent that the
+// estimates used. It writes the table (estimate, interval, truth,
+// coverage over the repetitions) to OPE_BENCH_OUT and a plot of the
+// first repetition per environment beside it. Skipped unless
+// OPE_BENCH_OUT is set; needs DATABASE_URL and the mushroom data
+// (OPE_DATA, default ../../data).
+func TestOPEBench(t *testing.T) {
+	out := os.Getenv("OPE_BENCH_OUT")
+	if out == "" {
+		t.Skip("OPE_BENCH_OUT not set (make bench-ope)")
+	}
+	reps, decisions, truthN := envInt(t, "OPE_REPS", 5), envInt(t, "OPE_DECISIONS", 20000), envInt(t, "OPE_TRUTH", 20000)
+	data := os.Getenv("OPE_DATA")
+	if data == "" {
+		data = "../../data"
+	}
+	// The commit measured, read before the run: the tree may change
+	// while it runs.
+	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	commit := strings.TrimSpace(string(head))
+	if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
+		commit += " (dirty)"
+	}
+	url := storetest.FreshSchemaURL(t)
+	m := startServe(t, url)
+	cl, err := apiclient.New(m.URL(), &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.OpenPostgres(ctx, url, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	start := time.Now()
+	var results []opeBenchResult
+	for _, envName := range []string{"mushroom", "wheel"} {
+		env, err := newSimEnv(envName, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rep := 1; rep <= reps; rep++ {
+			r := opeBenchRun(t, ctx, cl, st, env, rep, decisions, truthN)
+			results = append(results, r)
+			if rep == 1 {
+				png := strings.TrimSuffix(out, filepath.Ext(out)) + "-" + envName + ".png"
+				title := fmt.Sprintf("%s, eps-greedy log of %d, seed 1: estimates (95%% intervals) and truth", envName, decisions)
+				if err := simulators.SaveOPEPlot(png, title, r.report, r.truth); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	var csv strings.Builder
+	csv.WriteString("env,rep,candidate,estimator,value,lo,hi,truth,truth_se,value_on_log_contexts,ess,max_weight\n")
+	for _, r := range results {
+		for _, c := range r.report.Candidates {
+			for _, e := range c.Estimates {
+				fmt.Fprintf(&csv, "%s,%d,%s,%s,%g,%g,%g,%g,%g,%g,%g,%g\n", r.env, r.rep, c.Name, e.Estimator, e.Value, e.Lo, e.Hi,
+					r.truth[c.Name], r.truthSE[c.Name], r.onLog[c.Name], c.ESS, c.MaxWeight)
+			}
+		}
+	}
+	if err := os.WriteFile(strings.TrimSuffix(out, filepath.Ext(out))+"-runs.csv", []byte(csv.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	md := opeBenchMarkdown(results, commit, reps, decisions, truthN, time.Since(start))
+	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s in %s", out, time.Since(start).Round(time.Second))
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return v
+}
+
+// opeBenchResult is one repetition on one environment.
+type opeBenchResult struct {
+	env     string
+	rep     int
+	report  *simulators.OPEReport
+	truth   map[string]float64 // candidate -> true value
+	truthSE map[string]float64
+	// onLog is each candidate's true value on the evaluation rows'
+	// contexts (the oracle's expected rewards, kept while logging): the
+	// estimand without the contexts' sampling error.
+	onLog                                 map[string]float64
+	logSeconds, evalSeconds, truthSeconds float64
+}
+
+// opeBenchRun logs decisions of a fresh eps-greedy bandit through the
+// service, evaluates the candidates from the log and measures their
+// truth.
+func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *store.Postgres, env simEnv, rep, decisions, truthN int) opeBenchResult {
+	name := fmt.Sprintf("%s-eps-greedy-%d", env.name(), rep)
+	cfg := map[string]any{"name": name, "arms": env.arms(), "features": env.features(),
+		"policy": map[string]any{"kind": "eps-greedy", "epsilon": 0.1}}
+	for k, v := range opeBenchModel {
+		cfg[k] = v
+	}
+	if _, err := cl.CreateBandit(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	res := opeBenchResult{env: env.name(), rep: rep, truth: map[string]float64{}, truthSE: map[string]float64{}, onLog: map[string]float64{}}
+	t0 := time.Now()
+	const clients = 4
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	expectedOf := map[string][]float64{}
+	errs := make(chan error, clients)
+	arms := env.arms()
+	for c := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(rep), uint64(c)))
+			for i := c; i < decisions; i += clients {
+				x, expected, realized := env.next(rng)
+				mu.Lock()
+				expectedOf["e"+strconv.Itoa(i)] = expected
+				mu.Unlock()
+				d, err := cl.Decide(ctx, name, apiclient.DecisionRequest{EventID: "e" + strconv.Itoa(i), Context: x})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := cl.Reward(ctx, name, d.EventID, realized[slices.Index(arms, d.Arm)]); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	res.logSeconds = time.Since(t0).Seconds()
+
+	t0 = time.Now()
+	b, err := st.GetBandit(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := bandit.ParseConfig(b.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands, err := evalCandidates(base, opeBenchCandidates, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := readLogDB(ctx, st, base, name, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lg.rows) != decisions {
+		t.Fatalf("%d rewarded decisions in the log, want %d", len(lg.rows), decisions)
+	}
+	enc := bandit.NewEncoder(base.Features)
+	res.report, err = simulators.Evaluate(ctx, simulators.OPEConfig{
+		Rows: lg.rows, Arms: len(base.Arms), Dim: enc.Dim(), Candidates: cands,
+		TrainFraction: 0.5, TrainEvery: 100, Level: 0.95, Seed: uint64(rep), Keep: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.evalSeconds = time.Since(t0).Seconds()
+
+	// The truth: each frozen candidate on fresh draws, common to all
+	// candidates of the repetition.
+	t0 = time.Now()
+	for i := range res.report.Candidates {
+		c := &res.report.Candidates[i]
+		if c.Fitted == nil {
+			continue
+		}
+		if c.Fitted.Agent() == nil {
+			c.Fitted, c.EvalRows = nil, nil
+			continue
+		}
+		rng := rand.New(rand.NewPCG(uint64(rep), 1<<40))
+		var sum, sum2 float64
+		for range truthN {
+			raw, expected, _ := env.next(rng)
+			js, err := json.Marshal(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := enc.Encode(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := c.Fitted.Agent().Probabilities(ctx, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v float64
+			for a := range p {
+				v += p[a] * expected[a]
+			}
+			sum += v
+			sum2 += v * v
+		}
+		var onLog float64
+		for i, row := range c.EvalRows {
+			ex := expectedOf[lg.rows[res.report.TrainRows+i].EventID]
+			for a := range row.Pi {
+				onLog += row.Pi[a] * ex[a] / float64(len(c.EvalRows))
+			}
+		}
+		res.onLog[c.Name] = onLog
+		mean := sum / float64(truthN)
+		res.truth[c.Name] = mean
+		res.truthSE[c.Name] = math.Sqrt(max(sum2/float64(truthN)-mean*mean, 0) / float64(truthN))
+		// Release the candidate: the repetitions' agents would add up.
+		c.Fitted.Close()
+		c.Fitted, c.EvalRows = nil, nil
+	}
+	res.truthSeconds = time.Since(t0).Seconds()
+	t.Logf("%s rep %d: logged in %.0fs, evaluated in %.0fs, truth in %.0fs", env.name(), rep, res.logSeconds, res.evalSeconds, res.truthSeconds)
+	return res
+}
+
+// opeBenchMarkdown renders the results.
+func opeBenchMarkdown(results []opeBenchResult, commit string, reps, decisions, truthN int, wall time.Duration) string {
+	var b strings.Builder
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&b, "<!-- generated by make bench-ope (TestOPEBench in cmd/refinery) at commit %s; load at the end %s; wall %s -->\n\n",
+		commit, strings.Join(strings.Fields(string(load))[:3], " "), wall.Round(time.Second))
+	fmt.Fprintf(&b, "Per environment: %d repetitions (seeds 1..%d), each a log of %d eps-greedy (epsilon 0.1) decisions through serve, candidates fit on the oldest half, estimated on the newest %d; truth of each frozen candidate on %d fresh draws.\n\n",
+		reps, reps, decisions, decisions/2, truthN)
+	for _, env := range []string{"mushroom", "wheel"} {
+		var rs []opeBenchResult
+		for _, r := range results {
+			if r.env == env {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "### %s\n\n", env)
+		fmt.Fprintf(&b, "| candidate | estimator | mean estimate | mean 95%% interval | mean truth (± SE) | mean error | RMSE | coverage | mean ESS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for ci, c := range rs[0].report.Candidates {
+			for ei, e := range c.Estimates {
+				var est, lo, hi, tr, trse, errSum, sq, ess float64
+				covered, withTruth := 0, 0
+				for _, r := range rs {
+					ce := r.report.Candidates[ci]
+					x := ce.Estimates[ei]
+					est += x.Value / float64(len(rs))
+					lo += x.Lo / float64(len(rs))
+					hi += x.Hi / float64(len(rs))
+					ess += ce.ESS / float64(len(rs))
+					truth, ok := r.truth[ce.Name]
+					if !ok {
+						truth, ok = r.report.LoggedMean, c.Name == "logging"
+						if !ok {
+							continue
+						}
+					}
+					withTruth++
+					tr += truth
+					trse += r.truthSE[ce.Name]
+					errSum += x.Value - truth
+					sq += (x.Value - truth) * (x.Value - truth)
+					if x.Lo <= truth && truth <= x.Hi {
+						covered++
+					}
+				}
+				truthCell, errCell, rmse, cov := "", "", "", ""
+				if withTruth > 0 {
+					n := float64(withTruth)
+					truthCell = fmt.Sprintf("%.4g ± %.2g", tr/n, trse/n)
+					if c.Name == "logging" {
+						truthCell = fmt.Sprintf("%.4g (logged mean)", tr/n)
+					}
+					errCell = fmt.Sprintf("%+.3g", errSum/n)
+					rmse = fmt.Sprintf("%.3g", math.Sqrt(sq/n))
+					cov = fmt.Sprintf("%d/%d", covered, withTruth)
+				}
+				name := ""
+				if ei == 0 {
+					name = c.Name
+				}
+				fmt.Fprintf(&b, "| %s | %s | %.4g | [%.4g, %.4g] | %s | %s | %s | %s | %.0f |\n", name, e.Estimator, est, lo, hi, truthCell, errCell, rmse, cov, ess)
+			}
+		}
+		fmt.Fprintf(&b, "\nThe candidates' probabilities (seed 1): ")
+		for i, c := range rs[0].report.Candidates {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "%s from %s", c.Name, c.PiEstimator)
+		}
+		b.WriteString(".\n")
+		var logS, evalS, truthS float64
+		for _, r := range rs {
+			logS += r.logSeconds
+			evalS += r.evalSeconds
+			truthS += r.truthSeconds
+		}
+		fmt.Fprintf(&b, "\nPer repetition (mean): logging %.0f s, fitting and estimating %.0f s, truth %.0f s (wall).\n\n", logS/float64(len(rs)), evalS/float64(len(rs)), truthS/float64(len(rs)))
+	}
+	return b.String()
+}
