@@ -399,7 +399,8 @@ type OPEConfig struct {
 	TrainEvery int
 	// Level of the intervals, in (0, 1).
 	Level float64
-	// Seed of the candidates' services.
+	// Seed of the candidates' services: candidate c's is Seed xor a
+	// hash of its name.
 	Seed uint64
 	// Keep keeps the fitted candidates in the results (the caller closes
 	// them); otherwise they are closed.
@@ -478,14 +479,16 @@ func Evaluate(ctx context.Context, cfg OPEConfig) (*OPEReport, error) {
 		rep.MinPropensity = min(rep.MinPropensity, eval[i].Mu)
 	}
 	z := ZOfLevel(cfg.Level)
-	for ci, c := range cfg.Candidates {
+	for _, c := range cfg.Candidates {
 		res := CandidateResult{Name: c.Name}
 		if c.Config != nil {
 			p := c.Config.Policy
 			res.Policy = &p
 		}
 		start := time.Now()
-		f, err := Fit(ctx, c, train, cfg.TrainEvery, cfg.Seed+uint64(ci))
+		// The candidate's seed depends on its name, not on its place in
+		// the list: listing other candidates does not change its fit.
+		f, err := Fit(ctx, c, train, cfg.TrainEvery, cfg.Seed^policyStream(c.Name)|1)
 		if err != nil {
 			return nil, err
 		}

@@ -77,6 +77,23 @@ func SaveOPEPlot(path, title string, rep *OPEReport, truth map[string]float64) e
 		p.Add(sc)
 		p.Legend.Add("truth", sc)
 	}
+	// The y axis holds every interval and truth (the scatter alone
+	// would cut the bars).
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range rep.Candidates {
+		for _, e := range c.Estimates {
+			if !math.IsNaN(e.Lo) && !math.IsNaN(e.Hi) {
+				lo, hi = math.Min(lo, e.Lo), math.Max(hi, e.Hi)
+			}
+		}
+		if v, ok := truth[c.Name]; ok {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if lo < hi {
+		pad := 0.05 * (hi - lo)
+		p.Y.Min, p.Y.Max = lo-pad, hi+pad
+	}
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
 	p.Legend.Top = true

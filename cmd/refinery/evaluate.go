@@ -221,7 +221,12 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	out := evalOutput{Source: lg.source, Bandit: base.Name, LoggedPolicy: lg.policies, Skipped: lg.skipped,
+	if len(lg.policies) == 0 {
+		// A file does not name the policy that took its decisions; the
+		// logged bandit's configuration does.
+		lg.policies, lg.fromConfig = map[string]int{string(base.Policy.Kind): len(lg.rows)}, true
+	}
+	out := evalOutput{Source: lg.source, Bandit: base.Name, LoggedPolicy: lg.policies, PolicyFromConfig: lg.fromConfig, Skipped: lg.skipped,
 		Propensities: propensityNote(lg.policies, base), OPEReport: rep}
 	if err := writeEvalTable(stdout, &out); err != nil {
 		return err
@@ -251,17 +256,21 @@ type evalOutput struct {
 	// LoggedPolicy counts the evaluation log's decisions by the policy
 	// kind that took them (empty for an OBP CSV).
 	LoggedPolicy map[string]int `json:"logged_policy,omitempty"`
-	Skipped      int            `json:"skipped_without_reward"`
-	Propensities string         `json:"propensities"`
+	// PolicyFromConfig: the log does not name its policy (DSJSON, OBP
+	// CSV); LoggedPolicy is the --bandit-config's.
+	PolicyFromConfig bool   `json:"policy_from_config,omitempty"`
+	Skipped          int    `json:"skipped_without_reward"`
+	Propensities     string `json:"propensities"`
 	*simulators.OPEReport
 }
 
 // evalLog is a read log.
 type evalLog struct {
-	source   string
-	rows     []simulators.LoggedRow
-	skipped  int
-	policies map[string]int
+	source     string
+	rows       []simulators.LoggedRow
+	skipped    int
+	policies   map[string]int
+	fromConfig bool
 }
 
 // add converts a decision record into a row, or counts it as skipped.
@@ -477,8 +486,6 @@ func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
 		}
 	}
 	switch {
-	case len(kinds) == 0:
-		return "logged propensities: unknown policy (the log does not name it); IPS, SNIPS and DR are as good as the pscore column"
 	case exact:
 		return "logged propensities: exact (uniform, greedy, eps-greedy: 1-eps+eps/m for the greedy arm, eps/m for the others); IPS and DR are unbiased, SNIPS consistent"
 	case estimated:
@@ -495,7 +502,11 @@ func writeEvalTable(w io.Writer, o *evalOutput) error {
 		kinds = append(kinds, fmt.Sprintf("%s x %d", k, n))
 	}
 	slices.Sort(kinds)
-	fmt.Fprintf(w, "%s: %d rewarded decisions (%d without a reward skipped), logged by %s\n", o.Source, r.Rows, o.Skipped, orUnknown(strings.Join(kinds, ", ")))
+	by := strings.Join(kinds, ", ")
+	if o.PolicyFromConfig {
+		by += " (the --bandit-config's policy: the file does not name it)"
+	}
+	fmt.Fprintf(w, "%s: %d rewarded decisions (%d without a reward skipped), logged by %s\n", o.Source, r.Rows, o.Skipped, by)
 	fmt.Fprintf(w, "candidates fit on the oldest %d, estimated on the newest %d (mean logged reward there %.4g, smallest logged propensity %.3g)\n\n",
 		r.TrainRows, r.EvalRows, r.LoggedMean, r.MinPropensity)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
@@ -524,13 +535,6 @@ func writeEvalTable(w io.Writer, o *evalOutput) error {
 	}
 	_, err := fmt.Fprintln(w, o.Propensities)
 	return err
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "an unnamed policy"
-	}
-	return s
 }
 
 // withoutStatus drops the members GET /v1/bandits/NAME adds to the

@@ -141,6 +141,15 @@ func TestEvaluateReadsTheDatabaseAndBothExportLayouts(t *testing.T) {
 			}
 		}
 	}
+	if !fromDS.PolicyFromConfig || fromDS.LoggedPolicy["eps-greedy"] != 240 || fromDB.PolicyFromConfig {
+		t.Errorf("logged policy: from the DSJSON %v (from the configuration: %v), from the database %v (%v); want eps-greedy x 240, from the configuration for the file only",
+			fromDS.LoggedPolicy, fromDS.PolicyFromConfig, fromDB.LoggedPolicy, fromDB.PolicyFromConfig)
+	}
+	// A candidate's fit does not depend on the other candidates listed.
+	_, alone := evaluated(t, "--database-url", url, "--bandit", "shop", "--candidates", "greedy", "--train-fraction", "0.4")
+	if g, want := alone.Candidates[0], fromDB.Candidates[2]; g.Name != "greedy" || want.Name != "greedy" || g.Estimates[0] != want.Estimates[0] {
+		t.Errorf("greedy alone: %+v; listed third: %+v", g, want)
+	}
 	lg := fromDB.Candidates[0]
 	if lg.Name != "logging" || math.Abs(lg.Estimates[0].Value-fromDB.LoggedMean) > 1e-12 || math.Abs(lg.Estimates[1].Value-fromDB.LoggedMean) > 1e-12 || math.Abs(lg.ESS-144) > 1e-9 {
 		t.Errorf("logging candidate %+v, want IPS = SNIPS = the logged mean %g and ESS 144", lg, fromDB.LoggedMean)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/refinery-bandits/refinery/keys"
 	"github.com/refinery-bandits/refinery/store/storetest"
@@ -178,5 +179,81 @@ func TestServeMakesAnAdminKeyInMemory(t *testing.T) {
 	open := startServe(t, "")
 	if open.KeysRequired {
 		t.Error("a loopback in-memory server requires keys without --require-keys")
+	}
+}
+
+// With keys required, serve --simulate drives its bandits with a key of
+// its own, revoked when serve closes, and --pprof's profiles need the
+// admin scope.
+func TestServeSimulatesAndProfilesWithKeys(t *testing.T) {
+	m := NewMain()
+	m.Addr = "127.0.0.1:0"
+	m.RequireKeys = true
+	m.Pprof = true
+	m.Simulate, m.Rate = "wheel", 50
+	m.Seed = 5
+	m.Logger = testLogger(t, slog.LevelWarn)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			m.Close()
+		}
+	})
+	waitReady(t, m.URL())
+	get := func(path, secret string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", m.URL()+path, nil)
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("/debug/pprof/", ""); got != 401 {
+		t.Errorf("GET /debug/pprof/ without a key = %d, want 401", got)
+	}
+	if got := get("/debug/pprof/", m.AdminKey); got != 200 {
+		t.Errorf("GET /debug/pprof/ with the admin key = %d, want 200", got)
+	}
+	var decided bool
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !decided; time.Sleep(100 * time.Millisecond) {
+		decided = true
+		for _, name := range m.sim.bandits() {
+			a, err := m.Service.Agent(name)
+			if err != nil {
+				decided = false
+				break
+			}
+			d, _, err := m.Store.Counts(context.Background(), a.Name())
+			decided = decided && err == nil && d >= 10
+		}
+	}
+	if !decided {
+		t.Fatal("the simulator's bandits did not get 10 decisions each within 20s")
+	}
+	ks := m.Store.(keys.Store)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	all, err := ks.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sim *keys.Key
+	for _, k := range all {
+		if k.Name == "serve simulator" {
+			sim = k
+		}
+	}
+	if sim == nil || sim.RevokedAt == nil {
+		t.Errorf("the simulator's key after Close: %+v, want it revoked", sim)
 	}
 }

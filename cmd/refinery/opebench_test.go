@@ -296,10 +296,10 @@ func opeBenchMarkdown(results []opeBenchResult, commit string, reps, decisions, 
 			continue
 		}
 		fmt.Fprintf(&b, "### %s\n\n", env)
-		fmt.Fprintf(&b, "| candidate | estimator | mean estimate | mean 95%% interval | mean truth (± SE) | mean error | RMSE | coverage | mean ESS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| candidate | estimator | mean estimate | mean 95%% interval | mean truth (± SE) | on the evaluation contexts | mean error | RMSE | coverage | mean ESS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for ci, c := range rs[0].report.Candidates {
 			for ei, e := range c.Estimates {
-				var est, lo, hi, tr, trse, errSum, sq, ess float64
+				var est, lo, hi, tr, trse, onLog, errSum, sq, ess float64
 				covered, withTruth := 0, 0
 				for _, r := range rs {
 					ce := r.report.Candidates[ci]
@@ -318,18 +318,22 @@ func opeBenchMarkdown(results []opeBenchResult, commit string, reps, decisions, 
 					withTruth++
 					tr += truth
 					trse += r.truthSE[ce.Name]
+					onLog += r.onLog[ce.Name]
 					errSum += x.Value - truth
 					sq += (x.Value - truth) * (x.Value - truth)
 					if x.Lo <= truth && truth <= x.Hi {
 						covered++
 					}
 				}
-				truthCell, errCell, rmse, cov := "", "", "", ""
+				truthCell, onLogCell, errCell, rmse, cov := "", "", "", "", ""
 				if withTruth > 0 {
 					n := float64(withTruth)
 					truthCell = fmt.Sprintf("%.4g ± %.2g", tr/n, trse/n)
 					if c.Name == "logging" {
 						truthCell = fmt.Sprintf("%.4g (logged mean)", tr/n)
+					}
+					if c.Name != "logging" {
+						onLogCell = fmt.Sprintf("%.4g", onLog/n)
 					}
 					errCell = fmt.Sprintf("%+.3g", errSum/n)
 					rmse = fmt.Sprintf("%.3g", math.Sqrt(sq/n))
@@ -339,7 +343,7 @@ func opeBenchMarkdown(results []opeBenchResult, commit string, reps, decisions, 
 				if ei == 0 {
 					name = c.Name
 				}
-				fmt.Fprintf(&b, "| %s | %s | %.4g | [%.4g, %.4g] | %s | %s | %s | %s | %.0f |\n", name, e.Estimator, est, lo, hi, truthCell, errCell, rmse, cov, ess)
+				fmt.Fprintf(&b, "| %s | %s | %.4g | [%.4g, %.4g] | %s | %s | %s | %s | %s | %.0f |\n", name, e.Estimator, est, lo, hi, truthCell, onLogCell, errCell, rmse, cov, ess)
 			}
 		}
 		fmt.Fprintf(&b, "\nThe candidates' probabilities (seed 1): ")
