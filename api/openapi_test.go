@@ -568,6 +568,23 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	send(t, second, c, exchange{"POST", "/v1/snapshots", "", string(snap), 409})
 	send(t, second, c, exchange{"POST", "/v1/snapshots", "", strings.Replace(string(snap), `"model_layout":1`, `"model_layout":2`, 1), 400})
 	do(exchange{"GET", "/v1/bandits/none/snapshot", "", "", 404})
+	// Changing bandits: settings, growth, archiving, deleting.
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"policy": {"samples": 2}, "training": {"iterations": 6}, "refinement": {"iterations": 4}, "reward": {"wait": "5m"}}`, 200})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["c"], "add_values": {"color": ["green"]}}`, 200})
+	do(exchange{"POST", "/v1/bandits/ts/decisions", "", `{"context": {"color": "green"}}`, 201})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["a"]}`, 400})
+	do(exchange{"PATCH", "/v1/bandits/ts", "text/plain", `{"archived": true}`, 415})
+	do(exchange{"PATCH", "/v1/bandits/none", "", `{"archived": true}`, 404})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"archived": true}`, 200})
+	do(exchange{"GET", "/v1/bandits/ts", "", "", 200})
+	do(exchange{"POST", "/v1/bandits/ts/decisions", "", `{"context": {"color": "red"}}`, 409})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"training": {"iterations": 7}}`, 409})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"archived": false}`, 200})
+	do(exchange{"DELETE", "/v1/bandits/last", "", "", 204})
+	do(exchange{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"a", "b"`, `"kind": "laplace-ts", "laplace": "last-layer"`), 409})
+	do(exchange{"DELETE", "/v1/bandits/last?purge=true", "", "", 204})
+	do(exchange{"DELETE", "/v1/bandits/last", "", "", 404})
+	do(exchange{"DELETE", "/v1/bandits/eps?purge=maybe", "", "", 400})
 	time.Sleep(150 * time.Millisecond) // the dashboard's sampler runs every 50ms
 	do(exchange{"GET", "/v1/dashboard", "", "", 200})
 

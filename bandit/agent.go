@@ -94,6 +94,10 @@ type Agent struct {
 	bank  *bank // refined-ts only
 	pool  *refinePool
 
+	// archivedAt is when the bandit was archived (Unix nanoseconds), 0
+	// while it is live: Decide refuses with ErrArchived.
+	archivedAt atomic.Int64
+
 	wake    chan struct{} // capacity 1: new rewards to train on
 	done    chan struct{} // closed by close
 	stopped atomic.Bool
@@ -155,6 +159,9 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		done:      make(chan struct{}),
 		seed:      seed,
 		trng:      mrand.New(mrand.NewPCG(seed, 0)),
+	}
+	if !b.ArchivedAt.IsZero() {
+		a.archivedAt.Store(b.ArchivedAt.UnixNano())
 	}
 	if step != nil {
 		sc := step.withDefaults()
@@ -302,6 +309,15 @@ func (a *Agent) Config() Config { return a.cfg }
 
 // CreatedAt returns when the bandit was created.
 func (a *Agent) CreatedAt() time.Time { return a.createdAt }
+
+// ArchivedAt returns when the bandit was archived, or the zero time while
+// it is live.
+func (a *Agent) ArchivedAt() time.Time {
+	if at := a.archivedAt.Load(); at != 0 {
+		return time.Unix(0, at).UTC()
+	}
+	return time.Time{}
+}
 
 // snapshotMeta is what a persisted Snapshot's Metrics holds besides the
 // mean-field posterior (Params, posterior.MeanField.MarshalBinary).
@@ -461,6 +477,14 @@ func (a *Agent) readRows(ctx context.Context) (int, error) {
 	dim, arms := a.enc.Dim(), len(a.cfg.Arms)
 	err := a.store.TrainingRows(ctx, a.name, a.cursor, func(r TrainingRow) error {
 		a.cursor = r.Seq
+		if len(r.Encoded) != dim {
+			// A decision made before category values were added: its
+			// context encodes anew (the values it names are all still
+			// declared, at their new positions).
+			if x, err := a.enc.Encode(r.Context); err == nil {
+				r.Encoded = x
+			}
+		}
 		// Rows stored before the bounds on rewards and numeric contexts
 		// (issue 16) may hold values that would poison the model.
 		if len(r.Encoded) != dim || r.Arm < 0 || r.Arm >= arms || !(math.Abs(r.Reward) <= MaxRewardAbs) || !bounded(r.Encoded, MaxNumericAbs) {
@@ -503,12 +527,23 @@ func (a *Agent) start() {
 // close stops the agent's goroutines and persists its latest posterior
 // if it has not been.
 func (a *Agent) close(ctx context.Context) error {
-	if a.stopped.Swap(true) {
+	if !a.stop() {
 		return nil
+	}
+	return a.persist(ctx, a.model.Load(), true)
+}
+
+// stop stops the agent's goroutines (its trainer, reaper and place in
+// the refinement pool) and reports whether this call stopped them. A
+// stopped agent still decides and stores rewards, on its last posterior,
+// for the requests that hold it.
+func (a *Agent) stop() bool {
+	if a.stopped.Swap(true) {
+		return false
 	}
 	close(a.done)
 	a.wg.Wait()
-	return a.persist(ctx, a.model.Load(), true)
+	return true
 }
 
 // notify wakes the trainer: there are new rewards.
@@ -1004,6 +1039,10 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // (Outcome.Created false) when the context encodes identically and the
 // stored arm is not excluded now, and ErrConflict otherwise.
 func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
+	if at := a.archivedAt.Load(); at != 0 {
+		return nil, fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",
+			a.name, time.Unix(0, at).UTC().Format(time.RFC3339), ErrArchived)
+	}
 	var v validator
 	if req.EventID != "" && !ValidEventID(req.EventID) {
 		v.add("event_id", "want 1 to 128 characters from [A-Za-z0-9._~:-]")
@@ -1044,7 +1083,11 @@ func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error)
 		return nil, err
 	}
 	if !created {
-		if !slices.Equal(stored.Encoded, x) {
+		enc := stored.Encoded
+		if len(enc) != len(x) { // decided before category values were added
+			enc, _ = a.enc.Encode(stored.Context)
+		}
+		if !slices.Equal(enc, x) {
 			return nil, fmt.Errorf("event %s was decided for another context: %w", eventID, ErrConflict)
 		}
 		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] {

@@ -70,6 +70,9 @@ type Service struct {
 
 	mu     sync.RWMutex
 	agents map[string]*Agent
+
+	// life serializes the changes of bandits (Update, Delete).
+	life sync.Mutex
 }
 
 // NewService returns a service on st. Call Load to load the stored

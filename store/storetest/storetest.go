@@ -519,6 +519,9 @@ func testTrainingRows(t *testing.T, s bandit.Store) {
 		if seen[i] || i%5 == 0 || r.Arm != i%3 || r.Reward != float64(i)/10 || r.Encoded[1] != 1 {
 			t.Fatalf("row %d = %+v, want decision %d's arm %d and reward %v, once, and no unrewarded decision", k, r, i, i%3, float64(i)/10)
 		}
+		if !jsonEqual(r.Context, decision("b", "").Context) {
+			t.Fatalf("row %d has context %s, want the decision's %s", k, r.Context, decision("b", "").Context)
+		}
 		seen[i] = true
 	}
 	const cut = 1233
