@@ -35,6 +35,7 @@ func TestMethodNotAllowedListsTheAllowedMethods(t *testing.T) {
 		{"GET", "/v1/bandits/toy/events/e1/reward", "POST"},
 		{"POST", "/v1/bandits/toy/snapshot", "GET"},
 		{"POST", "/healthz", "GET"},
+		{"POST", "/v1/bandits/toy", "GET, PATCH, DELETE"},
 	} {
 		resp, body := f.call(t, tt.method, tt.path, "", "")
 		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tt.allow {

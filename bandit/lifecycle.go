@@ -436,6 +436,10 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	if onlyArchive {
 		return old, effects, nil
 	}
+	// The new configuration is stored: the replacement runs to its end
+	// whatever happens to the request (a client that goes away, its
+	// timeout while a large log loads).
+	ctx = context.WithoutCancel(ctx)
 	if err := old.close(ctx); err != nil {
 		s.log.Warn("persisting the posterior before an update failed", "bandit", name, "err", err)
 	}
@@ -482,11 +486,8 @@ func (s *Service) reinstate(old *Agent, err error) error {
 // replaceAgent builds and loads the agent of b and puts it in place of
 // the one of the same name.
 func (s *Service) replaceAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
-	a, err := newAgent(b, cfg, s.store, s.pool, s.seed+s.seeds.Add(1)*0x9e3779b97f4a7c15, s.log, s.obs, s.step)
+	a, err := s.loadAgent(ctx, b, cfg)
 	if err != nil {
-		return nil, err
-	}
-	if err := a.load(ctx); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -149,13 +149,22 @@ func (s *Service) Load(ctx context.Context) error {
 // Loaded reports whether Load has finished.
 func (s *Service) Loaded() bool { return s.loaded.Load() }
 
-// startAgent builds, loads and starts the agent of b and registers it.
-func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
+// loadAgent builds the agent of b and loads it from the store.
+func (s *Service) loadAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
 	a, err := newAgent(b, cfg, s.store, s.pool, s.seed+s.seeds.Add(1)*0x9e3779b97f4a7c15, s.log, s.obs, s.step)
 	if err != nil {
 		return nil, err
 	}
 	if err := a.load(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// startAgent builds, loads and starts the agent of b and registers it.
+func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
+	a, err := s.loadAgent(ctx, b, cfg)
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
