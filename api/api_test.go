@@ -66,6 +66,12 @@ func postgresStore(t *testing.T) bandit.Store {
 }
 
 func newFixture(t *testing.T, st bandit.Store) *fixture {
+	return newFixtureWith(t, st, func(*api.Config) {})
+}
+
+// newFixtureWith is newFixture with the server's configuration changed
+// by set.
+func newFixtureWith(t *testing.T, st bandit.Store, set func(*api.Config)) *fixture {
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
 	m := api.NewMetrics(reg)
@@ -73,7 +79,9 @@ func newFixture(t *testing.T, st bandit.Store) *fixture {
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log})
+	cfg := api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log}
+	set(&cfg)
+	s := api.New(cfg)
 	srv := httptest.NewServer(s)
 	t.Cleanup(func() {
 		srv.Close()
@@ -87,6 +95,19 @@ func newFixture(t *testing.T, st bandit.Store) *fixture {
 // ("" for none) and returns the response and its body.
 func (f *fixture) call(t *testing.T, method, path, contentType, body string) (*http.Response, []byte) {
 	t.Helper()
+	if contentType == "" {
+		return f.send(t, method, path, body)
+	}
+	return f.send(t, method, path, body, "Content-Type", contentType)
+}
+
+// noRedirects is a client that returns redirects as they are.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// send sends body ("" for none) with the given headers (name, value
+// pairs) and returns the response, redirects included, and its body.
+func (f *fixture) send(t *testing.T, method, path, body string, header ...string) (*http.Response, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -95,10 +116,10 @@ func (f *fixture) call(t *testing.T, method, path, contentType, body string) (*h
 	if err != nil {
 		t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

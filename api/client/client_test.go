@@ -24,14 +24,22 @@ import (
 // serve starts the service on the in-memory store.
 func serve(t *testing.T) *httptest.Server {
 	t.Helper()
+	return serveWith(t, store.NewMemory(), func(*api.Config) {})
+}
+
+// serveWith starts the service on st with its configuration changed by
+// set.
+func serveWith(t *testing.T, st *store.Memory, set func(*api.Config)) *httptest.Server {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := api.NewMetrics(reg)
-	st := store.NewMemory()
 	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1, Observer: m})
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg})
+	cfg := api.Config{Service: svc, Metrics: m, Gatherer: reg}
+	set(&cfg)
+	s := api.New(cfg)
 	srv := httptest.NewServer(s)
 	t.Cleanup(func() {
 		srv.Close()
@@ -294,18 +302,7 @@ func TestConnAllocatesNothing(t *testing.T) {
 // and 403 beyond its scope; WithAPIKey and Conn.SetAPIKey send it.
 func TestClientSendsTheAPIKey(t *testing.T) {
 	st := store.NewMemory()
-	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1})
-	if err := svc.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s := api.New(api.Config{Service: svc, RequireKeys: true, Keys: st})
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		srv.Close()
-		s.Close()
-		svc.Close(context.Background())
-		st.Close()
-	})
+	srv := serveWith(t, st, func(c *api.Config) { c.RequireKeys, c.Keys = true, st })
 	ctx := context.Background()
 	secret := func(scope keys.Scope) string {
 		sec, k, err := keys.New(nil, "client "+string(scope), []keys.Scope{scope}, time.Now())

@@ -280,20 +280,7 @@ const measureCharts = `(() => {
 // or 5 x 10^k apart, whole numbers on the integer axes.
 func TestDashboardPanelsInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.Logger = testLogger(t, slog.LevelWarn)
-	m.Seed = 3
-	m.DashboardEvery = 200 * time.Millisecond
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.DashboardEvery = 200 * time.Millisecond })
 	c := newClient(t, m.URL())
 	letters := make([]string, 26)
 	for i := range letters {
@@ -493,20 +480,7 @@ func checkTimeTicks(t *testing.T, axis string, labels []string) {
 // Security Policy allows all of it: the browser logs no violation.
 func TestDashboardLoginInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.RequireKeys = true
-	m.Logger = testLogger(t, slog.LevelWarn)
-	m.DashboardEvery = 200 * time.Millisecond
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.RequireKeys, m.DashboardEvery = true, 200*time.Millisecond })
 	ks := m.Store.(keys.Store)
 	secret := func(scope keys.Scope) string {
 		s, k, err := keys.New(nil, "browser "+string(scope), []keys.Scope{scope}, time.Now())

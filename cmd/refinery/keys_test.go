@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,20 +73,7 @@ func TestKeysEndToEnd(t *testing.T) {
 		t.Fatalf("create printed %q and %q, want secrets", admin, read)
 	}
 
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.DatabaseURL = url
-	m.RequireKeys = true
-	m.Logger = testLogger(t, slog.LevelWarn)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.DatabaseURL, m.RequireKeys = url, true })
 	if m.AdminKey != "" {
 		t.Errorf("serve on PostgreSQL made an admin key of its own")
 	}
@@ -150,15 +136,7 @@ func TestKeysEndToEnd(t *testing.T) {
 // The in-memory server that requires keys makes an admin key and prints
 // it once; a loopback server without --require-keys is open.
 func TestServeMakesAnAdminKeyInMemory(t *testing.T) {
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.RequireKeys = true
-	m.Logger = testLogger(t, slog.LevelWarn)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.RequireKeys = true })
 	if !m.KeysRequired || !keys.WellFormed(m.AdminKey) {
 		t.Fatalf("keys required %v, admin key %q; want true and a key", m.KeysRequired, m.AdminKey)
 	}
@@ -186,23 +164,10 @@ func TestServeMakesAnAdminKeyInMemory(t *testing.T) {
 // its own, revoked when serve closes, and --pprof's profiles need the
 // admin scope.
 func TestServeSimulatesAndProfilesWithKeys(t *testing.T) {
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.RequireKeys = true
-	m.Pprof = true
-	m.Simulate, m.Rate = "wheel", 50
-	m.Seed = 5
-	m.Logger = testLogger(t, slog.LevelWarn)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			m.Close()
-		}
+	m := startMain(t, func(m *Main) {
+		m.RequireKeys, m.Pprof = true, true
+		m.Simulate, m.Rate = "wheel", 50
 	})
-	waitReady(t, m.URL())
 	get := func(path, secret string) int {
 		t.Helper()
 		req, _ := http.NewRequest("GET", m.URL()+path, nil)
@@ -242,7 +207,6 @@ func TestServeSimulatesAndProfilesWithKeys(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	closed = true
 	all, err := ks.ListKeys(context.Background())
 	if err != nil {
 		t.Fatal(err)

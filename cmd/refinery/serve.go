@@ -343,23 +343,27 @@ func loopbackAddr(addr string) bool {
 // operator (AdminKey); with --simulate, an admin key for the simulator's
 // own client, revoked by Close.
 func (m *Main) makeKeys(ctx context.Context, ks keys.Store) error {
-	if m.Store.Ephemeral() {
-		secret, k, err := keys.New(nil, "serve in-memory admin", []keys.Scope{keys.Admin}, time.Now())
+	admin := func(name string) (string, *keys.Key, error) {
+		secret, k, err := keys.New(nil, name, []keys.Scope{keys.Admin}, time.Now())
 		if err == nil {
 			err = ks.CreateKey(ctx, k)
 		}
 		if err != nil {
-			return fmt.Errorf("make the admin key: %w", err)
+			return "", nil, fmt.Errorf("make the key %q: %w", name, err)
+		}
+		return secret, k, nil
+	}
+	if m.Store.Ephemeral() {
+		secret, _, err := admin("serve in-memory admin")
+		if err != nil {
+			return err
 		}
 		m.AdminKey = secret
 	}
 	if m.sim != nil {
-		secret, k, err := keys.New(nil, "serve simulator", []keys.Scope{keys.Admin}, time.Now())
-		if err == nil {
-			err = ks.CreateKey(ctx, k)
-		}
+		secret, k, err := admin("serve simulator")
 		if err != nil {
-			return fmt.Errorf("make the simulator's key: %w", err)
+			return err
 		}
 		m.sim.key, m.simKeyID = secret, k.ID
 	}

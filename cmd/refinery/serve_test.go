@@ -37,11 +37,20 @@ func (w tLogWriter) Write(p []byte) (int, error) {
 // waits until /readyz answers 200; it is closed when the test ends.
 func startServe(t testing.TB, databaseURL string) *Main {
 	t.Helper()
+	return startMain(t, func(m *Main) { m.DatabaseURL = databaseURL })
+}
+
+// startMain runs a Main on a free loopback port, logging warnings to the
+// test, with seed 7 and what set changes, and waits until /readyz
+// answers 200; it is closed when the test ends (Close is idempotent, so
+// a test may close it first).
+func startMain(t testing.TB, set func(*Main)) *Main {
+	t.Helper()
 	m := NewMain()
 	m.Addr = "127.0.0.1:0"
-	m.DatabaseURL = databaseURL
 	m.Logger = testLogger(t, slog.LevelWarn)
 	m.Seed = 7
+	set(m)
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
