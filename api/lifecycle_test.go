@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -435,8 +436,12 @@ func TestArchiveUpdateDelete(t *testing.T) {
 			f.must(t, http.StatusOK, "PATCH", "/v1/bandits/toy", `{"archived": false}`)
 			f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "e6", "context": {"color": "blue", "size": 1}}`)
 
-			// Delete: the bandit goes, its log and its name stay.
+			// Delete: the bandit and its snapshots go, its log and its
+			// name stay.
 			f.must(t, http.StatusNoContent, "DELETE", "/v1/bandits/toy", "")
+			if _, err := st.LatestSnapshot(context.Background(), "toy"); !errors.Is(err, bandit.ErrNotFound) {
+				t.Errorf("the deleted bandit's latest snapshot: %v, want ErrNotFound", err)
+			}
 			for _, path := range []string{"/v1/bandits/toy", "/v1/bandits/toy/decisions/e1"} {
 				f.must(t, http.StatusNotFound, "GET", path, "")
 			}

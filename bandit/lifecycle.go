@@ -501,12 +501,14 @@ func (s *Service) replaceAgent(ctx context.Context, b *Bandit, cfg *Config) (*Ag
 	return a, nil
 }
 
-// Delete deletes the named bandit (Store.DeleteBandit): it stops taking
-// requests at once (404), its agent stops without persisting, and its
-// snapshots go; its decisions and rewards stay unless purge, and so does
-// its name until a purge. With purge, a name whose bandit was deleted
-// before (its log kept) is purged too. ErrNotFound if there is nothing
-// to delete.
+// Delete deletes the named bandit (Store.DeleteBandit): its agent stops
+// without persisting (its trainer first, so that no snapshot is written
+// after they are deleted), then its snapshots go and it stops taking
+// requests (404); its decisions and rewards stay unless purge, and so
+// does its name until a purge. With purge, a name whose bandit was
+// deleted before (its log kept) is purged too. ErrNotFound if there is
+// nothing to delete. If the store fails, the bandit is loaded again from
+// it and serves on.
 func (s *Service) Delete(ctx context.Context, name string, purge bool) error {
 	s.life.Lock()
 	defer s.life.Unlock()
@@ -517,7 +519,17 @@ func (s *Service) Delete(ctx context.Context, name string, purge bool) error {
 	case err != nil:
 		return err
 	}
+	a.stop()
 	if err := s.store.DeleteBandit(ctx, name, purge); err != nil {
+		lctx := context.WithoutCancel(ctx)
+		b, gerr := s.store.GetBandit(lctx, name)
+		if gerr == nil {
+			cfg := a.Config()
+			_, gerr = s.replaceAgent(lctx, b, &cfg)
+		}
+		if gerr != nil {
+			s.log.Error("a failed delete left the bandit serving on its last posterior without training until the service restarts", "bandit", name, "err", gerr)
+		}
 		return err
 	}
 	s.mu.Lock()
@@ -525,6 +537,5 @@ func (s *Service) Delete(ctx context.Context, name string, purge bool) error {
 		delete(s.agents, name)
 	}
 	s.mu.Unlock()
-	a.stop()
 	return nil
 }
