@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // The OpenAPI document's security is the server's: every operation
