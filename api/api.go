@@ -118,8 +118,10 @@
 // {"field", "detail"} (at most MaxProblemErrors of them; echoed text is
 // cut to MaxEchoBytes). Statuses: 400 invalid (including raw JSON that
 // bandit.CheckJSON refuses, and a body that cannot be read: shorter than
-// its Content-Length, a malformed chunk), 403 the service's bandit limit
-// (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
+// its Content-Length, a malformed chunk), 401 no API key or an unknown,
+// malformed or revoked one (keys required), 403 a key without the
+// route's scope, a browser's cross-origin write, or the service's bandit
+// limit (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
 // 405 with Allow listing the path's methods, 408 a body that did not arrive within Config.BodyReadTimeout, 409 name
 // taken (by a bandit, or a deleted bandit's kept log) / event decided
 // with another context / reward with another value / decision on an
@@ -163,7 +165,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // Body size limits: larger bodies are answered 413.

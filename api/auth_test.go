@@ -12,7 +12,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // keyCacheTTL is the fixture's key cache: short, so that a revocation

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // Memory is a bandit.Store that keeps everything in the process's memory.

@@ -17,7 +17,7 @@ import (
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/store"
 )
 

@@ -17,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // chromiumPath returns Debian's chromium (or $CHROMIUM). Without it the
@@ -526,6 +528,14 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 	cookie, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
 	if err != nil || cookie != "" {
 		t.Errorf("document.cookie = %q (%v), want the key out of the script's reach", cookie, err)
+	}
+	// Signed out behind the page's back (the cookie expired): its next
+	// poll is a 401, and the page turns into the login form.
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#login input[name="key"]`))); err != nil {
+		t.Errorf("the page after its cookie went: %v, want the login form", err)
 	}
 	// Browser errors: only the two refused logins' 401/403 answers,
 	// which chromium logs as failed loads; no CSP violation.

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/store"
 )
 

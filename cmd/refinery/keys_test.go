@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/store/storetest"
 )
 

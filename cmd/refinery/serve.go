@@ -22,7 +22,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/store"
 )

@@ -19,7 +19,7 @@ import (
 	_ "time/tzdata" // the time zone tests must not depend on the machine's zoneinfo
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // Open returns a new, empty store for one subtest and arranges, with

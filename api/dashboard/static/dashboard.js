@@ -96,6 +96,9 @@
   async function poll() {
     try {
       const resp = await fetch("/v1/dashboard", { headers: { Accept: "application/json" }, cache: "no-store" });
+      // The sign-in expired or its key was revoked: the page itself
+      // is then the login form.
+      if (resp.status === 401 || resp.status === 403) { location.reload(); return; }
       if (!resp.ok) throw new Error("HTTP " + resp.status);
       const v = await resp.json();
       render(v);
