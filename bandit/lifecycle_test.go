@@ -234,6 +234,18 @@ func TestUpdateRules(t *testing.T) {
 		t.Fatalf("unarchiving with a change: %v", err)
 	}
 	decideReward(t, b, "after", `{"color": "red", "size": 1}`, nil)
+	// A merge patch: null restores a member's default, members not
+	// named stay.
+	def := &Config{Policy: PolicyConfig{Kind: EpsGreedy}} // no training settings: every default
+	def.SetDefaults()
+	b, _, err = svc.Update(ctx, "grow", &Patch{Training: json.RawMessage(`{"iterations": null, "lr": 0.02}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Config().Training; got.Iterations != def.Training.Iterations || got.LR != 0.02 || got.IterationsPerReward != 40 {
+		t.Errorf("after {iterations: null, lr: 0.02}: iterations %d (default %d), lr %g, iterations_per_reward %d (set at creation: 40)",
+			got.Iterations, def.Training.Iterations, got.LR, got.IterationsPerReward)
+	}
 }
 
 type tw struct{ t *testing.T }
