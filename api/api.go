@@ -122,8 +122,9 @@
 // malformed or revoked one (keys required), 403 a key without the
 // route's scope, a browser's cross-origin write, or the service's bandit
 // limit (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
-// 405 with Allow listing the path's methods, 408 a body that did not arrive within Config.BodyReadTimeout, 409 name
-// taken (by a bandit, or a deleted bandit's kept log) / event decided
+// 405 with Allow listing the path's methods, 408 a body that did not
+// arrive within Config.BodyReadTimeout, 409 name taken (by a bandit, or
+// a deleted bandit's kept log) / event decided
 // with another context / reward with another value / decision on an
 // archived bandit, 413 body over the route's limit (MaxConfigBytes,
 // MaxDecisionBytes, MaxRewardBytes), 415, 429 at capacity
