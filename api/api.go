@@ -61,7 +61,7 @@
 // in, plus "created_at" and, except on POST, "status":
 //
 //	{"decisions": 2000, "rewards": 1998, "trainer_lag": 12, "model_version": 41,
-//	 "trained_rows": 1986, "elbo": -3512.7, "trained_at": "...",
+//	 "trained_rows": 1986, "elbo": -3512.7, "trained_at": "...", "trainer": true,
 //	 "bank": {"depth": 9, "in_flight": 2, "capacity": 16, "produced": 310,
 //	          "discarded": 57, "used": 240, "reused": 0}}
 //
@@ -70,7 +70,9 @@
 // trainer has run on them); bank is present for refined-ts only;
 // "trainer_error" is present while training fails (the trainer retries
 // every second; a panic in it is recovered and reported here, never an
-// exit of the process).
+// exit of the process); "trainer" says whether the replica answering
+// trains the bandit (with several `refinery serve` on one database, one
+// does; bandit.Fleet).
 //
 // GET /v1/dashboard (what the page at / polls) is, per bandit, the live
 // numbers and charts drawn by the server as SVG strings; the history

@@ -127,6 +127,10 @@ type Agent struct {
 	// there is none (TrainerLag).
 	pendingSince atomic.Int64
 
+	// fl is the agent's part in a fleet of replicas (fleet.go); nil
+	// when the service is the only one on its store.
+	fl *agentFleet
+
 	// trainErr is the last training error (or recovered panic) while
 	// it lasts; nil after a successful training. Status reports it.
 	trainErr atomic.Pointer[string]
@@ -350,22 +354,40 @@ type snapshotMeta struct {
 // and every stored training row (the trainer trains on all of them).
 // Rows newer than the snapshot wake the trainer once start has run.
 func (a *Agent) load(ctx context.Context) error {
-	var snapVersion, snapCursor int64
-	var snapRows int
-	var snapMeta *snapshotMeta
-	elbo := math.NaN()
+	var snap *Snapshot
 	if a.cfg.Policy.Kind != Uniform {
-		snap, err := a.store.LatestSnapshot(ctx, a.name)
+		s, err := a.store.LatestSnapshot(ctx, a.name)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return fmt.Errorf("load snapshot %s: %w", a.name, err)
 		default:
-			meta, q, err := a.decodeSnapshot(snap)
-			if err != nil {
-				a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
-				break
+			snap = s
+		}
+	}
+	return a.install(ctx, snap, false)
+}
+
+// install makes snap (nil: none) the published posterior, after reading
+// the stored training rows past the agent's cursor: at load (every row),
+// and on a replica that follows another's trainer, for each newer
+// version that trainer persists (follow). A snapshot that does not fit
+// the configuration is ignored with a warning: at load the agent starts
+// from the prior, a follower keeps its posterior.
+func (a *Agent) install(ctx context.Context, snap *Snapshot, following bool) error {
+	var snapVersion, snapCursor int64
+	var snapRows int
+	var snapMeta *snapshotMeta
+	elbo := math.NaN()
+	if snap != nil {
+		meta, q, err := a.decodeSnapshot(snap)
+		switch {
+		case err != nil:
+			a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
+			if following {
+				return nil
 			}
+		default:
 			snapVersion, snapCursor, snapRows, snapMeta = snap.Version, meta.Cursor, meta.Rows, meta
 			if meta.ELBO != nil {
 				elbo = *meta.ELBO
@@ -378,8 +400,7 @@ func (a *Agent) load(ctx context.Context) error {
 	if a.cfg.Policy.Kind == Uniform {
 		return nil
 	}
-	n, err := a.readRows(ctx)
-	if err != nil {
+	if _, err := a.readRows(ctx); err != nil {
 		return fmt.Errorf("load training rows %s: %w", a.name, err)
 	}
 	a.persisted = snapVersion
@@ -398,9 +419,10 @@ func (a *Agent) load(ctx context.Context) error {
 	if a.q != nil {
 		if a.tr != nil {
 			a.tr.SetLikelihood(a.likelihood(a.data.View()))
+			a.tr.Reset() // the optimizer's moments were of another posterior
 		}
 		a.setPosterior(m)
-		if n > 0 {
+		if a.data.Len() > 0 {
 			m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
 		}
 		ok, err := a.restorePosterior(m, snapMeta)
@@ -655,6 +677,9 @@ func (a *Agent) trainSafely(ctx context.Context) (err error) {
 			a.trainErr.Store(&msg)
 		}
 	}()
+	if a.fl != nil {
+		return a.fleetWork(ctx)
+	}
 	return a.trainOnce(ctx)
 }
 
@@ -731,7 +756,9 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 	}
 	a.publish(m)
 	a.obs.Trained(a.name, iters, m.version, m.elbo)
-	if m.version-a.persisted >= int64(a.cfg.Training.SnapshotEvery) {
+	// With replicas, every version is persisted: the others load it
+	// from the store (follow).
+	if m.version-a.persisted >= int64(a.cfg.Training.SnapshotEvery) || a.fl != nil {
 		if err := a.persist(ctx, m, false); err != nil && ctx.Err() == nil {
 			a.log.Warn("persisting the posterior failed", "version", m.version, "err", err)
 		}
@@ -808,6 +835,7 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 		return err
 	}
 	a.persisted = m.version
+	a.announce(ctx, m.version)
 	return nil
 }
 
@@ -1283,6 +1311,11 @@ type Status struct {
 	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
 	// fitted at the network's MAP; absent for the other kinds.
 	Posterior *PosteriorStatus `json:"posterior,omitempty"`
+	// Trainer is whether this replica trains the bandit: always on a
+	// service alone on its store; with replicas (Fleet), on the one that
+	// holds the bandit's trainer lock, while the others install the
+	// versions it persists.
+	Trainer bool `json:"trainer"`
 }
 
 // BankStatus describes a bank of refined samples.
@@ -1307,7 +1340,7 @@ type BankStatus struct {
 // Status returns the agent's live state.
 func (a *Agent) Status() Status {
 	m := a.model.Load()
-	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m)}
+	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m), Trainer: a.Leading()}
 	if e := a.trainErr.Load(); e != nil {
 		st.TrainerError = *e
 	}

@@ -433,6 +433,7 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		return nil, nil, err
 	}
 	old.setArchived(archivedAt)
+	defer s.announceChanged(ctx, name)
 	if onlyArchive {
 		return old, effects, nil
 	}
@@ -498,6 +499,7 @@ func (s *Service) replaceAgent(ctx context.Context, b *Bandit, cfg *Config) (*Ag
 	s.agents[cfg.Name] = a
 	s.mu.Unlock()
 	a.start()
+	s.kickFleet()
 	return a, nil
 }
 
@@ -537,5 +539,6 @@ func (s *Service) Delete(ctx context.Context, name string, purge bool) error {
 		delete(s.agents, name)
 	}
 	s.mu.Unlock()
+	s.announceChanged(ctx, name)
 	return nil
 }

@@ -46,10 +46,11 @@ type process struct {
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // startBinary runs `bin serve` on a free loopback port against
-// databaseURL and waits until it is ready. Its log goes to t.Log.
-func startBinary(t *testing.T, bin, databaseURL string) *process {
+// databaseURL, with the extra flags, and waits until it is ready. Its log
+// goes to t.Log.
+func startBinary(t *testing.T, bin, databaseURL string, extra ...string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--database-url", databaseURL, "--workers", "1")
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", databaseURL, "--workers", "1"}, extra...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
