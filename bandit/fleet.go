@@ -117,17 +117,37 @@ func (a *Agent) follow(ctx context.Context, check bool) error {
 		case err != nil:
 			return fmt.Errorf("follow %s: %w", a.name, err)
 		case snap.Version > cur:
+			prev := a.model.Load()
 			if err := a.install(ctx, snap, true); err != nil {
 				return err
 			}
-			if m := a.model.Load(); m.rows >= a.data.Len() {
-				a.pendingSince.Store(0)
-			}
+			a.followLag(prev)
 			return nil
 		}
 	}
 	_, err := a.readRows(ctx)
 	return err
+}
+
+// followLag keeps TrainerLag true on a replica that follows: once it
+// installs a version after prev, the rows that version has not seen were
+// committed after the trainer read its rows, which was after it
+// published prev, a moment before this replica installed prev
+// (prev.trainedAt): the oldest pending reward is counted from then, or
+// from the oldest this replica accepted since, whichever is later. None
+// is pending when the version has seen every row read.
+func (a *Agent) followLag(prev *model) {
+	if m := a.model.Load(); m.rows >= a.data.Len() {
+		a.pendingSince.Store(0)
+		return
+	}
+	floor := prev.trainedAt
+	if floor.IsZero() {
+		floor = a.clock.Now()
+	}
+	if since := a.pendingSince.Load(); since < floor.UnixNano() {
+		a.pendingSince.Store(floor.UnixNano())
+	}
 }
 
 // announce tells the fleet that version is stored.
@@ -346,9 +366,10 @@ func (s *Service) reconcile(ctx context.Context, name string) error {
 	case sameConfig(a.Config(), *cfg):
 		a.setArchived(b.ArchivedAt)
 	default:
-		if err := a.close(ctx); err != nil {
-			s.log.Warn("persisting the posterior before following an update failed", "bandit", name, "err", err)
-		}
+		// The replica that changed the bandit stored what the new agent
+		// loads (with a grown posterior, Service.Update): this one's is
+		// not persisted over it.
+		a.stop()
 		if _, err := s.replaceAgent(ctx, b, cfg); err != nil {
 			return s.reinstate(a, err)
 		}

@@ -38,7 +38,9 @@ const (
 	testFleetPoll    = time.Minute // only notifications deliver, unless a test says otherwise
 )
 
-func startReplica(t *testing.T, name, url string, poll time.Duration) *replica {
+// startReplica starts a replica on the database at url that polls
+// every poll; wrap, if given, stands between its service and its fleet.
+func startReplica(t *testing.T, name, url string, poll time.Duration, wrap ...func(bandit.Fleet) bandit.Fleet) *replica {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.OpenPostgres(ctx, url, store.Config{})
@@ -46,8 +48,12 @@ func startReplica(t *testing.T, name, url string, poll time.Duration) *replica {
 		t.Fatal(err)
 	}
 	r := &replica{name: name, st: st, fleet: store.NewFleet(st, 100*time.Millisecond, testLogger(t).With("replica", name)), trained: &trainCounter{}}
+	var fl bandit.Fleet = r.fleet
+	for _, w := range wrap {
+		fl = w(fl)
+	}
 	r.svc = bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 7, Logger: testLogger(t).With("replica", name), Observer: r.trained,
-		Fleet: r.fleet, TrainerRetry: testTrainerRetry, FleetPoll: poll})
+		Fleet: fl, TrainerRetry: testTrainerRetry, FleetPoll: poll})
 	if err := r.svc.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -220,4 +226,147 @@ func TestReplicasFollowChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "A to serve the bandit created on B", func() bool { _, err := a.svc.Agent("second"); return err == nil })
+}
+
+// deaf passes on every announcement but the published versions, as when
+// notifications are lost: only polling brings versions.
+func deaf(f bandit.Fleet) bandit.Fleet {
+	ch := make(chan bandit.FleetEvent, 16)
+	go func() {
+		defer close(ch)
+		for ev := range f.Events() {
+			if ev.Kind != bandit.FleetPublished {
+				ch <- ev
+			}
+		}
+	}()
+	return deafFleet{f, ch}
+}
+
+type deafFleet struct {
+	bandit.Fleet
+	events chan bandit.FleetEvent
+}
+
+func (d deafFleet) Events() <-chan bandit.FleetEvent { return d.events }
+
+// twoReplicas starts replica A on a fresh schema, creates cfg on it,
+// waits until A trains it, then starts B (with wrap, polling every
+// bPoll), which follows.
+func twoReplicas(t *testing.T, cfg *bandit.Config, bPoll time.Duration, wrap ...func(bandit.Fleet) bandit.Fleet) (a, b *replica) {
+	t.Helper()
+	url := storetest.FreshSchemaURL(t)
+	ctx := context.Background()
+	if err := store.Migrate(ctx, url, store.Up); err != nil {
+		t.Fatal(err)
+	}
+	a = startReplica(t, "A", url, testFleetPoll)
+	if _, err := a.svc.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A to train the bandit", func() bool { return a.agent(t).Leading() })
+	b = startReplica(t, "B", url, bPoll, wrap...)
+	time.Sleep(2 * testTrainerRetry) // B's elections
+	if b.agent(t).Leading() {
+		t.Fatal("B trains a bandit whose trainer lock A holds")
+	}
+	return a, b
+}
+
+// TestReplicasPollWhenNotificationsAreLost: a follower that hears no
+// published versions (deaf) still serves the trainer's, from its poll
+// every 300ms.
+func TestReplicasPollWhenNotificationsAreLost(t *testing.T) {
+	a, b := twoReplicas(t, smallConfig(bandit.MeanFieldTS), 300*time.Millisecond, deaf)
+	traffic(t, a, b, 30, 0)
+	waitFor(t, "A to train on every reward", func() bool { return a.agent(t).Status().TrainedRows == 30 })
+	v := a.agent(t).Status().ModelVersion
+	start := time.Now()
+	waitFor(t, "B to poll A's version", func() bool { return b.agent(t).Status().ModelVersion >= v })
+	t.Logf("B served version %d %v after A trained it, by polling", v, time.Since(start).Round(time.Millisecond))
+	if b.trained.n.Load() != 0 {
+		t.Fatal("B trained")
+	}
+	if lag := b.agent(t).TrainerLag(); lag != 0 {
+		t.Errorf("B's trainer lag %v once it serves a version that has seen every row, want 0", lag)
+	}
+}
+
+// TestReplicasGrowOnTheFollower: arms added through the replica that
+// does not train the bandit, and has not heard of the trainer's versions
+// (deaf, polling once a minute: it serves version 0), keep the trainer's
+// newest posterior on both: the grown snapshot is of the newest stored
+// version.
+func TestReplicasGrowOnTheFollower(t *testing.T) {
+	a, b := twoReplicas(t, smallConfig(bandit.MeanFieldTS), testFleetPoll, deaf)
+	traffic(t, b, a, 40, 0)
+	waitFor(t, "A to train on every reward", func() bool { return a.agent(t).Status().TrainedRows == 40 })
+	v := a.agent(t).Status().ModelVersion
+	if b0 := b.agent(t).Status().ModelVersion; b0 != 0 {
+		t.Fatalf("deaf B serves version %d before the growth, want 0", b0)
+	}
+	ctx := context.Background()
+	grown, _, err := b.svc.Update(ctx, "toy", &bandit.Patch{AddArms: []string{"c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := grown.Status().ModelVersion; got != v+1 {
+		t.Errorf("the grown posterior on B is version %d, want %d (A's newest, %d, grown)", got, v+1, v)
+	}
+	waitFor(t, "A to serve three arms", func() bool { return len(a.agent(t).Config().Arms) == 3 })
+	if got := a.agent(t).Status().ModelVersion; got < v+1 {
+		t.Errorf("A serves version %d after the growth, want >= %d (the grown posterior)", got, v+1)
+	}
+	waitFor(t, "A to train the grown bandit", func() bool { return a.agent(t).Leading() })
+	out, err := b.agent(t).Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(`{"color": "red", "size": 1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Decision.Propensities) != 3 {
+		t.Errorf("B decided over %d arms, want 3", len(out.Decision.Propensities))
+	}
+}
+
+// TestReplicasLoseTheLockSession: when the server ends the trainer's lock
+// session (pg_terminate_backend) while its replica runs on, that replica
+// stops training at its next election and exactly one replica trains
+// within two trainer retries (plus slack), and training goes on.
+func TestReplicasLoseTheLockSession(t *testing.T) {
+	a, b := twoReplicas(t, smallConfig(bandit.MeanFieldTS), testFleetPoll)
+	ctx := context.Background()
+	var pids []int
+	rows, err := a.st.Pool().Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND classid = 1380271666::integer::oid AND objid = hashtext(current_schema() || '/toy')::oid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if rows.Err() != nil || len(pids) != 1 {
+		t.Fatalf("trainer lock holders %v (%v), want one", pids, rows.Err())
+	}
+	if _, err := a.st.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pids[0]); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, "exactly one trainer again", func() bool { return a.agent(t).Leading() != b.agent(t).Leading() })
+	if took, bound := time.Since(start), 2*testTrainerRetry+time.Second; took > bound {
+		t.Errorf("a trainer again %v after the session ended, want within %v", took, bound)
+	}
+	leader := a
+	if b.agent(t).Leading() {
+		leader = b
+	}
+	t.Logf("replica %s trains after A's lock session ended", leader.name)
+	last := leader.agent(t).Status().ModelVersion
+	traffic(t, a, b, 20, 1)
+	waitFor(t, "training to go on", func() bool { return leader.agent(t).Status().ModelVersion > last })
+	if a.agent(t).Leading() && b.agent(t).Leading() {
+		t.Fatal("both replicas train")
+	}
 }

@@ -445,6 +445,13 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		s.log.Warn("persisting the posterior before an update failed", "bandit", name, "err", err)
 	}
 	grown := len(cfg.Arms) != len(cur.Arms) || NewEncoder(cfg.Features).Dim() != old.enc.Dim()
+	if grown && old.fl != nil {
+		// Another replica may train the bandit: grow the newest
+		// posterior it stored (the trainer goroutine has stopped).
+		if err := old.follow(ctx, true); err != nil {
+			s.log.Warn("reading the newest stored posterior before growing it failed; growing this replica's", "bandit", name, "err", err)
+		}
+	}
 	if grown {
 		snap, err := old.grownSnapshot(cfg)
 		if err == nil && snap != nil {

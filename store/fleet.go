@@ -21,7 +21,7 @@ import (
 // NOTIFY.
 //
 // Trainer locks are pg_try_advisory_lock(trainerLockSpace,
-// hashtext(bandit)), taken on a connection of their own that the Fleet
+// hashtext(schema/bandit)), taken on a connection of their own that the Fleet
 // holds for as long as it lives: when the process dies, PostgreSQL ends
 // its session as soon as it sees the connection close and the locks are
 // free for the other replicas' next Lead. (A host that vanishes without
@@ -31,9 +31,13 @@ import (
 // trainer, which is harmless.
 //
 // Announcements go out with pg_notify on the channels
-// refinery_published (payload bandit:version) and refinery_bandits
-// (payload bandit); a second connection of its own LISTENs on both and
-// reconnects (with a FleetResync event) when it is lost.
+// refinery_published (payload schema/bandit:version) and
+// refinery_bandits (payload schema/bandit); a second connection of its
+// own LISTENs on both and reconnects (with a FleetResync event) when it
+// is lost. Advisory locks and notifications are per database, not per
+// schema: the schema (current_schema(), the store's search_path) in the
+// lock keys and payloads keeps deployments in different schemas of one
+// database apart (bandit names hold no '/').
 type Fleet struct {
 	st    *Postgres
 	log   *slog.Logger
@@ -51,8 +55,8 @@ type Fleet struct {
 var _ bandit.Fleet = (*Fleet)(nil)
 
 // trainerLockSpace is the first key of the per-bandit trainer locks
-// (the second is hashtext(bandit)); "REF2", apart from the reward locks'
-// rewardLockSpace.
+// (the second is hashtext(schema/bandit)); "REF2", apart from the reward
+// locks' rewardLockSpace.
 const trainerLockSpace = 0x52454632
 
 // The notification channels.
@@ -119,7 +123,7 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]bool, er
 		return nil, fmt.Errorf("store: trainer locks: %w", err)
 	}
 	if len(drop) > 0 {
-		if _, err := f.lock.Exec(ctx, `SELECT pg_advisory_unlock($1::integer, hashtext(b)) FROM unnest($2::text[]) b`, trainerLockSpace, drop); err != nil {
+		if _, err := f.lock.Exec(ctx, `SELECT pg_advisory_unlock($1::integer, hashtext(current_schema() || '/' || b)) FROM unnest($2::text[]) b`, trainerLockSpace, drop); err != nil {
 			return fail(err)
 		}
 		for _, b := range drop {
@@ -127,7 +131,7 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]bool, er
 		}
 	}
 	// Run even with nothing to try: it checks that the session lives.
-	rows, err := f.lock.Query(ctx, `SELECT b, pg_try_advisory_lock($1::integer, hashtext(b)) FROM unnest($2::text[]) b`, trainerLockSpace, try)
+	rows, err := f.lock.Query(ctx, `SELECT b, pg_try_advisory_lock($1::integer, hashtext(current_schema() || '/' || b)) FROM unnest($2::text[]) b`, trainerLockSpace, try)
 	if err != nil {
 		return fail(err)
 	}
@@ -163,7 +167,7 @@ func (f *Fleet) Changed(ctx context.Context, name string) error {
 }
 
 func (f *Fleet) notify(ctx context.Context, channel, payload string) error {
-	if _, err := f.st.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+	if _, err := f.st.pool.Exec(ctx, `SELECT pg_notify($1, current_schema() || '/' || $2)`, channel, payload); err != nil {
 		return fmt.Errorf("store: notify %s: %w", channel, err)
 	}
 	return nil
@@ -225,6 +229,10 @@ func (f *Fleet) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return err
+	}
 	for _, ch := range []string{channelPublished, channelBandits} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
@@ -238,7 +246,11 @@ func (f *Fleet) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ev, err := parseNotification(n.Channel, n.Payload)
+		i := strings.LastIndexByte(n.Payload, '/')
+		if i < 0 || n.Payload[:i] != schema {
+			continue // another schema's
+		}
+		ev, err := parseNotification(n.Channel, n.Payload[i+1:])
 		if err != nil {
 			f.log.Warn("ignoring a malformed fleet notification", "channel", n.Channel, "payload", n.Payload, "err", err)
 			continue
@@ -259,8 +271,9 @@ func (f *Fleet) send(ctx context.Context, ev bandit.FleetEvent) bool {
 	}
 }
 
-// parseNotification reads a notification of channelPublished
-// (bandit:version; a name may itself hold colons) or channelBandits.
+// parseNotification reads the payload of a notification of
+// channelPublished (bandit:version) or channelBandits (bandit), without
+// its schema.
 func parseNotification(channel, payload string) (bandit.FleetEvent, error) {
 	switch channel {
 	case channelBandits:
