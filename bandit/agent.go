@@ -547,9 +547,10 @@ func (a *Agent) start() {
 }
 
 // close stops the agent's goroutines and persists its latest posterior
-// if it has not been.
+// if it has not been, unless another replica trains the bandit (whose
+// versions are not this replica's to write).
 func (a *Agent) close(ctx context.Context) error {
-	if !a.stop() {
+	if !a.stop() || !a.Leading() {
 		return nil
 	}
 	return a.persist(ctx, a.model.Load(), true)
@@ -756,9 +757,9 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 	}
 	a.publish(m)
 	a.obs.Trained(a.name, iters, m.version, m.elbo)
-	// With replicas, every version is persisted: the others load it
-	// from the store (follow).
-	if m.version-a.persisted >= int64(a.cfg.Training.SnapshotEvery) || a.fl != nil {
+	// With replicas, the others install the versions persisted here
+	// (follow): every snapshot_every-th.
+	if m.version-a.persisted >= int64(a.cfg.Training.SnapshotEvery) {
 		if err := a.persist(ctx, m, false); err != nil && ctx.Err() == nil {
 			a.log.Warn("persisting the posterior failed", "version", m.version, "err", err)
 		}

@@ -333,27 +333,9 @@ func TestReplicasGrowOnTheFollower(t *testing.T) {
 // within two trainer retries (plus slack), and training goes on.
 func TestReplicasLoseTheLockSession(t *testing.T) {
 	a, b := twoReplicas(t, smallConfig(bandit.MeanFieldTS), testFleetPoll)
-	ctx := context.Background()
-	var pids []int
-	rows, err := a.st.Pool().Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND classid = 1380271666::integer::oid AND objid = hashtext(current_schema() || '/toy')::oid`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var pid int
-		if err := rows.Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	if rows.Err() != nil || len(pids) != 1 {
-		t.Fatalf("trainer lock holders %v (%v), want one", pids, rows.Err())
-	}
-	if _, err := a.st.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pids[0]); err != nil {
-		t.Fatal(err)
-	}
+	endLockSession(t, a)
 	start := time.Now()
+	waitFor(t, "A to see its lock session gone", func() bool { return !a.agent(t).Leading() || b.agent(t).Leading() })
 	waitFor(t, "exactly one trainer again", func() bool { return a.agent(t).Leading() != b.agent(t).Leading() })
 	if took, bound := time.Since(start), 2*testTrainerRetry+time.Second; took > bound {
 		t.Errorf("a trainer again %v after the session ended, want within %v", took, bound)
@@ -368,5 +350,65 @@ func TestReplicasLoseTheLockSession(t *testing.T) {
 	waitFor(t, "training to go on", func() bool { return leader.agent(t).Status().ModelVersion > last })
 	if a.agent(t).Leading() && b.agent(t).Leading() {
 		t.Fatal("both replicas train")
+	}
+}
+
+// endLockSession ends, on the server, the session that holds the toy
+// bandit's trainer lock, which r's replica must hold.
+func endLockSession(t *testing.T, r *replica) {
+	t.Helper()
+	if !r.agent(t).Leading() {
+		t.Fatalf("replica %s does not train", r.name)
+	}
+	ctx := context.Background()
+	var pids []int
+	rows, err := r.st.Pool().Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND classid = 1380271666::integer::oid AND objid = hashtext(current_schema() || '/toy')::oid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if rows.Err() != nil || len(pids) != 1 {
+		t.Fatalf("trainer lock holders %v (%v), want one", pids, rows.Err())
+	}
+	if _, err := r.st.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pids[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicasOnlyTheTrainerPersists: a replica that no longer trains
+// persists nothing when it closes, though its posterior is newer than any
+// stored (training.snapshot_every 1000: nothing was persisted), so that
+// it never writes a version number over the new trainer's.
+func TestReplicasOnlyTheTrainerPersists(t *testing.T) {
+	cfg := smallConfig(bandit.MeanFieldTS)
+	cfg.Training.SnapshotEvery = 1000
+	a, b := twoReplicas(t, cfg, testFleetPoll)
+	traffic(t, b, a, 20, 0)
+	waitFor(t, "A to train", func() bool { return a.agent(t).Status().ModelVersion > 0 })
+	for try := 0; !b.agent(t).Leading(); try++ {
+		if try == 5 {
+			t.Fatal("B did not take the training over in 5 ends of A's lock session")
+		}
+		if a.agent(t).Leading() {
+			endLockSession(t, a)
+		}
+		deadline := time.Now().Add(2*testTrainerRetry + time.Second)
+		for !b.agent(t).Leading() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor(t, "A to stop training", func() bool { return !a.agent(t).Leading() })
+	v := a.agent(t).Status().ModelVersion
+	a.close()
+	_, err := b.st.LatestSnapshot(context.Background(), "toy")
+	if !errors.Is(err, bandit.ErrNotFound) {
+		t.Fatalf("after A, at version %d but no longer the trainer, closed: LatestSnapshot = %v, want ErrNotFound", v, err)
 	}
 }

@@ -62,11 +62,7 @@ func TestOPEBench(t *testing.T) {
 	}
 	// The commit measured, read before the run: the tree may change
 	// while it runs.
-	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	commit := strings.TrimSpace(string(head))
-	if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
-		commit += " (dirty)"
-	}
+	commit := measuredCommit()
 	url := storetest.FreshSchemaURL(t)
 	m := startServe(t, url)
 	cl, err := apiclient.New(m.URL(), &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}})
@@ -116,6 +112,17 @@ func TestOPEBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s in %s", out, time.Since(start).Round(time.Second))
+}
+
+// measuredCommit is the short hash of HEAD, "(dirty)" when the tree
+// differs from it: the commit a benchmark measures.
+func measuredCommit() string {
+	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	commit := strings.TrimSpace(string(head))
+	if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
+		commit += " (dirty)"
+	}
+	return commit
 }
 
 func envInt(t *testing.T, name string, def int) int {

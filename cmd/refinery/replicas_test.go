@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -239,5 +244,177 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReplicasBench measures, for `make bench-replicas` (skipped without
+// REPLICAS_OUT): decisions per second with 1, 2 and 3 replicas on one
+// database (18 closed-loop clients for REPLICAS_SECONDS, default 10,
+// spread evenly over the replicas; a transaction is a decision and its
+// reward on the same replica), and the failover time over
+// REPLICAS_TRIALS (default 10) SIGKILLs of the trainer's replica among
+// three under load: from the kill to the first status, polled every
+// 10ms on the survivors, in which one of them trains. Results into
+// REPLICAS_OUT. Every acknowledged write is checked to be stored.
+func TestReplicasBench(t *testing.T) {
+	out := os.Getenv("REPLICAS_OUT")
+	if out == "" {
+		t.Skip("set REPLICAS_OUT (make bench-replicas)")
+	}
+	seconds, trials := envInt(t, "REPLICAS_SECONDS", 10), envInt(t, "REPLICAS_TRIALS", 10)
+	commit := measuredCommit()
+	bin := os.Getenv("REPLICAS_BIN")
+	if bin == "" {
+		bin = buildBinary(t)
+	}
+	loadBefore := loadavg()
+	flags := []string{"--trainer-retry", replicasTrainerRetry.String()}
+	create := func(t *testing.T, base string) {
+		resp, err := http.Post(base+"/v1/bandits", "application/json", strings.NewReader(`{"name": "load", "arms": ["a", "b"],
+			"features": [{"name": "color", "type": "categorical", "values": ["red", "blue"]}, {"name": "size", "type": "numeric"}],
+			"policy": {"kind": "eps-greedy"}, "model": {"hidden": [32, 32]}, "training": {"iterations": 100, "snapshot_every": 1}}`))
+		if err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+
+	// Throughput with 1, 2 and 3 replicas.
+	const clients = 18
+	rates := map[int]float64{}
+	for n := 1; n <= 3; n++ {
+		url := storetest.FreshSchemaURL(t)
+		var procs []*process
+		for range n {
+			procs = append(procs, startBinary(t, bin, url, flags...))
+		}
+		create(t, procs[0].url)
+		var hs []*hammer
+		for i, p := range procs {
+			hs = append(hs, newHammer(p.url, "load", fmt.Sprintf("r%d", i)))
+		}
+		waitUntil(t, 10*time.Second, "every replica to serve the bandit", func() bool {
+			for _, p := range procs {
+				resp, err := http.Get(p.url + "/v1/bandits/load")
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return false
+				}
+			}
+			return true
+		})
+		stop := make(chan struct{})
+		time.AfterFunc(time.Duration(seconds)*time.Second, func() { close(stop) })
+		var wg sync.WaitGroup
+		start := time.Now()
+		for _, h := range hs {
+			wg.Go(func() { h.closedLoop(clients/n, stop) })
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		var acked int
+		for _, h := range hs {
+			st, _, _ := h.take()
+			acked += int(st[201] + st[200])
+			h.verify(t, url)
+		}
+		rates[n] = float64(acked) / elapsed.Seconds()
+		t.Logf("%d replicas: %.0f decisions/s", n, rates[n])
+		for _, p := range procs {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			<-p.done
+		}
+	}
+
+	// Failover: SIGKILL the trainer's replica among three, trials times;
+	// a new replica replaces it before the next trial.
+	url := storetest.FreshSchemaURL(t)
+	var procs []*process
+	for range 3 {
+		procs = append(procs, startBinary(t, bin, url, flags...))
+	}
+	create(t, procs[0].url)
+	trainer := func(p *process) bool {
+		resp, err := http.Get(p.url + "/v1/bandits/load")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var b struct {
+			Status struct {
+				Trainer bool `json:"trainer"`
+			} `json:"status"`
+		}
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&b) == nil && b.Status.Trainer
+	}
+	h := newHammer(procs[0].url, "load", "f")
+	var took []time.Duration
+	for trial := range trials {
+		leader := -1
+		waitUntil(t, 20*time.Second, "a trainer", func() bool {
+			for i, p := range procs {
+				if trainer(p) {
+					leader = i
+					return true
+				}
+			}
+			return false
+		})
+		// Load on a survivor while the trainer dies.
+		h.base = procs[(leader+1)%3].url
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { h.closedLoop(4, stop) })
+		time.Sleep(time.Second)
+		procs[leader].cmd.Process.Signal(syscall.SIGKILL)
+		<-procs[leader].done
+		killed := time.Now()
+		for {
+			if trainer(procs[(leader+1)%3]) || trainer(procs[(leader+2)%3]) {
+				break
+			}
+			if time.Since(killed) > 30*time.Second {
+				t.Fatalf("trial %d: no trainer 30s after the kill", trial)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		took = append(took, time.Since(killed))
+		close(stop)
+		wg.Wait()
+		t.Logf("trial %d: a survivor trains %v after the kill", trial, took[len(took)-1])
+		procs[leader] = startBinary(t, bin, url, flags...)
+	}
+	decisions, rewards := h.verify(t, url)
+	for _, p := range procs {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.done
+	}
+	loadAfter := loadavg()
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Replicas on one PostgreSQL\n\n")
+	fmt.Fprintf(&b, "<!-- generated by make bench-replicas (TestReplicasBench in cmd/refinery) at commit %s, %s -->\n\n", commit, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "`make bench-replicas` at commit %s, %s, on %d cores (load average %s before, %s after). "+
+		"Every replica, PostgreSQL and the client share those cores: a replica adds availability, not CPU, here; "+
+		"on one machine more replicas can only show the cost of sharing it.\n\n", commit, strings.TrimSpace(goVersion()), runtime.NumCPU(), loadBefore, loadAfter)
+	fmt.Fprintf(&b, "## Decisions per second\n\n%d closed-loop clients for %d s spread evenly over the replicas, each transaction a decision and its reward; an eps-greedy bandit (hidden [32, 32], 100 training iterations, snapshot_every 1).\n\n", clients, seconds)
+	fmt.Fprintf(&b, "| replicas | decisions/s |\n|---|---|\n")
+	for n := 1; n <= 3; n++ {
+		fmt.Fprintf(&b, "| %d | %.0f |\n", n, rates[n])
+	}
+	slices.Sort(took)
+	fmt.Fprintf(&b, "\n## Failover\n\nThree replicas (`--trainer-retry %v`) under load from 4 clients on a survivor; the trainer's replica SIGKILLed, %d times (a new replica replaces it each time). Time from the kill to the first status, polled every 10 ms, in which a survivor trains:\n\n", replicasTrainerRetry, trials)
+	fmt.Fprintf(&b, "| min | median | max |\n|---|---|---|\n| %v | %v | %v |\n\n", took[0].Round(time.Millisecond), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	fmt.Fprintf(&b, "All %d acknowledged decisions and %d rewards of the failover trials are stored", decisions, rewards)
+	if t.Failed() {
+		fmt.Fprintf(&b, " — NOT: see the test log.\n")
+	} else {
+		fmt.Fprintf(&b, ".\n")
+	}
+	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
