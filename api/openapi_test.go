@@ -627,10 +627,22 @@ func send(t *testing.T, h http.Handler, c *contract, e exchange) []byte {
 	return rec.Body.Bytes()
 }
 
+// replicasUnseen: the scenario runs on the in-memory store, which has no
+// replicas; TestReplicasFailover (cmd/refinery) reads the dashboard's
+// replicas from three on PostgreSQL.
+const replicasUnseen = "present only with replicas on PostgreSQL"
+
 // contractUnseen are the documented members the scenario need not show
 // (it cannot provoke them, or not every time), and why.
 var contractUnseen = map[string]string{
 	"#/components/schemas/BanditStatus/properties/trainer_error": "present only while training fails",
+	"#/components/schemas/Dashboard/properties/replicas":         replicasUnseen,
+	"#/components/schemas/Replica/properties/id":                 replicasUnseen,
+	"#/components/schemas/Replica/properties/address":            replicasUnseen,
+	"#/components/schemas/Replica/properties/this":               replicasUnseen,
+	"#/components/schemas/Replica/properties/started_at":         replicasUnseen,
+	"#/components/schemas/Replica/properties/last_seen":          replicasUnseen,
+	"#/components/schemas/Replica/properties/trains":             replicasUnseen,
 	"#/components/schemas/Propensity/properties/versions_behind": "omitted when 0; whether the scenario's refined samples lag a version depends on timing",
 	"#/components/schemas/Propensity/properties/exact":           "omitted when false; true only when a refined pool is small enough to enumerate",
 	"#/components/schemas/Propensity/properties/output_draws":    "omitted with two allowed arms, as every bandit of the scenario has",

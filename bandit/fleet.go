@@ -47,6 +47,32 @@ type Fleet interface {
 	// Versions returns the newest stored snapshot version of every
 	// bandit that has one: the poll that stands in for lost events.
 	Versions(ctx context.Context) (map[string]int64, error)
+	// Replicas lists the replicas seen lately, this one included, with
+	// the bandits each trains, for the dashboard.
+	Replicas(ctx context.Context) ([]Replica, error)
+}
+
+// Replica is one replica of a fleet as the others see it.
+type Replica struct {
+	// ID is random per process; Address is where it listens.
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// This is true for the replica that answers.
+	This      bool      `json:"this"`
+	StartedAt time.Time `json:"started_at"`
+	// LastSeen is its last election (every TrainerRetry while it lives).
+	LastSeen time.Time `json:"last_seen"`
+	// Trains names the bandits whose trainer lock it held then.
+	Trains []string `json:"trains"`
+}
+
+// Replicas lists the replicas of the service's fleet (Fleet.Replicas);
+// nil without a fleet.
+func (s *Service) Replicas(ctx context.Context) ([]Replica, error) {
+	if s.fleet == nil {
+		return nil, nil
+	}
+	return s.fleet.Replicas(ctx)
 }
 
 // FleetEventKind says what a FleetEvent announces.

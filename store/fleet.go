@@ -2,12 +2,16 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +47,11 @@ type Fleet struct {
 	log   *slog.Logger
 	retry time.Duration
 
+	// This replica's row of the replicas table (Replicas).
+	id      string
+	started time.Time
+	addr    atomic.Pointer[string]
+
 	mu   sync.Mutex
 	lock *pgx.Conn // the session that holds the trainer locks
 	held map[string]bool
@@ -76,7 +85,10 @@ func NewFleet(st *Postgres, retry time.Duration, log *slog.Logger) *Fleet {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Fleet{st: st, log: log, retry: retry, held: map[string]bool{}, events: make(chan bandit.FleetEvent, 256), cancel: cancel}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	f := &Fleet{st: st, log: log, retry: retry, held: map[string]bool{}, events: make(chan bandit.FleetEvent, 256), cancel: cancel,
+		id: hex.EncodeToString(id[:]), started: time.Now().UTC()}
 	f.wg.Go(func() { f.listen(ctx) })
 	return f
 }
@@ -150,8 +162,64 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]bool, er
 		return fail(err)
 	}
 	out := make(map[string]bool, len(f.held))
+	trains := make([]string, 0, len(f.held))
 	for b := range f.held {
 		out[b] = true
+		trains = append(trains, b)
+	}
+	slices.Sort(trains)
+	if err := f.heartbeat(ctx, trains); err != nil {
+		f.log.Warn("writing this replica's row of the replicas table failed", "err", err)
+	}
+	return out, nil
+}
+
+// SetAddress sets the address this replica's row shows (serve's listen
+// address, known once it listens).
+func (f *Fleet) SetAddress(addr string) { f.addr.Store(&addr) }
+
+// ID returns this replica's ID.
+func (f *Fleet) ID() string { return f.id }
+
+// replicaTTL is how long a replica's row stays without a heartbeat.
+const replicaTTL = time.Minute
+
+// heartbeat writes this replica's row, and deletes the rows of replicas
+// not seen for replicaTTL.
+func (f *Fleet) heartbeat(ctx context.Context, trains []string) error {
+	addr := ""
+	if a := f.addr.Load(); a != nil {
+		addr = *a
+	}
+	now := time.Now().UTC()
+	_, err := f.st.pool.Exec(ctx, `
+		WITH gone AS (DELETE FROM replicas WHERE last_seen < $5)
+		INSERT INTO replicas (id, address, started_at, last_seen, trains) VALUES ($1, $2, $3, $4, $6)
+		ON CONFLICT (id) DO UPDATE SET address = excluded.address, last_seen = excluded.last_seen, trains = excluded.trains`,
+		f.id, addr, f.started, now, now.Add(-replicaTTL), trains)
+	return err
+}
+
+// Replicas lists the replicas whose row is not older than replicaTTL,
+// by address and ID.
+func (f *Fleet) Replicas(ctx context.Context) ([]bandit.Replica, error) {
+	rows, err := f.st.pool.Query(ctx, `SELECT id, address, started_at, last_seen, trains FROM replicas
+		WHERE last_seen >= $1 ORDER BY address, id`, time.Now().Add(-replicaTTL))
+	if err != nil {
+		return nil, fmt.Errorf("store: replicas: %w", err)
+	}
+	var out []bandit.Replica
+	var r bandit.Replica
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Address, &r.StartedAt, &r.LastSeen, &r.Trains}, func() error {
+		c := r
+		c.This = c.ID == f.id
+		c.StartedAt, c.LastSeen = c.StartedAt.UTC(), c.LastSeen.UTC()
+		c.Trains = slices.Clone(r.Trains)
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: replicas: %w", err)
 	}
 	return out, nil
 }
@@ -299,6 +367,11 @@ func (f *Fleet) Close() error {
 	f.wg.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := f.st.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, f.id); err != nil {
+		f.log.Warn("deleting this replica's row of the replicas table failed", "err", err)
+	}
 	if f.lock != nil {
 		err := f.lock.Close(context.Background())
 		f.lock, f.held = nil, map[string]bool{}

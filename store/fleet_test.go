@@ -107,8 +107,15 @@ func TestFleetLocks(t *testing.T) {
 	if _, err := s1.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
-	if got := leads(t, b, "x", "y", "z"); !slices.Equal(got, []string{"x", "y", "z"}) {
-		t.Fatalf("B leads %v after A's session ended, want [x y z]", got)
+	// pg_terminate_backend signals the backend, which ends a moment later.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := leads(t, b, "x", "y", "z")
+		if slices.Equal(got, []string{"x", "y", "z"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B leads %v 5s after A's session ended, want [x y z]", got)
+		}
 	}
 	got, err := a.Lead(ctx, []string{"y"})
 	if err == nil || len(got) != 0 {
@@ -116,6 +123,36 @@ func TestFleetLocks(t *testing.T) {
 	}
 	if got := leads(t, a, "y", "w"); !slices.Equal(got, []string{"w"}) {
 		t.Fatalf("A leads %v on a new session, want [w]", got)
+	}
+
+	// The replicas table: each replica's last election, this one marked.
+	a.SetAddress("127.0.0.1:1")
+	b.SetAddress("127.0.0.1:2")
+	leads(t, a, "y", "w")
+	leads(t, b, "x", "y", "z")
+	rs, err := b.Replicas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].ID != a.ID() || rs[0].This || !slices.Equal(rs[0].Trains, []string{"w"}) || rs[0].Address != "127.0.0.1:1" ||
+		rs[1].ID != b.ID() || !rs[1].This || !slices.Equal(rs[1].Trains, []string{"x", "y", "z"}) || rs[1].Address != "127.0.0.1:2" {
+		t.Fatalf("B's Replicas = %+v, want A training [w] and B (this) training [x y z]", rs)
+	}
+	if rs[0].LastSeen.Before(rs[0].StartedAt) || time.Since(rs[1].LastSeen) > time.Minute {
+		t.Errorf("replica times %+v", rs)
+	}
+	a.Close()
+	if rs, err := b.Replicas(ctx); err != nil || len(rs) != 1 || rs[0].ID != b.ID() {
+		t.Fatalf("Replicas after A closed = %+v, %v; want B alone", rs, err)
+	}
+	// A replica not seen for a minute is gone (its row aged by hand).
+	if _, err := s1.pool.Exec(ctx, `INSERT INTO replicas VALUES ('old', 'x', now() - interval '2 hours', now() - interval '61 seconds', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	leads(t, b, "x")
+	var n int
+	if err := s1.pool.QueryRow(ctx, `SELECT count(*) FROM replicas WHERE id = 'old'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows of a replica not seen for 61s after a heartbeat (%v), want 0", n, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	apiclient "github.com/refinery-bandits/refinery/api/client"
+	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/store/storetest"
 )
 
@@ -101,6 +105,12 @@ func TestReplicasFailover(t *testing.T) {
 		return n == 1
 	})
 	t.Logf("replica %d trains", leader)
+	// The dashboard lists the fleet: three replicas, the trainer's with
+	// the bandit (within an election of the one answering).
+	waitUntil(t, 10*time.Second, "the dashboard to list three replicas, the trainer's training toy", func() bool {
+		rs := dashReplicas(t, cls[(leader+1)%3])
+		return len(rs) == 3 && trainsToy(rs, procs[leader]) && !trainsToy(rs, procs[(leader+1)%3]) && !trainsToy(rs, procs[(leader+2)%3])
+	})
 
 	// The ledger: what was acknowledged (hammer.verify checks it).
 	ledger := newHammer("", "toy", "")
@@ -206,6 +216,25 @@ func TestReplicasFailover(t *testing.T) {
 		return true
 	})
 	waitUntil(t, 10*time.Second, "decisions through the survivors", func() bool { return afterKill.Load() >= 30 })
+	waitUntil(t, 10*time.Second, "the dashboard to show the new trainer", func() bool {
+		return trainsToy(dashReplicas(t, cls[next]), procs[next])
+	})
+	// And the page shows it, in a browser.
+	bctx, errs := startBrowser(t, chromiumPath(t), 30*time.Second)
+	row := `#replicas tr[data-replica].this`
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(procs[next].url+"/"),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+	); err != nil {
+		t.Fatalf("the dashboard page shows no replicas: %v (browser errors %q)", err, errs())
+	}
+	text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(row)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr := strings.TrimPrefix(procs[next].url, "http://"); !strings.Contains(text, addr+" (this one)") || !strings.Contains(text, "toy") {
+		t.Errorf("the page's row of the replica answering reads %q, want its address %s (this one) training toy", text, addr)
+	}
 	close(stop)
 	wg.Wait()
 	for i := range cls {
@@ -234,6 +263,32 @@ func TestReplicasFailover(t *testing.T) {
 			t.Errorf("replica %d did not exit within 20s of SIGTERM", i)
 		}
 	}
+}
+
+// dashReplicas returns the replicas GET /v1/dashboard lists.
+func dashReplicas(t *testing.T, cl *apiclient.Client) []bandit.Replica {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := cl.Get(context.Background(), "/v1/dashboard", &buf); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Replicas []bandit.Replica `json:"replicas"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Replicas
+}
+
+// trainsToy reports whether rs lists p's replica as training toy.
+func trainsToy(rs []bandit.Replica, p *process) bool {
+	for _, r := range rs {
+		if "http://"+r.Address == p.url {
+			return slices.Equal(r.Trains, []string{"toy"})
+		}
+	}
+	return false
 }
 
 // waitUntil polls cond every 50ms for up to d.

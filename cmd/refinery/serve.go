@@ -292,6 +292,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Service.Close(ctx)
 		return err
 	}
+	if m.fleet != nil {
+		m.fleet.SetAddress(ln.Addr().String())
+	}
 	m.limiter = newConnLimiter(ln, maxConns(m.MaxConns, log))
 	m.ln = m.limiter
 	var handler http.Handler = m.API
