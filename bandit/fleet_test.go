@@ -38,6 +38,16 @@ const (
 	testFleetPoll    = time.Minute // only notifications deliver, unless a test says otherwise
 )
 
+// migratedURL is the URL of a fresh, migrated schema.
+func migratedURL(t *testing.T) string {
+	t.Helper()
+	url := storetest.FreshSchemaURL(t)
+	if err := store.Migrate(context.Background(), url, store.Up); err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
 // startReplica starts a replica on the database at url that polls
 // every poll; wrap, if given, stands between its service and its fleet.
 func startReplica(t *testing.T, name, url string, poll time.Duration, wrap ...func(bandit.Fleet) bandit.Fleet) *replica {
@@ -107,11 +117,8 @@ func traffic(t *testing.T, from, to *replica, n, seed int) {
 // within the trainer retry (plus slack for the loaded machine) and the
 // versions go on from the last one.
 func TestReplicasShareOneTrainer(t *testing.T) {
-	url := storetest.FreshSchemaURL(t)
+	url := migratedURL(t)
 	ctx := context.Background()
-	if err := store.Migrate(ctx, url, store.Up); err != nil {
-		t.Fatal(err)
-	}
 	a := startReplica(t, "A", url, testFleetPoll)
 	b := startReplica(t, "B", url, testFleetPoll)
 	if _, err := a.svc.Create(ctx, smallConfig(bandit.MeanFieldTS)); err != nil {
@@ -172,11 +179,8 @@ func TestReplicasShareOneTrainer(t *testing.T) {
 // they were sent, polling every 300ms, and a change made by a service
 // without a fleet, which announces nothing).
 func TestReplicasFollowChanges(t *testing.T) {
-	url := storetest.FreshSchemaURL(t)
+	url := migratedURL(t)
 	ctx := context.Background()
-	if err := store.Migrate(ctx, url, store.Up); err != nil {
-		t.Fatal(err)
-	}
 	a := startReplica(t, "A", url, testFleetPoll)
 	b := startReplica(t, "B", url, 300*time.Millisecond)
 	if _, err := a.svc.Create(ctx, smallConfig(bandit.EpsGreedy)); err != nil {
@@ -255,11 +259,8 @@ func (d deafFleet) Events() <-chan bandit.FleetEvent { return d.events }
 // bPoll), which follows.
 func twoReplicas(t *testing.T, cfg *bandit.Config, bPoll time.Duration, wrap ...func(bandit.Fleet) bandit.Fleet) (a, b *replica) {
 	t.Helper()
-	url := storetest.FreshSchemaURL(t)
+	url := migratedURL(t)
 	ctx := context.Background()
-	if err := store.Migrate(ctx, url, store.Up); err != nil {
-		t.Fatal(err)
-	}
 	a = startReplica(t, "A", url, testFleetPoll)
 	if _, err := a.svc.Create(ctx, cfg); err != nil {
 		t.Fatal(err)

@@ -61,17 +61,7 @@ func TestReplicasFailover(t *testing.T) {
 		}
 		cls[i] = cl
 	}
-	if _, err := cls[0].CreateBandit(ctx, map[string]any{
-		"name": "toy", "arms": []string{"a", "b", "c"},
-		"features": []map[string]any{
-			{"name": "color", "type": "categorical", "values": []string{"red", "green", "blue"}},
-			{"name": "size", "type": "numeric"},
-		},
-		"policy":     map[string]any{"kind": "refined-ts"},
-		"model":      map[string]any{"hidden": []int{8}},
-		"training":   map[string]any{"iterations": 30, "snapshot_every": 1, "min_interval": "100ms"},
-		"refinement": map[string]any{"iterations": 10, "bank_size": 6},
-	}); err != nil {
+	if _, err := cls[0].CreateBandit(ctx, toyBandit("100ms")); err != nil {
 		t.Fatal(err)
 	}
 	// Every replica serves the bandit created on the first, and exactly
