@@ -64,6 +64,11 @@ type model struct {
 	flow     *posterior.Flow
 	flowELBO float64
 	lin      *policy.Linear
+
+	// refQ is q with the prior refinement targets (Agent.refineFrom),
+	// made once per model when it differs from q's own.
+	refOnce sync.Once
+	refQ    *posterior.MeanField
 }
 
 // weights returns the posterior means made ready for the fast engine
@@ -73,6 +78,31 @@ type model struct {
 func (m *model) weights(a nn.Arch) *nn.Weights {
 	m.prep.Do(func() { m.muw = a.PrepareWeights(m.q.Mu) })
 	return m.muw
+}
+
+// refineFrom returns the posterior refinement starts from: m.q, except
+// that under training.bound "collapsed-mean" its prior variances are
+// those of the model the trainer fitted, N(0, s^2/alpha_reg) once the
+// learned prior means are integrated out
+// (posterior.Bound.MarginalPriorVar; 13.3 s^2 at the default 0.075), so
+// that a refined sample targets that model's posterior rather than the
+// posterior under the fixed N(0, s^2), which is another model. Eq. 10's
+// marginal prior is a Student t, which refinement's Gaussian auxiliary
+// variables cannot split: under "collapsed-mean-var" refinement keeps
+// the fixed prior.
+func (a *Agent) refineFrom(m *model) *posterior.MeanField {
+	b, err := posterior.ParseBound(a.cfg.Training.Bound)
+	if err != nil || b != posterior.BoundCollapsedMean {
+		return m.q
+	}
+	m.refOnce.Do(func() {
+		q := m.q.Clone()
+		for j, s2 := range q.PriorVar {
+			q.PriorVar[j], _ = b.MarginalPriorVar(s2, a.cfg.Training.CollapsedReg)
+		}
+		m.refQ = q
+	})
+	return m.refQ
 }
 
 // Agent is one bandit at work: its configuration and encoder, the

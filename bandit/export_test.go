@@ -34,3 +34,7 @@ func (a *Agent) Posterior() PosteriorOf {
 
 // InputMap is inputMap of two agents' encoders.
 func InputMap(old, grown *Agent) []int { return inputMap(old.enc, grown.enc) }
+
+// RefinementPriorVar is the prior variance per parameter that refinement
+// of the published posterior uses (refineFrom).
+func (a *Agent) RefinementPriorVar() []float64 { return a.refineFrom(a.model.Load()).PriorVar }
