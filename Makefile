@@ -96,6 +96,11 @@ bench-simulate: ## steps per second of every policy under both presets on the mu
 bench-mushroom: data build ## the committed mushroom comparison: 7 policies x 5 seeds x 10,000 steps, fast preset, into bench/mushroom (within 90 minutes on 2 cores)
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies uniform,eps-greedy,greedy,mf-ts,refined-ts,linear-ts --steps 10000 --seeds 5 --preset fast --out bench/mushroom
 
+.PHONY: bench-replicas
+bench-replicas: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable
+bench-replicas: build ## decisions/s with 1, 2 and 3 serve replicas on one PostgreSQL, and the failover time over REPLICAS_TRIALS (10) SIGKILLs of the trainer's replica; into bench/replicas.md (about 2 minutes; timings need an otherwise idle machine)
+	REPLICAS_OUT=$(CURDIR)/bench/replicas.md REPLICAS_BIN=$(CURDIR)/$(BIN) REPLICAS_TRIALS=$${REPLICAS_TRIALS:-10} $(GO) test -count=1 -run '^TestReplicasBench$$' -v -timeout 15m ./cmd/refinery/
+
 .PHONY: bench-ope
 bench-ope: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable
 bench-ope: data ## off-policy evaluation against truth: OPE_REPS (20) logs of 20,000 eps-greedy decisions through serve on the mushroom and wheel bandits, uniform, greedy, linear TS and refined TS estimated (IPS, SNIPS, DR, DM) and run on fresh draws; into bench/ope.md, ope-runs.csv and ope-*.png (about 20 minutes on 2 cores)

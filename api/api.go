@@ -11,6 +11,17 @@
 //	POST /v1/bandits                                  create a bandit: 201, Location, the bandit
 //	GET  /v1/bandits                                  {"bandits": [bandit, ...]}, by name
 //	GET  /v1/bandits/{name}                           the bandit with its live status
+//	PATCH /v1/bandits/{name}                          change it (bandit.Patch, bandit.Service.Update): JSON merge
+//	                                                  patches of "policy", "training", "refinement", "reward";
+//	                                                  "add_arms": [...], "add_values": {"feature": [...]} (the
+//	                                                  network grows, the new units at the prior, the rest kept);
+//	                                                  "archived": true|false. 200: the bandit, with "effects": what
+//	                                                  the change did, in words. policy.kind, name, model and
+//	                                                  existing arms and features cannot change (400 naming them);
+//	                                                  an archived bandit takes no change but unarchiving (409)
+//	DELETE /v1/bandits/{name}[?purge=true]            204. Without purge the decision log (decisions, rewards)
+//	                                                  stays in the store for export and keeps the name taken (a
+//	                                                  create of it is a 409); purge deletes it and frees the name
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
 //	GET  /v1/bandits/{name}/decisions                 the decision log: ?since=&until= (RFC 3339, [since, until)),
@@ -50,7 +61,7 @@
 // in, plus "created_at" and, except on POST, "status":
 //
 //	{"decisions": 2000, "rewards": 1998, "trainer_lag": 12, "model_version": 41,
-//	 "trained_rows": 1986, "elbo": -3512.7, "trained_at": "...",
+//	 "trained_rows": 1986, "elbo": -3512.7, "trained_at": "...", "trainer": true,
 //	 "bank": {"depth": 9, "in_flight": 2, "capacity": 16, "produced": 310,
 //	          "discarded": 57, "used": 240, "reused": 0}}
 //
@@ -59,7 +70,9 @@
 // trainer has run on them); bank is present for refined-ts only;
 // "trainer_error" is present while training fails (the trainer retries
 // every second; a panic in it is recovered and reported here, never an
-// exit of the process).
+// exit of the process); "trainer" says whether the replica answering
+// trains the bandit (with several `refinery serve` on one database, one
+// does; bandit.Fleet).
 //
 // GET /v1/dashboard (what the page at / polls) is, per bandit, the live
 // numbers and charts drawn by the server as SVG strings; the history
@@ -107,11 +120,15 @@
 // {"field", "detail"} (at most MaxProblemErrors of them; echoed text is
 // cut to MaxEchoBytes). Statuses: 400 invalid (including raw JSON that
 // bandit.CheckJSON refuses, and a body that cannot be read: shorter than
-// its Content-Length, a malformed chunk), 403 the service's bandit limit
-// (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
-// 405 with Allow listing the path's methods, 408 a body that did not arrive within Config.BodyReadTimeout, 409 name
-// taken / event decided with another context / reward with another
-// value, 413 body over the route's limit (MaxConfigBytes,
+// its Content-Length, a malformed chunk), 401 no API key or an unknown,
+// malformed or revoked one (keys required), 403 a key without the
+// route's scope, a browser's cross-origin write, or the service's bandit
+// limit (bandit.ServiceConfig.MaxBandits), 404 unknown bandit, event or route,
+// 405 with Allow listing the path's methods, 408 a body that did not
+// arrive within Config.BodyReadTimeout, 409 name taken (by a bandit, or
+// a deleted bandit's kept log) / event decided
+// with another context / reward with another value / decision on an
+// archived bandit, 413 body over the route's limit (MaxConfigBytes,
 // MaxDecisionBytes, MaxRewardBytes), 415, 429 at capacity
 // (Config.MaxInFlight; with Retry-After, nothing was done), 503 with
 // Retry-After while loading or shutting down, when the database is
@@ -151,7 +168,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // Body size limits: larger bodies are answered 413.
@@ -312,13 +329,19 @@ func New(cfg Config) *Server {
 		r.Post("/", s.createBandit)
 		r.Get("/", s.listBandits)
 		r.Route("/{name}", func(r chi.Router) {
-			r.Use(s.loadBandit)
-			r.Get("/", s.getBandit)
-			r.Post("/decisions", s.decide)
-			r.Post("/events/{event_id}/reward", s.reward)
-			r.Get("/snapshot", s.snapshot)
-			r.Get("/decisions", s.listDecisions)
-			r.Get("/decisions/{event_id}", s.getDecision)
+			// DELETE finds its bandit itself: with ?purge=true it also
+			// purges the kept log of a bandit deleted before.
+			r.Delete("/", s.deleteBandit)
+			r.Group(func(r chi.Router) {
+				r.Use(s.loadBandit)
+				r.Get("/", s.getBandit)
+				r.Patch("/", s.patchBandit)
+				r.Post("/decisions", s.decide)
+				r.Post("/events/{event_id}/reward", s.reward)
+				r.Get("/snapshot", s.snapshot)
+				r.Get("/decisions", s.listDecisions)
+				r.Get("/decisions/{event_id}", s.getDecision)
+			})
 		})
 	})
 	r.With(s.admit).Post("/v1/snapshots", s.importSnapshot)
@@ -598,8 +621,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // filled in, when it was created and, on GET, its live status.
 type banditView struct {
 	bandit.Config
-	CreatedAt time.Time   `json:"created_at"`
-	Status    *statusView `json:"status,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// ArchivedAt is present while the bandit is archived.
+	ArchivedAt *time.Time  `json:"archived_at,omitempty"`
+	Status     *statusView `json:"status,omitempty"`
 }
 
 // statusView is a bandit's live status.
@@ -615,6 +640,9 @@ type statusView struct {
 
 func (s *Server) view(ctx context.Context, a *bandit.Agent, withStatus bool) (*banditView, error) {
 	v := &banditView{Config: a.Config(), CreatedAt: a.CreatedAt()}
+	if at := a.ArchivedAt(); !at.IsZero() {
+		v.ArchivedAt = &at
+	}
 	if !withStatus {
 		return v, nil
 	}
@@ -647,6 +675,8 @@ func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {
 	a, err := s.svc.Create(r.Context(), cfg)
 	if err != nil {
 		switch {
+		case errors.Is(err, bandit.ErrDeleted):
+			err = withDetail(err, "the name %q is held by a deleted bandit's decision log; DELETE /v1/bandits/%s?purge=true frees it", cfg.Name, cfg.Name)
 		case errors.Is(err, bandit.ErrExists):
 			err = withDetail(err, "a bandit named %q already exists", cfg.Name)
 		case errors.Is(err, bandit.ErrLimit):
@@ -741,8 +771,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := a.Decide(r.Context(), dr)
 	if err != nil {
-		if errors.Is(err, bandit.ErrConflict) {
+		switch {
+		case errors.Is(err, bandit.ErrConflict):
 			err = withDetail(err, "event %q was already decided with another context or an arm now excluded", dr.EventID)
+		case errors.Is(err, bandit.ErrArchived):
+			err = withDetail(err, "bandit %q is archived and takes no new decisions (rewards of its decisions are still accepted); PATCH {\"archived\": false} resumes it", a.Name())
 		}
 		s.writeProblem(w, r, err)
 		return

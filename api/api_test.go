@@ -66,6 +66,12 @@ func postgresStore(t *testing.T) bandit.Store {
 }
 
 func newFixture(t *testing.T, st bandit.Store) *fixture {
+	return newFixtureWith(t, st, func(*api.Config) {})
+}
+
+// newFixtureWith is newFixture with the server's configuration changed
+// by set.
+func newFixtureWith(t *testing.T, st bandit.Store, set func(*api.Config)) *fixture {
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
 	m := api.NewMetrics(reg)
@@ -73,7 +79,9 @@ func newFixture(t *testing.T, st bandit.Store) *fixture {
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log})
+	cfg := api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log}
+	set(&cfg)
+	s := api.New(cfg)
 	srv := httptest.NewServer(s)
 	t.Cleanup(func() {
 		srv.Close()
@@ -87,6 +95,19 @@ func newFixture(t *testing.T, st bandit.Store) *fixture {
 // ("" for none) and returns the response and its body.
 func (f *fixture) call(t *testing.T, method, path, contentType, body string) (*http.Response, []byte) {
 	t.Helper()
+	if contentType == "" {
+		return f.send(t, method, path, body)
+	}
+	return f.send(t, method, path, body, "Content-Type", contentType)
+}
+
+// noRedirects is a client that returns redirects as they are.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// send sends body ("" for none) with the given headers (name, value
+// pairs) and returns the response, redirects included, and its body.
+func (f *fixture) send(t *testing.T, method, path, body string, header ...string) (*http.Response, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -95,10 +116,10 @@ func (f *fixture) call(t *testing.T, method, path, contentType, body string) (*h
 	if err != nil {
 		t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +192,8 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 	f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d1", "context": {"color": "red", "size": 1}}`)
 	f.must(t, http.StatusNoContent, "POST", "/v1/bandits/toy/events/d1/reward", `{"value": 1}`)
 	f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d2", "context": {"color": "blue", "size": 2}}`)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", strings.Replace(toyBandit, `"toy"`, `"shelved"`, 1))
+	f.must(t, http.StatusOK, "PATCH", "/v1/bandits/shelved", `{"archived": true}`)
 	before := f.state(t)
 
 	const (
@@ -255,6 +278,37 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a wrong method is a 405", "DELETE", "/v1/bandits", "", "", 405, none},
 		{"PUT on a bandit is a 405", "PUT", "/v1/bandits/toy", json_, `{}`, 405, none},
 		{"DELETE on a decision is a 405", "DELETE", "/v1/bandits/toy/decisions/d1", "", "", 405, none},
+		// PATCH: what cannot change, what does not exist, what is
+		// there already, and settings invalid as at creation.
+		{"adding an arm that exists is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"add_arms": ["b"]}`, 400, "add_arms[0]"},
+		{"adding the same arm twice is a 400 naming the second", "PATCH", "/v1/bandits/toy", json_, `{"add_arms": ["c", "c"]}`, 400, "add_arms[1]"},
+		{"adding an empty arm name is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"add_arms": [""]}`, 400, "add_arms[0]"},
+		{"adding no arms is a 400", "PATCH", "/v1/bandits/toy", json_, `{"add_arms": []}`, 400, "add_arms"},
+		{"a value for an unknown feature is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"add_values": {"shape": ["round"]}}`, 400, "add_values.shape"},
+		{"a value for a numeric feature is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"add_values": {"size": ["big"]}}`, 400, "add_values.size"},
+		{"a value declared already is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"add_values": {"color": ["green", "red"]}}`, 400, "add_values.color[1]"},
+		{"the same new value twice is a 400 naming the second", "PATCH", "/v1/bandits/toy", json_, `{"add_values": {"color": ["green", "green"]}}`, 400, "add_values.color[1]"},
+		{"a value that is not a string is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"add_values": {"color": [1]}}`, 400, "add_values.color[0]"},
+		{"replacing the arms is a 400 naming arms", "PATCH", "/v1/bandits/toy", json_, `{"arms": ["a", "b", "c"]}`, 400, "arms"},
+		{"renaming is a 400 naming name", "PATCH", "/v1/bandits/toy", json_, `{"name": "other"}`, 400, "name"},
+		{"changing the features is a 400 naming features", "PATCH", "/v1/bandits/toy", json_, `{"features": []}`, 400, "features"},
+		{"changing the network is a 400 naming model", "PATCH", "/v1/bandits/toy", json_, `{"model": {"hidden": [8]}}`, 400, "model"},
+		{"changing the policy kind is a 400 naming policy.kind", "PATCH", "/v1/bandits/toy", json_, `{"policy": {"kind": "mf-ts"}}`, 400, "policy.kind"},
+		{"an epsilon above 1 on PATCH is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"policy": {"epsilon": 2}}`, 400, "policy.epsilon"},
+		{"an unknown nested field on PATCH is a 400 naming its path", "PATCH", "/v1/bandits/toy", json_, `{"training": {"iterationz": 5}}`, 400, "training.iterationz"},
+		{"a string for a number on PATCH is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"training": {"iterations": "5"}}`, 400, "training.iterations"},
+		{"a section that is not an object is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"policy": 3}`, 400, "policy"},
+		{"an unknown PATCH member is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"arms_to_add": ["c"]}`, 400, "arms_to_add"},
+		{"a PATCH key in another case is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"Add_arms": ["c"]}`, 400, "Add_arms"},
+		{"archived that is not a boolean is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"archived": "yes"}`, 400, "archived"},
+		{"an empty PATCH is a 400", "PATCH", "/v1/bandits/toy", json_, `{}`, 400, ""},
+		{"a PATCH in text/plain is a 415", "PATCH", "/v1/bandits/toy", "text/plain", `{"archived": true}`, 415, none},
+		{"a PATCH of an unknown bandit is a 404", "PATCH", "/v1/bandits/nope", json_, `{"archived": true}`, 404, none},
+		{"changing an archived bandit is a 409", "PATCH", "/v1/bandits/shelved", json_, `{"training": {"iterations": 7}}`, 409, none},
+		{"deciding on an archived bandit is a 409", "POST", "/v1/bandits/shelved/decisions", json_, `{"context": {"color": "red", "size": 1}}`, 409, none},
+		{"a DELETE of an unknown bandit is a 404", "DELETE", "/v1/bandits/nope", "", "", 404, none},
+		{"a DELETE with purge=yes is a 400 naming purge", "DELETE", "/v1/bandits/toy?purge=yes", "", "", 400, "purge"},
+		{"a DELETE with an unknown parameter is a 400 naming it", "DELETE", "/v1/bandits/toy?force=true", "", "", 400, "force"},
 		// The decision log's query.
 		{"a decision page of 5000 is a 400 naming limit", "GET", decide + "?limit=5000", "", "", 400, "limit"},
 		{"a decision page of -1 is a 400 naming limit", "GET", decide + "?limit=-1", "", "", 400, "limit"},

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // API keys (package keys). With Config.RequireKeys every route but the

@@ -3,21 +3,16 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // keyCacheTTL is the fixture's key cache: short, so that a revocation
@@ -32,13 +27,6 @@ type keyFixture struct {
 }
 
 func newKeyFixture(t *testing.T, st bandit.Store) *keyFixture {
-	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	reg := prometheus.NewRegistry()
-	m := api.NewMetrics(reg)
-	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1, Logger: log, Observer: m})
-	if err := svc.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	ks := st.(keys.Store)
 	rnd := mrand.NewChaCha8([32]byte{7})
 	f := &keyFixture{}
@@ -60,39 +48,8 @@ func newKeyFixture(t *testing.T, st bandit.Store) *keyFixture {
 			}
 		}
 	}
-	s := api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, RequireKeys: true, Keys: ks, KeyCacheTTL: keyCacheTTL})
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		srv.Close()
-		s.Close()
-		svc.Close(context.Background())
-	})
-	f.fixture = &fixture{srv: srv, store: st, reg: reg, metrics: m}
+	f.fixture = newFixtureWith(t, st, func(c *api.Config) { c.RequireKeys, c.Keys, c.KeyCacheTTL = true, ks, keyCacheTTL })
 	return f
-}
-
-// send sends a request with the given headers (name, value pairs) and
-// returns the response and its body.
-func (f *keyFixture) send(t *testing.T, method, path, body string, header ...string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, out
 }
 
 func bearer(secret string) []string {

@@ -21,6 +21,10 @@ type dashboardView struct {
 	// simulated bandit (SVG); empty without a simulator.
 	RegretChart string       `json:"regret_chart,omitempty"`
 	Bandits     []dashBandit `json:"bandits"`
+	// Replicas lists the replicas sharing the database (bandit.Fleet),
+	// each with the bandits it trains; absent without replicas (the
+	// in-memory store).
+	Replicas []bandit.Replica `json:"replicas,omitempty"`
 }
 
 // dashBandit is one bandit on the dashboard.
@@ -198,6 +202,11 @@ func (s *Server) dashboardView(ctx context.Context) (*dashboardView, error) {
 	if len(regret) > 0 {
 		v.RegretChart = chart{title: "cumulative expected regret (simulator's oracle)", w: 1200, h: 170, xTime: true, yMin0: true}.lines(regret)
 	}
+	rs, err := s.svc.Replicas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.Replicas = rs
 	return v, nil
 }
 

@@ -180,3 +180,75 @@ func (s *Server) getDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeJSON(w, r, http.StatusOK, newDecisionRecordView(a.Config().Arms, rec))
 }
+
+// patchView is the answer of PATCH /v1/bandits/{name}: the bandit as GET
+// shows it, and what the change did to the live agent.
+type patchView struct {
+	*banditView
+	Effects []string `json:"effects"`
+}
+
+// patchBandit is PATCH /v1/bandits/{name} (bandit.Patch,
+// bandit.Service.Update).
+func (s *Server) patchBandit(w http.ResponseWriter, r *http.Request) {
+	a := agentFrom(r.Context())
+	body, err := s.readBody(w, r, MaxConfigBytes)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	p, err := bandit.ParsePatch(body)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	na, effects, err := s.svc.Update(r.Context(), a.Name(), p)
+	if err != nil {
+		if errors.Is(err, bandit.ErrArchived) {
+			err = withDetail(err, "bandit %q is archived: unarchive it with {\"archived\": false} (in the same patch or first) to change it", a.Name())
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	v, err := s.view(r.Context(), na, true)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if effects == nil {
+		effects = []string{}
+	}
+	s.log.InfoContext(r.Context(), "bandit updated", append(logAttrs(r), "bandit", a.Name(), "effects", effects)...)
+	s.writeJSON(w, r, http.StatusOK, patchView{banditView: v, Effects: effects})
+}
+
+// deleteBandit is DELETE /v1/bandits/{name}[?purge=true]: 204. Without
+// purge the decision log stays (for export) and keeps the name.
+func (s *Server) deleteBandit(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	purge := false
+	vals := r.URL.Query()
+	for k := range vals {
+		if k != "purge" {
+			s.writeProblem(w, r, &bandit.ValidationError{Errors: []bandit.FieldError{{Field: k, Detail: "unknown query parameter: want purge"}}})
+			return
+		}
+	}
+	switch v := vals.Get("purge"); v {
+	case "", "false":
+	case "true":
+		purge = true
+	default:
+		s.writeProblem(w, r, &bandit.ValidationError{Errors: []bandit.FieldError{{Field: "purge", Detail: fmt.Sprintf("%q: want true or false", bandit.Shorten(v, 64))}}})
+		return
+	}
+	if err := s.svc.Delete(r.Context(), name, purge); err != nil {
+		if errors.Is(err, bandit.ErrNotFound) {
+			err = withDetail(err, "no bandit named %q", name)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "bandit deleted", append(logAttrs(r), "bandit", name, "purge", purge)...)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -568,6 +568,23 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	send(t, second, c, exchange{"POST", "/v1/snapshots", "", string(snap), 409})
 	send(t, second, c, exchange{"POST", "/v1/snapshots", "", strings.Replace(string(snap), `"model_layout":1`, `"model_layout":2`, 1), 400})
 	do(exchange{"GET", "/v1/bandits/none/snapshot", "", "", 404})
+	// Changing bandits: settings, growth, archiving, deleting.
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"policy": {"samples": 2}, "training": {"iterations": 6}, "refinement": {"iterations": 4}, "reward": {"wait": "5m"}}`, 200})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["c"], "add_values": {"color": ["green"]}}`, 200})
+	do(exchange{"POST", "/v1/bandits/ts/decisions", "", `{"context": {"color": "green"}}`, 201})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["a"]}`, 400})
+	do(exchange{"PATCH", "/v1/bandits/ts", "text/plain", `{"archived": true}`, 415})
+	do(exchange{"PATCH", "/v1/bandits/none", "", `{"archived": true}`, 404})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"archived": true}`, 200})
+	do(exchange{"GET", "/v1/bandits/ts", "", "", 200})
+	do(exchange{"POST", "/v1/bandits/ts/decisions", "", `{"context": {"color": "red"}}`, 409})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"training": {"iterations": 7}}`, 409})
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"archived": false}`, 200})
+	do(exchange{"DELETE", "/v1/bandits/last", "", "", 204})
+	do(exchange{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"a", "b"`, `"kind": "laplace-ts", "laplace": "last-layer"`), 409})
+	do(exchange{"DELETE", "/v1/bandits/last?purge=true", "", "", 204})
+	do(exchange{"DELETE", "/v1/bandits/last", "", "", 404})
+	do(exchange{"DELETE", "/v1/bandits/eps?purge=maybe", "", "", 400})
 	time.Sleep(150 * time.Millisecond) // the dashboard's sampler runs every 50ms
 	do(exchange{"GET", "/v1/dashboard", "", "", 200})
 
@@ -610,10 +627,22 @@ func send(t *testing.T, h http.Handler, c *contract, e exchange) []byte {
 	return rec.Body.Bytes()
 }
 
+// replicasUnseen: the scenario runs on the in-memory store, which has no
+// replicas; TestReplicasFailover (cmd/refinery) reads the dashboard's
+// replicas from three on PostgreSQL.
+const replicasUnseen = "present only with replicas on PostgreSQL"
+
 // contractUnseen are the documented members the scenario need not show
 // (it cannot provoke them, or not every time), and why.
 var contractUnseen = map[string]string{
 	"#/components/schemas/BanditStatus/properties/trainer_error": "present only while training fails",
+	"#/components/schemas/Dashboard/properties/replicas":         replicasUnseen,
+	"#/components/schemas/Replica/properties/id":                 replicasUnseen,
+	"#/components/schemas/Replica/properties/address":            replicasUnseen,
+	"#/components/schemas/Replica/properties/this":               replicasUnseen,
+	"#/components/schemas/Replica/properties/started_at":         replicasUnseen,
+	"#/components/schemas/Replica/properties/last_seen":          replicasUnseen,
+	"#/components/schemas/Replica/properties/trains":             replicasUnseen,
 	"#/components/schemas/Propensity/properties/versions_behind": "omitted when 0; whether the scenario's refined samples lag a version depends on timing",
 	"#/components/schemas/Propensity/properties/exact":           "omitted when false; true only when a refined pool is small enough to enumerate",
 	"#/components/schemas/Propensity/properties/output_draws":    "omitted with two allowed arms, as every bandit of the scenario has",

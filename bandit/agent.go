@@ -64,6 +64,11 @@ type model struct {
 	flow     *posterior.Flow
 	flowELBO float64
 	lin      *policy.Linear
+
+	// refQ is q with the prior refinement targets (Agent.refineFrom),
+	// made once per model when it differs from q's own.
+	refOnce sync.Once
+	refQ    *posterior.MeanField
 }
 
 // weights returns the posterior means made ready for the fast engine
@@ -73,6 +78,31 @@ type model struct {
 func (m *model) weights(a nn.Arch) *nn.Weights {
 	m.prep.Do(func() { m.muw = a.PrepareWeights(m.q.Mu) })
 	return m.muw
+}
+
+// refineFrom returns the posterior refinement starts from: m.q, except
+// that under training.bound "collapsed-mean" its prior variances are
+// those of the model the trainer fitted, N(0, s^2/alpha_reg) once the
+// learned prior means are integrated out
+// (posterior.Bound.MarginalPriorVar; 13.3 s^2 at the default 0.075), so
+// that a refined sample targets that model's posterior rather than the
+// posterior under the fixed N(0, s^2), which is another model. Eq. 10's
+// marginal prior is a Student t, which refinement's Gaussian auxiliary
+// variables cannot split: under "collapsed-mean-var" refinement keeps
+// the fixed prior.
+func (a *Agent) refineFrom(m *model) *posterior.MeanField {
+	b, err := posterior.ParseBound(a.cfg.Training.Bound)
+	if err != nil || b != posterior.BoundCollapsedMean {
+		return m.q
+	}
+	m.refOnce.Do(func() {
+		q := m.q.Clone()
+		for j, s2 := range q.PriorVar {
+			q.PriorVar[j], _ = b.MarginalPriorVar(s2, a.cfg.Training.CollapsedReg)
+		}
+		m.refQ = q
+	})
+	return m.refQ
 }
 
 // Agent is one bandit at work: its configuration and encoder, the
@@ -93,6 +123,10 @@ type Agent struct {
 	model atomic.Pointer[model]
 	bank  *bank // refined-ts only
 	pool  *refinePool
+
+	// archivedAt is when the bandit was archived (Unix nanoseconds), 0
+	// while it is live: Decide refuses with ErrArchived.
+	archivedAt atomic.Int64
 
 	wake    chan struct{} // capacity 1: new rewards to train on
 	done    chan struct{} // closed by close
@@ -122,6 +156,10 @@ type Agent struct {
 	// has not seen was accepted (Unix nanoseconds of a.clock), 0 when
 	// there is none (TrainerLag).
 	pendingSince atomic.Int64
+
+	// fl is the agent's part in a fleet of replicas (fleet.go); nil
+	// when the service is the only one on its store.
+	fl *agentFleet
 
 	// trainErr is the last training error (or recovered panic) while
 	// it lasts; nil after a successful training. Status reports it.
@@ -155,6 +193,9 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		done:      make(chan struct{}),
 		seed:      seed,
 		trng:      mrand.New(mrand.NewPCG(seed, 0)),
+	}
+	if !b.ArchivedAt.IsZero() {
+		a.archivedAt.Store(b.ArchivedAt.UnixNano())
 	}
 	if step != nil {
 		sc := step.withDefaults()
@@ -303,6 +344,15 @@ func (a *Agent) Config() Config { return a.cfg }
 // CreatedAt returns when the bandit was created.
 func (a *Agent) CreatedAt() time.Time { return a.createdAt }
 
+// ArchivedAt returns when the bandit was archived, or the zero time while
+// it is live.
+func (a *Agent) ArchivedAt() time.Time {
+	if at := a.archivedAt.Load(); at != 0 {
+		return time.Unix(0, at).UTC()
+	}
+	return time.Time{}
+}
+
 // snapshotMeta is what a persisted Snapshot's Metrics holds besides the
 // mean-field posterior (Params, posterior.MeanField.MarshalBinary).
 type snapshotMeta struct {
@@ -334,22 +384,40 @@ type snapshotMeta struct {
 // and every stored training row (the trainer trains on all of them).
 // Rows newer than the snapshot wake the trainer once start has run.
 func (a *Agent) load(ctx context.Context) error {
-	var snapVersion, snapCursor int64
-	var snapRows int
-	var snapMeta *snapshotMeta
-	elbo := math.NaN()
+	var snap *Snapshot
 	if a.cfg.Policy.Kind != Uniform {
-		snap, err := a.store.LatestSnapshot(ctx, a.name)
+		s, err := a.store.LatestSnapshot(ctx, a.name)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return fmt.Errorf("load snapshot %s: %w", a.name, err)
 		default:
-			meta, q, err := a.decodeSnapshot(snap)
-			if err != nil {
-				a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
-				break
+			snap = s
+		}
+	}
+	return a.install(ctx, snap, false)
+}
+
+// install makes snap (nil: none) the published posterior, after reading
+// the stored training rows past the agent's cursor: at load (every row),
+// and on a replica that follows another's trainer, for each newer
+// version that trainer persists (follow). A snapshot that does not fit
+// the configuration is ignored with a warning: at load the agent starts
+// from the prior, a follower keeps its posterior.
+func (a *Agent) install(ctx context.Context, snap *Snapshot, following bool) error {
+	var snapVersion, snapCursor int64
+	var snapRows int
+	var snapMeta *snapshotMeta
+	elbo := math.NaN()
+	if snap != nil {
+		meta, q, err := a.decodeSnapshot(snap)
+		switch {
+		case err != nil:
+			a.log.Warn("ignoring a snapshot that does not fit the configuration", "version", snap.Version, "err", err)
+			if following {
+				return nil
 			}
+		default:
 			snapVersion, snapCursor, snapRows, snapMeta = snap.Version, meta.Cursor, meta.Rows, meta
 			if meta.ELBO != nil {
 				elbo = *meta.ELBO
@@ -362,8 +430,7 @@ func (a *Agent) load(ctx context.Context) error {
 	if a.cfg.Policy.Kind == Uniform {
 		return nil
 	}
-	n, err := a.readRows(ctx)
-	if err != nil {
+	if _, err := a.readRows(ctx); err != nil {
 		return fmt.Errorf("load training rows %s: %w", a.name, err)
 	}
 	a.persisted = snapVersion
@@ -382,9 +449,10 @@ func (a *Agent) load(ctx context.Context) error {
 	if a.q != nil {
 		if a.tr != nil {
 			a.tr.SetLikelihood(a.likelihood(a.data.View()))
+			a.tr.Reset() // the optimizer's moments were of another posterior
 		}
 		a.setPosterior(m)
-		if n > 0 {
+		if a.data.Len() > 0 {
 			m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
 		}
 		ok, err := a.restorePosterior(m, snapMeta)
@@ -461,6 +529,14 @@ func (a *Agent) readRows(ctx context.Context) (int, error) {
 	dim, arms := a.enc.Dim(), len(a.cfg.Arms)
 	err := a.store.TrainingRows(ctx, a.name, a.cursor, func(r TrainingRow) error {
 		a.cursor = r.Seq
+		if len(r.Encoded) != dim {
+			// A decision made before category values were added: its
+			// context encodes anew (the values it names are all still
+			// declared, at their new positions).
+			if x, err := a.enc.Encode(r.Context); err == nil {
+				r.Encoded = x
+			}
+		}
 		// Rows stored before the bounds on rewards and numeric contexts
 		// (issue 16) may hold values that would poison the model.
 		if len(r.Encoded) != dim || r.Arm < 0 || r.Arm >= arms || !(math.Abs(r.Reward) <= MaxRewardAbs) || !bounded(r.Encoded, MaxNumericAbs) {
@@ -501,14 +577,26 @@ func (a *Agent) start() {
 }
 
 // close stops the agent's goroutines and persists its latest posterior
-// if it has not been.
+// if it has not been, unless another replica trains the bandit (whose
+// versions are not this replica's to write).
 func (a *Agent) close(ctx context.Context) error {
-	if a.stopped.Swap(true) {
+	if !a.stop() || !a.Leading() {
 		return nil
+	}
+	return a.persist(ctx, a.model.Load(), true)
+}
+
+// stop stops the agent's goroutines (its trainer, reaper and place in
+// the refinement pool) and reports whether this call stopped them. A
+// stopped agent still decides and stores rewards, on its last posterior,
+// for the requests that hold it.
+func (a *Agent) stop() bool {
+	if a.stopped.Swap(true) {
+		return false
 	}
 	close(a.done)
 	a.wg.Wait()
-	return a.persist(ctx, a.model.Load(), true)
+	return true
 }
 
 // notify wakes the trainer: there are new rewards.
@@ -620,6 +708,9 @@ func (a *Agent) trainSafely(ctx context.Context) (err error) {
 			a.trainErr.Store(&msg)
 		}
 	}()
+	if a.fl != nil {
+		return a.fleetWork(ctx)
+	}
 	return a.trainOnce(ctx)
 }
 
@@ -696,6 +787,8 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 	}
 	a.publish(m)
 	a.obs.Trained(a.name, iters, m.version, m.elbo)
+	// With replicas, the others install the versions persisted here
+	// (follow): every snapshot_every-th.
 	if m.version-a.persisted >= int64(a.cfg.Training.SnapshotEvery) {
 		if err := a.persist(ctx, m, false); err != nil && ctx.Err() == nil {
 			a.log.Warn("persisting the posterior failed", "version", m.version, "err", err)
@@ -773,6 +866,7 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 		return err
 	}
 	a.persisted = m.version
+	a.announce(ctx, m.version)
 	return nil
 }
 
@@ -1004,6 +1098,10 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // (Outcome.Created false) when the context encodes identically and the
 // stored arm is not excluded now, and ErrConflict otherwise.
 func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
+	if at := a.archivedAt.Load(); at != 0 {
+		return nil, fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",
+			a.name, time.Unix(0, at).UTC().Format(time.RFC3339), ErrArchived)
+	}
 	var v validator
 	if req.EventID != "" && !ValidEventID(req.EventID) {
 		v.add("event_id", "want 1 to 128 characters from [A-Za-z0-9._~:-]")
@@ -1044,7 +1142,11 @@ func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error)
 		return nil, err
 	}
 	if !created {
-		if !slices.Equal(stored.Encoded, x) {
+		enc := stored.Encoded
+		if len(enc) != len(x) { // decided before category values were added
+			enc, _ = a.enc.Encode(stored.Context)
+		}
+		if !slices.Equal(enc, x) {
 			return nil, fmt.Errorf("event %s was decided for another context: %w", eventID, ErrConflict)
 		}
 		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] {
@@ -1240,6 +1342,11 @@ type Status struct {
 	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
 	// fitted at the network's MAP; absent for the other kinds.
 	Posterior *PosteriorStatus `json:"posterior,omitempty"`
+	// Trainer is whether this replica trains the bandit: always on a
+	// service alone on its store; with replicas (Fleet), on the one that
+	// holds the bandit's trainer lock, while the others install the
+	// versions it persists.
+	Trainer bool `json:"trainer"`
 }
 
 // BankStatus describes a bank of refined samples.
@@ -1264,7 +1371,7 @@ type BankStatus struct {
 // Status returns the agent's live state.
 func (a *Agent) Status() Status {
 	m := a.model.Load()
-	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m)}
+	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m), Trainer: a.Leading()}
 	if e := a.trainErr.Load(); e != nil {
 		st.TrainerError = *e
 	}

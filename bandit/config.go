@@ -310,7 +310,11 @@ type TrainingConfig struct {
 	// "collapsed-mean-var" (CMV-MF-VI, Eq. 10: prior means and
 	// variances, under a Gamma hyperprior on the prior precision whose
 	// mean is 1/model.prior_variance). The trainer's reported ELBO is
-	// then the collapsed bound. Refinement keeps the fixed prior. The
+	// then the collapsed bound. Under "collapsed-mean" refinement targets
+	// the posterior of that model, whose prior with the learned means
+	// integrated out is N(0, prior_variance/collapsed_reg); under
+	// "collapsed-mean-var" (a Student-t marginal) it keeps the fixed
+	// prior (Agent.refineFrom). The
 	// default is collapsed-mean because on the mushroom bandit (5 seeds
 	// x 10,000 steps, bench/mushroom-methods) mean-field TS with the
 	// ELBO locked into one arm on 5 of 5 seeds (about 40% over 15) and

@@ -13,4 +13,10 @@
 // network at the posterior mean or at refined samples from the agent's
 // bank; SampleLocal for mean-field draws) and applies the rules of
 // package policy (UniformRule, EpsGreedyRule, ThompsonVote, Linear).
+//
+// Replicas: several services on one store (ServiceConfig.Fleet) share
+// the bandits, decisions, rewards and snapshots in it; each holds its
+// own agents. One replica per bandit trains it, the others install the
+// versions it persists: see Fleet for what each holds and what is
+// shared.
 package bandit

@@ -1,5 +1,11 @@
 package bandit
 
+import (
+	"encoding/json"
+
+	"github.com/refinery-bandits/refinery/nn"
+)
+
 // HoldBackgroundCore takes one of the service's background cores
 // (ServiceConfig.BackgroundCores) until release is called, as a
 // retraining or a refinement would.
@@ -7,3 +13,28 @@ func (s *Service) HoldBackgroundCore() (release func()) {
 	release, _ = s.pool.background(nil)
 	return release
 }
+
+// PosteriorOf is the published mean-field posterior of an agent, for
+// tests: version, means, standard deviations, prior variances, the noise
+// hyperparameter and the standardization.
+type PosteriorOf struct {
+	Version             int64
+	Mu, Sigma, PriorVar []float64
+	Noise               float64
+	Std                 nn.Standardization
+	Arch                nn.Arch
+	Inputs              []int // where each input lands in Grown's network
+	Encode              func(json.RawMessage) ([]float64, error)
+}
+
+func (a *Agent) Posterior() PosteriorOf {
+	m := a.model.Load()
+	return PosteriorOf{Version: m.version, Mu: m.q.Mu, Sigma: m.q.Sigma(nil), PriorVar: m.q.PriorVar, Noise: m.q.Hyper[0], Std: m.std, Arch: a.arch, Encode: a.enc.Encode}
+}
+
+// InputMap is inputMap of two agents' encoders.
+func InputMap(old, grown *Agent) []int { return inputMap(old.enc, grown.enc) }
+
+// RefinementPriorVar is the prior variance per parameter that refinement
+// of the published posterior uses (refineFrom).
+func (a *Agent) RefinementPriorVar() []float64 { return a.refineFrom(a.model.Load()).PriorVar }

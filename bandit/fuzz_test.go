@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
@@ -12,7 +13,7 @@ import (
 )
 
 // The fuzz targets of the decoders of outside input in this package:
-// bandit configurations, raw JSON bodies, contexts through encoding and
+// bandit configurations and patches, raw JSON bodies, contexts through encoding and
 // training, and stored snapshots. `make fuzz` runs each for 60s (results
 // in bench/fuzz.md); `go test` runs their seeds, which hold the values
 // of issue 16.
@@ -242,4 +243,57 @@ func trainOne(tb testing.TB, a *bandit.Agent, id string, reward float64) {
 	if err := a.Reward(ctx, id, reward); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// A patch from outside never panics; applied to a configuration it is a
+// *ValidationError naming at most MaxFieldErrors problems, or a valid
+// configuration of the same kind whose arms and categorical values
+// start with the old ones.
+func FuzzParsePatch(f *testing.F) {
+	for _, s := range []string{
+		`{"add_arms": ["c"], "add_values": {"color": ["green"]}}`,
+		`{"policy": {"samples": 5, "kind": null}, "training": {"iterations": 7}}`,
+		`{"policy": {"kind": "mf-ts"}}`,
+		`{"add_values": {"color": ["red", 1]}, "add_arms": ["a", "a", ""]}`,
+		`{"archived": true, "reward": {"wait": "1m", "default": 0}}`,
+		`{"refinement": {"fractions": [0.5, 0.5]}, "model": {}, "name": "x"}`,
+		`{"add_values": {"size": ["x"], "none": []}}`,
+		`{"policy": 3, "training": [1]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	base, err := bandit.ParseConfig([]byte(fuzzToyConfig))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(err error) {
+			var ve *bandit.ValidationError
+			if !errors.As(err, &ve) || len(ve.Errors) == 0 || len(ve.Errors) > bandit.MaxFieldErrors {
+				t.Fatalf("error %v: want a *ValidationError with 1..%d problems", err, bandit.MaxFieldErrors)
+			}
+		}
+		p, err := bandit.ParsePatch(data)
+		if err != nil {
+			check(err)
+			return
+		}
+		cur := *base
+		cfg, _, err := p.Apply(&cur)
+		if err != nil {
+			check(err)
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("a patched configuration does not validate: %v", err)
+		}
+		if cfg.Policy.Kind != base.Policy.Kind || !slices.Equal(cfg.Arms[:len(base.Arms)], base.Arms) {
+			t.Fatalf("patched kind %s arms %v from %s %v", cfg.Policy.Kind, cfg.Arms, base.Policy.Kind, base.Arms)
+		}
+		for i, f := range base.Features {
+			if !slices.Equal(cfg.Features[i].Values[:len(f.Values)], f.Values) {
+				t.Fatalf("patched values %v of %s from %v", cfg.Features[i].Values, f.Name, f.Values)
+			}
+		}
+	})
 }

@@ -223,7 +223,7 @@ func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefin
 	var err error
 	p.cpu.add(&p.cpu.refinement, cpustat.Measure(func() {
 		var v []float64
-		if v, st, err = wr.ref.Refine(ctx, nil, m.q, rng); err == nil {
+		if v, st, err = wr.ref.Refine(ctx, nil, a.refineFrom(m), rng); err == nil {
 			w = a.arch.PrepareWeights(v)
 		}
 	}))

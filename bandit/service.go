@@ -43,6 +43,21 @@ type ServiceConfig struct {
 	// no goroutines, training inside Reward and refinement inside
 	// Decide, deterministic given Seed. Workers is then ignored.
 	Step *StepConfig
+	// Fleet, when not nil, makes the service one replica of several on
+	// its store (see Fleet): it trains the bandits whose trainer lock it
+	// holds and follows the others' versions. Nil: the service is the
+	// only one and trains every bandit. Ignored in step mode.
+	Fleet Fleet
+	// TrainerRetry is how often a replica tries to take the trainer
+	// locks it does not hold (and checks that its lock session lives):
+	// when a trainer's replica dies, another trains its bandits within
+	// TrainerRetry of PostgreSQL seeing its session end. Zero means
+	// DefaultTrainerRetry.
+	TrainerRetry time.Duration
+	// FleetPoll is how often a replica polls for the versions and
+	// bandit changes the fleet's announcements may have missed. Zero
+	// means DefaultFleetPoll.
+	FleetPoll time.Duration
 	// MaxBandits bounds the bandits Create makes (each has its trainer
 	// and, for refined-ts, a share of the refinement workers); zero
 	// means DefaultMaxBandits. Stored bandits beyond it still load.
@@ -70,6 +85,12 @@ type Service struct {
 
 	mu     sync.RWMutex
 	agents map[string]*Agent
+
+	// life serializes the changes of bandits (Update, Delete, and
+	// those of other replicas: reconcile).
+	life sync.Mutex
+
+	fleetState
 }
 
 // NewService returns a service on st. Call Load to load the stored
@@ -94,9 +115,15 @@ func NewService(st Store, cfg ServiceConfig) *Service {
 		cfg.MaxBandits = DefaultMaxBandits
 	}
 	if cfg.Step != nil {
-		cfg.Workers = 0
+		cfg.Workers, cfg.Fleet = 0, nil
 	}
-	return &Service{
+	if cfg.TrainerRetry <= 0 {
+		cfg.TrainerRetry = DefaultTrainerRetry
+	}
+	if cfg.FleetPoll <= 0 {
+		cfg.FleetPoll = DefaultFleetPoll
+	}
+	s := &Service{
 		store:      st,
 		log:        cfg.Logger,
 		obs:        cfg.Observer,
@@ -105,7 +132,21 @@ func NewService(st Store, cfg ServiceConfig) *Service {
 		step:       cfg.Step,
 		pool:       newRefinePool(cfg.Workers, cfg.BackgroundCores, cfg.Seed, cfg.Logger, cfg.Observer),
 		agents:     map[string]*Agent{},
+		fleetState: fleetState{
+			fleet:        cfg.Fleet,
+			trainerRetry: cfg.TrainerRetry,
+			fleetPoll:    cfg.FleetPoll,
+			fleetKick:    make(chan struct{}, 1),
+			fleetDone:    make(chan struct{}),
+			fleetSeen:    map[string]time.Time{},
+			fleetLogged:  map[string]time.Time{},
+		},
 	}
+	if s.fleet != nil {
+		s.fleetWG.Add(1)
+		go s.fleetLoop()
+	}
+	return s
 }
 
 // Store returns the service's store.
@@ -146,13 +187,25 @@ func (s *Service) Load(ctx context.Context) error {
 // Loaded reports whether Load has finished.
 func (s *Service) Loaded() bool { return s.loaded.Load() }
 
-// startAgent builds, loads and starts the agent of b and registers it.
-func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
+// loadAgent builds the agent of b and loads it from the store.
+func (s *Service) loadAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
 	a, err := newAgent(b, cfg, s.store, s.pool, s.seed+s.seeds.Add(1)*0x9e3779b97f4a7c15, s.log, s.obs, s.step)
 	if err != nil {
 		return nil, err
 	}
+	if s.fleet != nil {
+		a.fl = &agentFleet{fleet: s.fleet}
+	}
 	if err := a.load(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// startAgent builds, loads and starts the agent of b and registers it.
+func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
+	a, err := s.loadAgent(ctx, b, cfg)
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -167,6 +220,7 @@ func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agen
 	s.agents[cfg.Name] = a
 	s.mu.Unlock()
 	a.start()
+	s.kickFleet()
 	return a, nil
 }
 
@@ -218,7 +272,11 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 	if err != nil {
 		return nil, err
 	}
-	return s.startAgent(ctx, stored, cfg)
+	a, err := s.startAgent(ctx, stored, cfg)
+	if err == nil {
+		s.announceChanged(ctx, cfg.Name)
+	}
+	return a, err
 }
 
 // Agent returns the named bandit's agent: ErrNotFound if there is none,
@@ -261,6 +319,10 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 	}
 	s.pool.close()
+	if s.fleet != nil {
+		close(s.fleetDone)
+		s.fleetWG.Wait()
+	}
 	return errors.Join(errs...)
 }
 

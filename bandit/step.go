@@ -101,7 +101,7 @@ func (a *Agent) refineNow(ctx context.Context, m *model, n int) error {
 		return nil
 	}
 	for a.bank.reserve() {
-		w, st, err := a.refiner.Refine(ctx, nil, m.q, a.refRNG)
+		w, st, err := a.refiner.Refine(ctx, nil, a.refineFrom(m), a.refRNG)
 		if err != nil {
 			a.bank.put(m.version, nil, m.std)
 			return fmt.Errorf("bandit %s: refine: %w", a.name, err)

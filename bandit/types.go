@@ -107,6 +107,10 @@ type TrainingRow struct {
 	Encoded []float64
 	Arm     int
 	Reward  float64
+	// Context is the decision's context as the client sent it: the
+	// agent encodes it again when Encoded is of an earlier encoder (a
+	// decision made before category values were added).
+	Context json.RawMessage
 }
 
 // Snapshot is a persisted posterior: opaque parameters and metrics.

@@ -9,6 +9,7 @@ TARGETS="
 ./api FuzzDecisionBody decision bodies (POST .../decisions) through the handler
 ./api FuzzRewardBody reward bodies (POST .../reward) through the handler, retraining on each
 ./bandit FuzzParseConfig bandit configurations (POST /v1/bandits, stored configurations)
+./bandit FuzzParsePatch bandit patches (PATCH /v1/bandits/{name}) applied to a configuration
 ./bandit FuzzCheckJSON the raw JSON check of every body (duplicate keys, NUL, surrogates, UTF-8, depth)
 ./bandit FuzzEncodeAndTrain contexts and rewards through the encoder and training (step mode)
 ./bandit FuzzEncodeFast contexts through the encoder's one-pass reader, against its general path

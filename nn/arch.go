@@ -133,3 +133,43 @@ func (a Arch) InitHe(dst []float64, rng *rand.Rand) {
 		clear(ly.Bias(dst))
 	}
 }
+
+// Embed writes the parameters p of network a into dst, laid out for
+// network b: the same hidden widths, at least as many inputs and at
+// least as many outputs. Input i of a becomes input inputs[i] of b
+// (inputs must be distinct and in range); output o stays output o. Every
+// other element of dst (the weights of b's other inputs, and the
+// weights and biases of its outputs from a.Out() on) is left as it is,
+// for the caller to fill first (the prior, for a posterior that grows).
+//
+// On a context x of a, and its image x' in b (x'[inputs[i]] = x[i],
+// zero elsewhere), b's first a.Out() outputs under dst equal a's under p
+// exactly: the new inputs are zero, the new outputs are not read.
+func (a Arch) Embed(b Arch, inputs []int, dst, p []float64) {
+	a.checkLen(p, "p")
+	b.checkLen(dst, "dst")
+	if len(a.layers) != len(b.layers) || len(inputs) != a.In() || b.Out() < a.Out() {
+		panic("nn: Embed needs the same hidden layers, one input index per input of a, and at least a's outputs")
+	}
+	for l := range a.layers {
+		if l > 0 && a.layers[l].In != b.layers[l].In || l < len(a.layers)-1 && a.layers[l].Out != b.layers[l].Out {
+			panic("nn: Embed needs the same hidden widths")
+		}
+	}
+	for l, la := range a.layers {
+		lb := b.layers[l]
+		for o := range la.Out {
+			for i := range la.In {
+				j := i
+				if l == 0 {
+					j = inputs[i]
+					if j < 0 || j >= lb.In {
+						panic("nn: Embed input index out of range")
+					}
+				}
+				dst[lb.W+o*lb.In+j] = p[la.W+o*la.In+i]
+			}
+			dst[lb.B+o] = p[la.B+o]
+		}
+	}
+}

@@ -474,3 +474,46 @@ func TestCollapsedMeanVarStationaryOnLinearRegression(t *testing.T) {
 		}
 	})
 }
+
+// TestCollapsedMeanIsTheELBOOfItsMarginalPrior: Eq. 9's model with mu_p
+// integrated out is the prior N(0, gamma/alpha_reg) (MarginalPriorVar),
+// and at random q the collapsed bound's per-weight penalty is the KL to
+// that prior plus (1 - alpha_reg) sigma^2/(2 gamma): the collapsed bound
+// is the ELBO of the marginal model less that, so never above it, and
+// equal at alpha_reg = 1. The marginal variance is also checked by Monte
+// Carlo over the hierarchical model.
+func TestCollapsedMeanIsTheELBOOfItsMarginalPrior(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 1))
+	for range 1000 {
+		mu, sigma, gamma := randomQ(rng)
+		reg := 0.01 + 0.99*rng.Float64()
+		v, ok := BoundCollapsedMean.MarginalPriorVar(gamma, reg)
+		if !ok || math.Abs(v-gamma/reg) > 1e-12*v {
+			t.Fatalf("MarginalPriorVar(%g, %g) = %g, %v; want %g", gamma, reg, v, ok, gamma/reg)
+		}
+		kl := 0.5 * ((sigma*sigma+mu*mu)/v - 1 + math.Log(v/(sigma*sigma)))
+		pen := newCollapsed(BoundCollapsedMean, reg, 0).penalty(mu, sigma, gamma)
+		want := kl + (1-reg)*sigma*sigma/(2*gamma)
+		if math.Abs(pen-want) > 1e-9*(1+math.Abs(want)) {
+			t.Fatalf("mu %g sigma %g gamma %g reg %g: penalty %g, KL to N(0, gamma/reg) + (1-reg) sigma^2/(2 gamma) = %g", mu, sigma, gamma, reg, pen, want)
+		}
+	}
+	// w = mu_p + e, mu_p ~ N(0, alpha), e ~ N(0, gamma): Var w = gamma/reg.
+	const gamma, reg, n = 0.7, 0.075, 400000
+	alpha := gamma * (1 - reg) / reg
+	var s2 float64
+	for range n {
+		w := math.Sqrt(alpha)*rng.NormFloat64() + math.Sqrt(gamma)*rng.NormFloat64()
+		s2 += w * w
+	}
+	v, _ := BoundCollapsedMean.MarginalPriorVar(gamma, reg)
+	if got := s2 / n; math.Abs(got-v) > 4*v*math.Sqrt(2.0/n) {
+		t.Errorf("Monte Carlo variance of w %g, MarginalPriorVar %g", got, v)
+	}
+	if _, ok := BoundCollapsedMeanVar.MarginalPriorVar(1, 0.075); ok {
+		t.Error("Eq. 10's marginal prior reported Gaussian")
+	}
+	if v, ok := BoundELBO.MarginalPriorVar(2, 0.075); v != 2 || !ok {
+		t.Errorf("the ELBO's marginal prior variance %g, %v; want its own 2", v, ok)
+	}
+}

@@ -202,3 +202,17 @@ func (s *Postgres) DeleteBandit(ctx context.Context, name string, purge bool) er
 	}
 	return nil
 }
+
+// KeptLog returns a deleted bandit whose decision log was kept
+// (DeleteBandit without purge), for export; bandit.ErrNotFound if there
+// is none.
+func (s *Postgres) KeptLog(ctx context.Context, name string) (*bandit.Bandit, error) {
+	b, err := scanBandit(s.pool.QueryRow(ctx, `SELECT `+banditColumns+` FROM bandits WHERE name = $1 AND deleted_at IS NOT NULL`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = bandit.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: kept log %s: %w", name, err)
+	}
+	return b, nil
+}

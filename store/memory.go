@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // Memory is a bandit.Store that keeps everything in the process's memory.
@@ -264,7 +264,7 @@ func (m *Memory) TrainingRows(ctx context.Context, name string, after int64, fn 
 		i := sort.Search(len(mb.rewards), func(i int) bool { return mb.rewards[i].seq > after })
 		for ; i < len(mb.rewards) && len(rows) < trainingChunk; i++ {
 			md := mb.rewards[i]
-			rows = append(rows, bandit.TrainingRow{Seq: md.seq, Encoded: cloneFloats(md.d.Encoded), Arm: md.d.Arm, Reward: md.reward.Value})
+			rows = append(rows, bandit.TrainingRow{Seq: md.seq, Encoded: cloneFloats(md.d.Encoded), Arm: md.d.Arm, Reward: md.reward.Value, Context: md.d.Context})
 		}
 		m.mu.RUnlock()
 		for _, r := range rows {

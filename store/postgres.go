@@ -356,9 +356,9 @@ const trainingChunkPostgres = 1000
 const (
 	// sqlTrainingRows: a bandit's rewarded decisions after a cursor.
 	sqlTrainingRows = `
-SELECT r.seq, d.encoded, d.arm, r.value
+SELECT r.seq, d.encoded, d.arm, r.value, d.context
 FROM rewards r CROSS JOIN LATERAL (
-	SELECT d.encoded, d.arm FROM decisions d WHERE d.id = r.decision_id OFFSET 0) d
+	SELECT d.encoded, d.arm, d.context FROM decisions d WHERE d.id = r.decision_id OFFSET 0) d
 WHERE r.bandit = $1 AND r.seq > $2
 ORDER BY r.seq
 LIMIT $3`
@@ -399,11 +399,12 @@ func (s *Postgres) TrainingRows(ctx context.Context, name string, after int64, f
 		for rows.Next() {
 			var r bandit.TrainingRow
 			var arm int32
-			if err := rows.Scan(&r.Seq, &r.Encoded, &arm, &r.Reward); err != nil {
+			var c []byte
+			if err := rows.Scan(&r.Seq, &r.Encoded, &arm, &r.Reward, &c); err != nil {
 				rows.Close()
 				return fmt.Errorf("store: training rows %s: %w", name, err)
 			}
-			r.Arm = int(arm)
+			r.Arm, r.Context = int(arm), c
 			chunk = append(chunk, r)
 		}
 		rows.Close()

@@ -76,7 +76,16 @@ func (c *Client) BaseURL() string { return c.base }
 type Bandit struct {
 	bandit.Config
 	CreatedAt time.Time `json:"created_at"`
-	Status    *Status   `json:"status,omitempty"`
+	// ArchivedAt is set while the bandit is archived.
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
+	Status     *Status    `json:"status,omitempty"`
+}
+
+// BanditUpdate is the answer to UpdateBandit: the changed bandit and
+// what the change did to it, in words.
+type BanditUpdate struct {
+	Bandit
+	Effects []string `json:"effects"`
 }
 
 // Status is a bandit's live status.
@@ -446,4 +455,29 @@ func (c *Client) Decision(ctx context.Context, name, eventID string) (*DecisionR
 		return nil, err
 	}
 	return &d, nil
+}
+
+// UpdateBandit changes bandit name with patch: a *bandit.Patch, or
+// anything that encodes as one (a map, or the JSON as []byte or
+// json.RawMessage), e.g. {"add_arms": ["c"], "training": {"lr": 0.01}}.
+// A change the bandit cannot take is a 400 Error naming the member; a
+// change of an archived bandit that does not unarchive it is a 409.
+func (c *Client) UpdateBandit(ctx context.Context, name string, patch any) (*BanditUpdate, error) {
+	var b BanditUpdate
+	if _, err := c.do(ctx, http.MethodPatch, "/v1/bandits/"+url.PathEscape(name), patch, &b, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// DeleteBandit deletes bandit name. Without purge its decision log is
+// kept (for export) and keeps the name taken; with purge the log goes
+// too and the name is free (also for a bandit deleted before).
+func (c *Client) DeleteBandit(ctx context.Context, name string, purge bool) error {
+	path := "/v1/bandits/" + url.PathEscape(name)
+	if purge {
+		path += "?purge=true"
+	}
+	_, err := c.do(ctx, http.MethodDelete, path, nil, nil, http.StatusNoContent)
+	return err
 }

@@ -17,21 +17,29 @@ import (
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/store"
 )
 
 // serve starts the service on the in-memory store.
 func serve(t *testing.T) *httptest.Server {
 	t.Helper()
+	return serveWith(t, store.NewMemory(), func(*api.Config) {})
+}
+
+// serveWith starts the service on st with its configuration changed by
+// set.
+func serveWith(t *testing.T, st *store.Memory, set func(*api.Config)) *httptest.Server {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := api.NewMetrics(reg)
-	st := store.NewMemory()
 	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1, Observer: m})
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := api.New(api.Config{Service: svc, Metrics: m, Gatherer: reg})
+	cfg := api.Config{Service: svc, Metrics: m, Gatherer: reg}
+	set(&cfg)
+	s := api.New(cfg)
 	srv := httptest.NewServer(s)
 	t.Cleanup(func() {
 		srv.Close()
@@ -149,6 +157,19 @@ func TestClientDrivesTheAPI(t *testing.T) {
 	if _, err := c.Decisions(ctx, "toy", client.DecisionQuery{Limit: -1}); client.StatusCode(err) != http.StatusBadRequest {
 		t.Errorf("a page of -1: %v, want a 400", err)
 	}
+	up, err := c.UpdateBandit(ctx, "toy", map[string]any{"add_arms": []string{"c"}, "add_values": map[string][]string{"color": {"green"}}, "policy": map[string]any{"epsilon": 0.2}})
+	if err != nil || len(up.Arms) != 3 || *up.Policy.Epsilon != 0.2 || len(up.Effects) == 0 || up.Features[0].Values[2] != "green" {
+		t.Fatalf("UpdateBandit = %+v, %v", up, err)
+	}
+	if _, err := c.Decide(ctx, "toy", client.DecisionRequest{Context: map[string]any{"color": "green", "size": 1}}); err != nil {
+		t.Errorf("a decision on the new value: %v", err)
+	}
+	if _, err := c.UpdateBandit(ctx, "toy", []byte(`{"add_arms": ["a"]}`)); client.StatusCode(err) != http.StatusBadRequest {
+		t.Errorf("adding an arm that exists: %v, want a 400", err)
+	}
+	if up, err := c.UpdateBandit(ctx, "toy", &bandit.Patch{Archived: new(bool)}); err != nil || up.ArchivedAt != nil {
+		t.Errorf("a patch of archived false on a live bandit: %+v, %v", up, err)
+	}
 	var text bytes.Buffer
 	if err := c.Metrics(ctx, &text); err != nil || !strings.Contains(text.String(), `refinery_rewards_total{bandit="toy"} 2`) {
 		t.Errorf("metrics: %v", err)
@@ -167,6 +188,47 @@ func TestClientDrivesTheAPI(t *testing.T) {
 		buf.ReadFrom(resp.Body)
 		resp.Body.Close()
 		strictly(t, buf.Bytes(), v)
+	}
+	if err := c.DeleteBandit(ctx, "toy", false); err != nil {
+		t.Errorf("DeleteBandit: %v", err)
+	}
+	if err := c.DeleteBandit(ctx, "toy", false); client.StatusCode(err) != http.StatusNotFound {
+		t.Errorf("deleting again: %v, want a 404", err)
+	}
+	if err := c.DeleteBandit(ctx, "toy", true); err != nil {
+		t.Errorf("purging the kept log: %v", err)
+	}
+}
+
+// The client's types hold every member of the answers of the changing
+// routes (decoded strictly).
+func TestClientTypesHoldTheChanges(t *testing.T) {
+	srv := serve(t)
+	body := func(method, path, in string) []byte {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		return buf.Bytes()
+	}
+	body("POST", "/v1/bandits", `{"name": "toy", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
+	strictly(t, body("PATCH", "/v1/bandits/toy", `{"archived": true, "add_arms": ["c"]}`), &client.BanditUpdate{})
+	strictly(t, body("GET", "/v1/bandits/toy", ""), &client.Bandit{})
+}
+
+func TestClientDecisionAnswerIsStrict(t *testing.T) {
+	srv := serve(t)
+	c, _ := client.New(srv.URL, nil)
+	if _, err := c.CreateBandit(context.Background(), []byte(`{"name": "toy", "arms": ["a", "b"], "features": [{"name": "color", "type": "categorical", "values": ["red", "blue"]}, {"name": "size", "type": "numeric"}], "policy": {"kind": "uniform"}}`)); err != nil {
+		t.Fatal(err)
 	}
 	resp, err := http.Post(srv.URL+"/v1/bandits/toy/decisions", "application/json", strings.NewReader(`{"context": {"color": "blue", "size": 0}}`))
 	if err != nil {
@@ -240,18 +302,7 @@ func TestConnAllocatesNothing(t *testing.T) {
 // and 403 beyond its scope; WithAPIKey and Conn.SetAPIKey send it.
 func TestClientSendsTheAPIKey(t *testing.T) {
 	st := store.NewMemory()
-	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1})
-	if err := svc.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s := api.New(api.Config{Service: svc, RequireKeys: true, Keys: st})
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		srv.Close()
-		s.Close()
-		svc.Close(context.Background())
-		st.Close()
-	})
+	srv := serveWith(t, st, func(c *api.Config) { c.RequireKeys, c.Keys = true, st })
 	ctx := context.Background()
 	secret := func(scope keys.Scope) string {
 		sec, k, err := keys.New(nil, "client "+string(scope), []keys.Scope{scope}, time.Now())

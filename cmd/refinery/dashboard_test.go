@@ -17,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // chromiumPath returns Debian's chromium (or $CHROMIUM). Without it the
@@ -280,20 +282,7 @@ const measureCharts = `(() => {
 // or 5 x 10^k apart, whole numbers on the integer axes.
 func TestDashboardPanelsInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.Logger = testLogger(t, slog.LevelWarn)
-	m.Seed = 3
-	m.DashboardEvery = 200 * time.Millisecond
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.DashboardEvery = 200 * time.Millisecond })
 	c := newClient(t, m.URL())
 	letters := make([]string, 26)
 	for i := range letters {
@@ -493,20 +482,7 @@ func checkTimeTicks(t *testing.T, axis string, labels []string) {
 // Security Policy allows all of it: the browser logs no violation.
 func TestDashboardLoginInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.RequireKeys = true
-	m.Logger = testLogger(t, slog.LevelWarn)
-	m.DashboardEvery = 200 * time.Millisecond
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.RequireKeys, m.DashboardEvery = true, 200*time.Millisecond })
 	ks := m.Store.(keys.Store)
 	secret := func(scope keys.Scope) string {
 		s, k, err := keys.New(nil, "browser "+string(scope), []keys.Scope{scope}, time.Now())
@@ -552,6 +528,14 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 	cookie, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
 	if err != nil || cookie != "" {
 		t.Errorf("document.cookie = %q (%v), want the key out of the script's reach", cookie, err)
+	}
+	// Signed out behind the page's back (the cookie expired): its next
+	// poll is a 401, and the page turns into the login form.
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#login input[name="key"]`))); err != nil {
+		t.Errorf("the page after its cookie went: %v, want the login form", err)
 	}
 	// Browser errors: only the two refused logins' 401/403 answers,
 	// which chromium logs as failed loads; no CSP violation.

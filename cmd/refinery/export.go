@@ -48,7 +48,11 @@ a reward are left out unless --unrewarded.
            layout: event_id, timestamp, action (the arm's 0-based index in
            the bandit's arms), reward (empty when none), pscore (the chosen
            arm's propensity), then context_0 .. context_{d-1}, the encoded
-           context the model saw (one-hot categories, standardized numbers).
+           context the model saw (one-hot categories, standardized numbers;
+           decisions made before category values were added are encoded
+           again in the current columns).
+
+A deleted bandit whose decision log was kept exports it.
 
 flags:
   --database-url URL  PostgreSQL URL (default $DATABASE_URL)
@@ -85,7 +89,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	var write func(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) error
+	var write func(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) error
 	switch *format {
 	case "dsjson":
 		write = writeDSJSON
@@ -109,16 +113,22 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer st.Close()
 	b, err := st.GetBandit(ctx, *name)
 	if errors.Is(err, bandit.ErrNotFound) {
+		// A deleted bandit whose decision log was kept exports it.
+		b, err = st.KeptLog(ctx, *name)
+	}
+	if errors.Is(err, bandit.ErrNotFound) {
 		return fmt.Errorf("--bandit: no bandit named %q in the database", *name)
 	} else if err != nil {
 		return err
 	}
 	var cfg struct {
-		Arms []string `json:"arms"`
+		Arms     []string         `json:"arms"`
+		Features []bandit.Feature `json:"features"`
 	}
-	if err := json.Unmarshal(b.Config, &cfg); err != nil || len(cfg.Arms) == 0 {
-		return fmt.Errorf("bandit %s: its stored configuration has no arms (%v)", *name, err)
+	if err := json.Unmarshal(b.Config, &cfg); err != nil || len(cfg.Arms) == 0 || len(cfg.Features) == 0 {
+		return fmt.Errorf("bandit %s: its stored configuration has no arms or no features (%v)", *name, err)
 	}
+	eb := &exportBandit{arms: cfg.Arms, enc: bandit.NewEncoder(cfg.Features)}
 	dst := stdout
 	var f *os.File
 	if *out != "" {
@@ -130,9 +140,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	w := bufio.NewWriterSize(dst, 64<<10)
 	if *format == "obp-csv" {
-		if err := writeOBPHeader(ctx, st, w, *name, from, to); err != nil {
-			return err
-		}
+		writeOBPHeader(w, eb)
 	}
 	var n, skipped int
 	err = st.Export(ctx, *name, from, to, func(rec *bandit.DecisionRecord) error {
@@ -141,7 +149,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return nil
 		}
 		n++
-		return write(w, cfg.Arms, rec)
+		return write(w, eb, rec)
 	})
 	if err != nil {
 		return err
@@ -207,10 +215,28 @@ type dsjsonVWState struct {
 	M string `json:"m"`
 }
 
-func writeDSJSON(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) error {
+// exportBandit is what the writers need of the bandit: its arms and
+// its encoder, both as they are now.
+type exportBandit struct {
+	arms []string
+	enc  *bandit.Encoder
+}
+
+// decisionArms returns the arms the bandit had when it made d: arms are
+// only ever appended (PATCH add_arms), and a decision has one
+// propensity per arm it had.
+func (b *exportBandit) decisionArms(d *bandit.Decision) ([]string, error) {
+	if d.Arm < 0 || d.Arm >= len(d.Propensities) || len(d.Propensities) > len(b.arms) {
+		return nil, fmt.Errorf("decision %s: arm %d and %d propensities for %d arms", d.EventID, d.Arm, len(d.Propensities), len(b.arms))
+	}
+	return b.arms[:len(d.Propensities)], nil
+}
+
+func writeDSJSON(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) error {
 	d := &rec.Decision
-	if d.Arm < 0 || d.Arm >= len(arms) || len(d.Propensities) != len(arms) {
-		return fmt.Errorf("decision %s: arm %d and %d propensities for %d arms", d.EventID, d.Arm, len(d.Propensities), len(arms))
+	arms, err := b.decisionArms(d)
+	if err != nil {
+		return err
 	}
 	l := dsjsonLine{
 		Timestamp: d.CreatedAt.UTC().Format(time.RFC3339Nano), Version: "1", EventID: d.EventID,
@@ -235,39 +261,38 @@ func writeDSJSON(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) err
 	} else {
 		l.SkipLearn = true
 	}
-	b, err := json.Marshal(l)
+	line, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	w.Write(b)
+	w.Write(line)
 	return w.WriteByte('\n')
 }
 
 // writeOBPHeader writes the CSV header, with as many context columns as
-// the bandit's encoded contexts have (read from its first decision in
-// the range; none when the range is empty).
-func writeOBPHeader(ctx context.Context, st *store.Postgres, w *bufio.Writer, name string, from, to time.Time) error {
-	dim := -1
-	stop := errors.New("stop")
-	err := st.Export(ctx, name, from, to, func(rec *bandit.DecisionRecord) error {
-		dim = len(rec.Encoded)
-		return stop
-	})
-	if err != nil && !errors.Is(err, stop) {
-		return err
-	}
+// the bandit's encoder has inputs now.
+func writeOBPHeader(w *bufio.Writer, b *exportBandit) {
 	w.WriteString("event_id,timestamp,action,reward,pscore")
-	for i := range max(dim, 0) {
+	for i := range b.enc.Dim() {
 		w.WriteString(",context_")
 		w.WriteString(strconv.Itoa(i))
 	}
-	return w.WriteByte('\n')
+	w.WriteByte('\n')
 }
 
-func writeOBP(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) error {
+func writeOBP(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) error {
 	d := &rec.Decision
-	if d.Arm < 0 || d.Arm >= len(arms) || len(d.Propensities) != len(arms) {
-		return fmt.Errorf("decision %s: arm %d and %d propensities for %d arms", d.EventID, d.Arm, len(d.Propensities), len(arms))
+	if _, err := b.decisionArms(d); err != nil {
+		return err
+	}
+	x := d.Encoded
+	if len(x) != b.enc.Dim() {
+		// Decided before category values were added (PATCH add_values):
+		// its context, encoded now, in the same columns as the rest.
+		var err error
+		if x, err = b.enc.Encode(d.Context); err != nil {
+			return fmt.Errorf("decision %s: encoding its context for the current features: %w", d.EventID, err)
+		}
 	}
 	// Event IDs are [A-Za-z0-9._~:-]: no quoting needed.
 	w.WriteString(d.EventID)
@@ -281,9 +306,9 @@ func writeOBP(w *bufio.Writer, arms []string, rec *bandit.DecisionRecord) error 
 	}
 	w.WriteByte(',')
 	w.WriteString(strconv.FormatFloat(d.Propensities[d.Arm], 'g', -1, 64))
-	for _, x := range d.Encoded {
+	for _, v := range x {
 		w.WriteByte(',')
-		w.WriteString(strconv.FormatFloat(x, 'g', -1, 64))
+		w.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
 	}
 	return w.WriteByte('\n')
 }

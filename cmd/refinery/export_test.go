@@ -184,6 +184,53 @@ func TestExport(t *testing.T) {
 		}
 	})
 
+	t.Run("a grown and then deleted bandit exports its whole log", func(t *testing.T) {
+		if _, err := cl.UpdateBandit(ctx, "shop", []byte(`{"add_arms": ["w"], "add_values": {"color": ["black"]}}`)); err != nil {
+			t.Fatal(err)
+		}
+		d, err := cl.Decide(ctx, "shop", apiclient.DecisionRequest{EventID: "g1", Context: map[string]any{"color": "black", "size": 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Reward(ctx, "shop", "g1", 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.DeleteBandit(ctx, "shop", false); err != nil {
+			t.Fatal(err)
+		}
+		// DSJSON: each decision lists the arms the bandit had then.
+		lines := strings.Split(strings.TrimSpace(exported(t, "--database-url", url, "--bandit", "shop")), "\n")
+		if len(lines) != 21 {
+			t.Fatalf("%d lines, want 21 rewarded decisions", len(lines))
+		}
+		for i, line := range lines {
+			var l struct {
+				A []int `json:"a"`
+			}
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 4, false: 3}[i == 20]; len(l.A) != want {
+				t.Errorf("line %d: %d actions, want %d", i, len(l.A), want)
+			}
+		}
+		// OBP: every row in the current encoding (4 colors and the size),
+		// the earlier ones encoded again from their contexts.
+		rows, err := csv.NewReader(strings.NewReader(exported(t, "--database-url", url, "--bandit", "shop", "--format", "obp-csv"))).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 22 || len(rows[0]) != 10 {
+			t.Fatalf("%d rows of %d columns, want a header and 21 rows of 10", len(rows), len(rows[0]))
+		}
+		if got, want := strings.Join(rows[1][5:], ","), "1,0,0,0,-0.5"; got != want {
+			t.Errorf("e00's context %s, want %s (red, size 0)", got, want)
+		}
+		if got, want := strings.Join(rows[21][:3], ",")+","+strings.Join(rows[21][5:], ","), "g1,"+rows[21][1]+","+strconv.Itoa(indexOf([]string{"x", "y", "z", "w"}, d.Arm))+",0,0,0,1,0"; got != want {
+			t.Errorf("g1's row %s, want %s (black, size 1)", got, want)
+		}
+	})
+
 	runCases(t, []runCase{
 		{"an unknown bandit is a one-line error", []string{"export", "--database-url", url, "--bandit", "nope"}, 1, "", "refinery export: --bandit: no bandit named \"nope\" in the database\n"},
 		{"an unknown format is refused", []string{"export", "--database-url", url, "--bandit", "shop", "--format", "parquet"}, 2, "", "refinery export: --format \"parquet\": want dsjson or obp-csv\n"},

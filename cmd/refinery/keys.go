@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -47,19 +47,9 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "")
 	name := fs.String("name", "", "")
 	scopeList := fs.String("scopes", "", "")
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, keysUsage)
-				return err
-			}
-			return usageError{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterleaved(fs, args, keysUsage, stdout)
+	if err != nil {
+		return err
 	}
 	if len(pos) == 0 {
 		return usageError{errors.New("missing action: create, list or revoke")}
@@ -74,7 +64,6 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *name == "" || *scopeList == "" {
 			return usageError{errors.New("create needs --name and --scopes (admin, decide, read)")}
 		}
-		var err error
 		if scopes, err = keys.ParseScopes(*scopeList); err != nil {
 			return usageError{fmt.Errorf("--scopes: %s", strings.TrimPrefix(err.Error(), keys.ErrInvalid.Error()+": "))}
 		}

@@ -3,12 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/store/storetest"
 )
 
@@ -73,20 +73,7 @@ func TestKeysEndToEnd(t *testing.T) {
 		t.Fatalf("create printed %q and %q, want secrets", admin, read)
 	}
 
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.DatabaseURL = url
-	m.RequireKeys = true
-	m.Logger = testLogger(t, slog.LevelWarn)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.DatabaseURL, m.RequireKeys = url, true })
 	if m.AdminKey != "" {
 		t.Errorf("serve on PostgreSQL made an admin key of its own")
 	}
@@ -149,15 +136,7 @@ func TestKeysEndToEnd(t *testing.T) {
 // The in-memory server that requires keys makes an admin key and prints
 // it once; a loopback server without --require-keys is open.
 func TestServeMakesAnAdminKeyInMemory(t *testing.T) {
-	m := NewMain()
-	m.Addr = "127.0.0.1:0"
-	m.RequireKeys = true
-	m.Logger = testLogger(t, slog.LevelWarn)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	waitReady(t, m.URL())
+	m := startMain(t, func(m *Main) { m.RequireKeys = true })
 	if !m.KeysRequired || !keys.WellFormed(m.AdminKey) {
 		t.Fatalf("keys required %v, admin key %q; want true and a key", m.KeysRequired, m.AdminKey)
 	}
@@ -178,5 +157,67 @@ func TestServeMakesAnAdminKeyInMemory(t *testing.T) {
 	open := startServe(t, "")
 	if open.KeysRequired {
 		t.Error("a loopback in-memory server requires keys without --require-keys")
+	}
+}
+
+// With keys required, serve --simulate drives its bandits with a key of
+// its own, revoked when serve closes, and --pprof's profiles need the
+// admin scope.
+func TestServeSimulatesAndProfilesWithKeys(t *testing.T) {
+	m := startMain(t, func(m *Main) {
+		m.RequireKeys, m.Pprof = true, true
+		m.Simulate, m.Rate = "wheel", 50
+	})
+	get := func(path, secret string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", m.URL()+path, nil)
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("/debug/pprof/", ""); got != 401 {
+		t.Errorf("GET /debug/pprof/ without a key = %d, want 401", got)
+	}
+	if got := get("/debug/pprof/", m.AdminKey); got != 200 {
+		t.Errorf("GET /debug/pprof/ with the admin key = %d, want 200", got)
+	}
+	var decided bool
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !decided; time.Sleep(100 * time.Millisecond) {
+		decided = true
+		for _, name := range m.sim.bandits() {
+			a, err := m.Service.Agent(name)
+			if err != nil {
+				decided = false
+				break
+			}
+			d, _, err := m.Store.Counts(context.Background(), a.Name())
+			decided = decided && err == nil && d >= 10
+		}
+	}
+	if !decided {
+		t.Fatal("the simulator's bandits did not get 10 decisions each within 20s")
+	}
+	ks := m.Store.(keys.Store)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	all, err := ks.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sim *keys.Key
+	for _, k := range all {
+		if k.Name == "serve simulator" {
+			sim = k
+		}
+	}
+	if sim == nil || sim.RevokedAt == nil {
+		t.Errorf("the simulator's key after Close: %+v, want it revoked", sim)
 	}
 }

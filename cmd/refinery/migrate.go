@@ -38,6 +38,26 @@ flags:
   --yes               with down and goto: confirm deleting the stored data
 `
 
+// parseInterleaved parses fs's flags wherever they come among args and
+// returns the other arguments in order; -h prints usage to stdout and
+// returns flag.ErrHelp, a bad flag is a usageError.
+func parseInterleaved(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, usage)
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
 // runMigrate runs `refinery migrate`. Flags may come before or after the
 // action and its argument.
 func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -48,8 +68,7 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	yes := fs.Bool("yes", false, "")
 	// A negative version (force -1) would parse as a flag: take such
 	// arguments out first (none is the value of a flag).
-	var pos, negative []string
-	var rest []string
+	var negative, rest []string
 	for i, a := range args {
 		if len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "0123456789") == "" && (i == 0 || !strings.HasSuffix(args[i-1], "database-url")) {
 			negative = append(negative, a)
@@ -57,19 +76,9 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		rest = append(rest, a)
 	}
-	args = rest
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, migrateUsage)
-				return err
-			}
-			return usageError{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterleaved(fs, rest, migrateUsage, stdout)
+	if err != nil {
+		return err
 	}
 	pos = append(pos, negative...)
 	url := *databaseURL
@@ -141,7 +150,6 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			}
 		}
 	}
-	var err error
 	switch {
 	case action == "up" && !hasN:
 		err = store.Migrate(ctx, url, store.Up)

@@ -68,11 +68,7 @@ func TestOPEBench(t *testing.T) {
 	}
 	// The commit measured, read before the run: the tree may change
 	// while it runs.
-	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	commit := strings.TrimSpace(string(head))
-	if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
-		commit += " (dirty)"
-	}
+	commit := measuredCommit()
 	url := storetest.FreshSchemaURL(t)
 	// serve as startServe runs it, with the dashboard's sampler slowed to
 	// once an hour: it counts and lists every bandit's decisions each
@@ -140,6 +136,17 @@ func TestOPEBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s in %s", out, time.Since(start).Round(time.Second))
+}
+
+// measuredCommit is the short hash of HEAD, "(dirty)" when the tree
+// differs from it: the commit a benchmark measures.
+func measuredCommit() string {
+	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	commit := strings.TrimSpace(string(head))
+	if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
+		commit += " (dirty)"
+	}
+	return commit
 }
 
 func envInt(t *testing.T, name string, def int) int {

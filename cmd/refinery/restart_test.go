@@ -46,10 +46,11 @@ type process struct {
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // startBinary runs `bin serve` on a free loopback port against
-// databaseURL and waits until it is ready. Its log goes to t.Log.
-func startBinary(t *testing.T, bin, databaseURL string) *process {
+// databaseURL, with the extra flags, and waits until it is ready. Its log
+// goes to t.Log.
+func startBinary(t *testing.T, bin, databaseURL string, extra ...string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--database-url", databaseURL, "--workers", "1")
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", databaseURL, "--workers", "1"}, extra...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -89,6 +90,24 @@ func startBinary(t *testing.T, bin, databaseURL string) *process {
 	return p
 }
 
+// toyBandit is a small refined-ts bandit, cheap to train and refine on
+// a loaded machine, persisted at every version and retrained at most
+// every minInterval: three arms, a categorical color (red, green, blue)
+// and a numeric size.
+func toyBandit(minInterval string) map[string]any {
+	return map[string]any{
+		"name": "toy", "arms": []string{"a", "b", "c"},
+		"features": []map[string]any{
+			{"name": "color", "type": "categorical", "values": []string{"red", "green", "blue"}},
+			{"name": "size", "type": "numeric"},
+		},
+		"policy":     map[string]any{"kind": "refined-ts"},
+		"model":      map[string]any{"hidden": []int{8}},
+		"training":   map[string]any{"iterations": 30, "snapshot_every": 1, "min_interval": minInterval},
+		"refinement": map[string]any{"iterations": 10, "bank_size": 6},
+	}
+}
+
 // TestServeRestartKeepsEveryAcknowledgedWrite starts the real binary,
 // loads it with decisions and rewards from 8 concurrent clients, kills it
 // with SIGKILL in the middle of the load, restarts it on the same
@@ -100,17 +119,7 @@ func TestServeRestartKeepsEveryAcknowledgedWrite(t *testing.T) {
 	bin := buildBinary(t)
 	p := startBinary(t, bin, url)
 	c := newClient(t, p.url)
-	c.must(http.StatusCreated, "POST", "/v1/bandits", map[string]any{
-		"name": "toy", "arms": []string{"a", "b", "c"},
-		"features": []map[string]any{
-			{"name": "color", "type": "categorical", "values": []string{"red", "green", "blue"}},
-			{"name": "size", "type": "numeric"},
-		},
-		"policy":     map[string]any{"kind": "refined-ts"},
-		"model":      map[string]any{"hidden": []int{8}},
-		"training":   map[string]any{"iterations": 30, "snapshot_every": 1, "min_interval": "50ms"},
-		"refinement": map[string]any{"iterations": 10, "bank_size": 6},
-	})
+	c.must(http.StatusCreated, "POST", "/v1/bandits", toyBandit("50ms"))
 
 	type ack struct {
 		arm    string

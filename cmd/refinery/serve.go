@@ -22,7 +22,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/store"
 )
@@ -118,6 +118,10 @@ type Main struct {
 	MaxInFlight    int
 	RequestTimeout time.Duration
 	MaxBandits     int
+	// TrainerRetry and FleetPoll: bandit.ServiceConfig, for the replicas
+	// on one database. Zero means their defaults.
+	TrainerRetry time.Duration
+	FleetPoll    time.Duration
 
 	// Set by Run.
 	Store   bandit.Store
@@ -130,6 +134,7 @@ type Main struct {
 	AdminKey     string
 	simKeyID     string
 
+	fleet    *store.Fleet
 	sim      *simDriver
 	ln       net.Listener
 	limiter  *connLimiter
@@ -158,6 +163,8 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.IntVar(&m.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most /v1/ requests served at once; more wait 100ms, then get 429")
 	fs.DurationVar(&m.RequestTimeout, "request-timeout", api.DefaultRequestTimeout, "bound on handling one /v1/ request (then 503)")
 	fs.IntVar(&m.MaxBandits, "max-bandits", bandit.DefaultMaxBandits, "most bandits (creating more is a 403)")
+	fs.DurationVar(&m.TrainerRetry, "trainer-retry", bandit.DefaultTrainerRetry, "with replicas on one database: how often a replica tries to take over the training of bandits whose trainer is gone (the failover bound)")
+	fs.DurationVar(&m.FleetPoll, "fleet-poll", bandit.DefaultFleetPoll, "with replicas on one database: how often a replica polls for new posterior versions and changed bandits, should a notification be lost")
 	fs.BoolVar(&m.Pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ (for benchmarks; admin scope when keys are required)")
 	fs.BoolVar(&m.RequireKeys, "require-keys", false, "require API keys on loopback too (beyond loopback they always are)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -185,6 +192,9 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 		if f.v < 1 {
 			return usageError{fmt.Errorf("--%s %d: want 1 or more", f.name, f.v)}
 		}
+	}
+	if m.TrainerRetry <= 0 || m.FleetPoll <= 0 {
+		return usageError{fmt.Errorf("--trainer-retry %v, --fleet-poll %v: want > 0", m.TrainerRetry, m.FleetPoll)}
 	}
 	if m.DBWait < 0 || m.RequestTimeout <= 0 {
 		return usageError{fmt.Errorf("--db-wait %v, --request-timeout %v: want >= 0 and > 0", m.DBWait, m.RequestTimeout)}
@@ -245,10 +255,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		m.Store = pg
+		m.fleet = store.NewFleet(pg, time.Second, log)
 		log.Info("using PostgreSQL", "database", redactURL(m.DatabaseURL), "migrated", !m.NoMigrate)
 	}
 	defer func() {
 		if err != nil {
+			if m.fleet != nil {
+				m.fleet.Close()
+			}
 			m.Store.Close()
 		}
 	}()
@@ -264,7 +278,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	} else {
 		log.Warn("no API keys required: listening on loopback only, every program on this machine may use every route (--require-keys requires them)", "addr", m.Addr)
 	}
-	m.Service = bandit.NewService(m.Store, bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: bandit.Observers(metrics, dash), MaxBandits: m.MaxBandits})
+	scfg := bandit.ServiceConfig{Workers: m.Workers, Seed: m.Seed, Logger: log, Observer: bandit.Observers(metrics, dash), MaxBandits: m.MaxBandits,
+		TrainerRetry: m.TrainerRetry, FleetPoll: m.FleetPoll}
+	if m.fleet != nil {
+		scfg.Fleet = m.fleet
+	}
+	m.Service = bandit.NewService(m.Store, scfg)
 	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout,
 		RequireKeys: m.KeysRequired, Keys: ks})
 	ln, err := net.Listen("tcp", m.Addr)
@@ -272,6 +291,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.API.Close()
 		m.Service.Close(ctx)
 		return err
+	}
+	if m.fleet != nil {
+		m.fleet.SetAddress(ln.Addr().String())
 	}
 	m.limiter = newConnLimiter(ln, maxConns(m.MaxConns, log))
 	m.ln = m.limiter
@@ -343,23 +365,27 @@ func loopbackAddr(addr string) bool {
 // operator (AdminKey); with --simulate, an admin key for the simulator's
 // own client, revoked by Close.
 func (m *Main) makeKeys(ctx context.Context, ks keys.Store) error {
-	if m.Store.Ephemeral() {
-		secret, k, err := keys.New(nil, "serve in-memory admin", []keys.Scope{keys.Admin}, time.Now())
+	admin := func(name string) (string, *keys.Key, error) {
+		secret, k, err := keys.New(nil, name, []keys.Scope{keys.Admin}, time.Now())
 		if err == nil {
 			err = ks.CreateKey(ctx, k)
 		}
 		if err != nil {
-			return fmt.Errorf("make the admin key: %w", err)
+			return "", nil, fmt.Errorf("make the key %q: %w", name, err)
+		}
+		return secret, k, nil
+	}
+	if m.Store.Ephemeral() {
+		secret, _, err := admin("serve in-memory admin")
+		if err != nil {
+			return err
 		}
 		m.AdminKey = secret
 	}
 	if m.sim != nil {
-		secret, k, err := keys.New(nil, "serve simulator", []keys.Scope{keys.Admin}, time.Now())
-		if err == nil {
-			err = ks.CreateKey(ctx, k)
-		}
+		secret, k, err := admin("serve simulator")
 		if err != nil {
-			return fmt.Errorf("make the simulator's key: %w", err)
+			return err
 		}
 		m.sim.key, m.simKeyID = secret, k.ID
 	}
@@ -454,6 +480,11 @@ func (m *Main) Close() error {
 	}
 	if err := m.Service.Close(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if m.fleet != nil {
+		if err := m.fleet.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the fleet: %w", err))
+		}
 	}
 	if err := m.Store.Close(); err != nil {
 		errs = append(errs, err)

@@ -37,11 +37,20 @@ func (w tLogWriter) Write(p []byte) (int, error) {
 // waits until /readyz answers 200; it is closed when the test ends.
 func startServe(t testing.TB, databaseURL string) *Main {
 	t.Helper()
+	return startMain(t, func(m *Main) { m.DatabaseURL = databaseURL })
+}
+
+// startMain runs a Main on a free loopback port, logging warnings to the
+// test, with seed 7 and what set changes, and waits until /readyz
+// answers 200; it is closed when the test ends (Close is idempotent, so
+// a test may close it first).
+func startMain(t testing.TB, set func(*Main)) *Main {
+	t.Helper()
 	m := NewMain()
 	m.Addr = "127.0.0.1:0"
-	m.DatabaseURL = databaseURL
 	m.Logger = testLogger(t, slog.LevelWarn)
 	m.Seed = 7
+	set(m)
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -350,6 +359,8 @@ func TestServeCommandLine(t *testing.T) {
 		{"zero requests in flight are refused", []string{"serve", "--max-in-flight", "0"}, "refinery serve: --max-in-flight 0: want 1 or more\n"},
 		{"zero bandits are refused", []string{"serve", "--max-bandits", "0"}, "refinery serve: --max-bandits 0: want 1 or more\n"},
 		{"a zero request timeout is refused", []string{"serve", "--request-timeout", "0s"}, "refinery serve: --db-wait 2m0s, --request-timeout 0s: want >= 0 and > 0\n"},
+		{"a zero trainer retry is refused", []string{"serve", "--trainer-retry", "0s"}, "refinery serve: --trainer-retry 0s, --fleet-poll 5s: want > 0\n"},
+		{"a negative fleet poll is refused", []string{"serve", "--fleet-poll", "-1s"}, "refinery serve: --trainer-retry 1s, --fleet-poll -1s: want > 0\n"},
 		{"a rate of zero is refused", []string{"serve", "--simulate", "wheel", "--rate", "0/s"}, "refinery serve: --rate \"0/s\": want decisions per second per bandit in (0, 10000], e.g. 20 or 20/s\n"},
 	}
 	for _, tt := range tests {

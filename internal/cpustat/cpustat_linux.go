@@ -11,13 +11,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadCPU returns the calling thread's CPU time, user and system.
+// threadCPU returns the calling thread's CPU time, user and system, from
+// CLOCK_THREAD_CPUTIME_ID: the scheduler's runtime including the running
+// stretch not yet accounted. getrusage(RUSAGE_THREAD), used before, adds
+// that stretch only at the next tick or switch, so a short Measure could
+// read zero (a 60-step uniform run did, under load).
 func threadCPU() (time.Duration, bool) {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0, false
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+	return time.Duration(ts.Nano()), true
 }
 
 // userHZ is the unit of /proc's CPU times: USER_HZ, 100 on every Linux

@@ -80,3 +80,21 @@ func TestGrowth(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureSeesShortWork: a stretch of work far shorter than a
+// scheduler tick reads as positive CPU time every time (getrusage read
+// zero for most of these).
+func TestMeasureSeesShortWork(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("thread CPU time is Linux's")
+	}
+	zero := 0
+	for range 20 {
+		if Measure(func() { spin(200 * time.Microsecond) }) <= 0 {
+			zero++
+		}
+	}
+	if zero > 0 {
+		t.Fatalf("Measure read zero for %d of 20 spins of 200µs", zero)
+	}
+}

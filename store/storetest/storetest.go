@@ -19,7 +19,7 @@ import (
 	_ "time/tzdata" // the time zone tests must not depend on the machine's zoneinfo
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // Open returns a new, empty store for one subtest and arranges, with
@@ -518,6 +518,9 @@ func testTrainingRows(t *testing.T, s bandit.Store) {
 		i := int(r.Encoded[0])
 		if seen[i] || i%5 == 0 || r.Arm != i%3 || r.Reward != float64(i)/10 || r.Encoded[1] != 1 {
 			t.Fatalf("row %d = %+v, want decision %d's arm %d and reward %v, once, and no unrewarded decision", k, r, i, i%3, float64(i)/10)
+		}
+		if !jsonEqual(r.Context, decision("b", "").Context) {
+			t.Fatalf("row %d has context %s, want the decision's %s", k, r.Context, decision("b", "").Context)
 		}
 		seen[i] = true
 	}

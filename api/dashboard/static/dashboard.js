@@ -8,6 +8,7 @@
   const main = document.getElementById("bandits");
   const status = document.getElementById("status");
   const regret = document.getElementById("regret");
+  const replicas = document.getElementById("replicas");
 
   function esc(s) {
     return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -68,10 +69,28 @@
     return h;
   }
 
+  // fleet is the table of the replicas sharing the database: where each
+  // listens, which bandits it trains, and when it was last seen.
+  function fleet(v) {
+    const now = new Date(v.generated_at);
+    let h = "<h2>Replicas</h2><table><thead><tr><th>address</th><th>id</th><th>trains</th><th>last seen</th><th>started</th></tr></thead><tbody>";
+    for (const r of v.replicas) {
+      const ago = Math.max(0, (now - new Date(r.last_seen)) / 1000);
+      h += '<tr data-replica="' + esc(r.id) + '"' + (r.this ? ' class="this"' : "") + "><td>" + esc(r.address) + (r.this ? " (this one)" : "") +
+        "</td><td>" + esc(r.id) + "</td><td>" + (r.trains.length ? esc(r.trains.join(", ")) : "none") +
+        "</td><td>" + num(ago, 1) + " s ago</td><td>" + esc(new Date(r.started_at).toLocaleTimeString("en-GB")) + "</td></tr>";
+    }
+    return h + "</tbody></table>";
+  }
+
   function render(v) {
     if (v.regret_chart) {
       regret.innerHTML = v.regret_chart;
       regret.hidden = false;
+    }
+    if (v.replicas) {
+      replicas.innerHTML = fleet(v);
+      replicas.hidden = false;
     }
     if (v.bandits.length === 0) return;
     const seen = new Set();
@@ -96,6 +115,9 @@
   async function poll() {
     try {
       const resp = await fetch("/v1/dashboard", { headers: { Accept: "application/json" }, cache: "no-store" });
+      // The sign-in expired or its key was revoked: the page itself
+      // is then the login form.
+      if (resp.status === 401 || resp.status === 403) { location.reload(); return; }
       if (!resp.ok) throw new Error("HTTP " + resp.status);
       const v = await resp.json();
       render(v);

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refinery-bandits/refinery/keys"
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // A new key's secret has the documented shape, its ID is the secret's

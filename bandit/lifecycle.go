@@ -1,0 +1,551 @@
+package bandit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/posterior"
+)
+
+// Patch is a change to a live bandit (PATCH /v1/bandits/{name}).
+//
+// Policy, Training, Refinement and Reward are JSON merge patches (RFC
+// 7396) of those sections of the configuration: the members given
+// replace the current ones, null restores a member's default, the rest
+// stay. The result is validated as at creation. policy.kind cannot
+// change (Service.Update says why).
+//
+// AddArms appends arms; AddValues appends declared values to categorical
+// features (feature name -> new values). The model grows without losing
+// what it learned (Service.Update).
+//
+// Archived, when set, archives the bandit (true: no new decisions,
+// ErrArchived) or makes it live again (false).
+//
+// Name, Arms, Features and Model cannot be patched; they are here to
+// say so by name.
+type Patch struct {
+	Policy     json.RawMessage     `json:"policy,omitempty"`
+	Training   json.RawMessage     `json:"training,omitempty"`
+	Refinement json.RawMessage     `json:"refinement,omitempty"`
+	Reward     json.RawMessage     `json:"reward,omitempty"`
+	AddArms    []string            `json:"add_arms,omitempty"`
+	AddValues  map[string][]string `json:"add_values,omitempty"`
+	Archived   *bool               `json:"archived,omitempty"`
+
+	Name     json.RawMessage `json:"name,omitempty"`
+	Arms     json.RawMessage `json:"arms,omitempty"`
+	Features json.RawMessage `json:"features,omitempty"`
+	Model    json.RawMessage `json:"model,omitempty"`
+}
+
+// ParsePatch decodes a patch strictly (unknown fields at any depth are
+// named by their path; see DecodeStrict) and refuses the members that
+// cannot change, naming each.
+func ParsePatch(data []byte) (*Patch, error) {
+	var p Patch
+	if err := CheckJSON(data); err != nil {
+		return nil, err
+	}
+	if err := checkAddValues(data); err != nil {
+		return nil, err
+	}
+	if err := DecodeStrict(data, &p); err != nil {
+		return nil, err
+	}
+	var v validator
+	if p.Name != nil {
+		v.add("name", "a bandit cannot be renamed: decisions, rewards and URLs refer to it by name")
+	}
+	if p.Arms != nil {
+		v.add("arms", "use add_arms to add arms; arms cannot be removed, renamed or reordered (stored decisions refer to arms by position)")
+	}
+	if p.Features != nil {
+		v.add("features", "use add_values to add values to categorical features; features cannot be added, removed or retyped (the model's inputs follow them)")
+	}
+	if p.Model != nil {
+		v.add("model", "the network's shape and prior cannot change on a live bandit (its posterior is over this network); create a new bandit")
+	}
+	for _, sec := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"policy", p.Policy}, {"training", p.Training}, {"refinement", p.Refinement}, {"reward", p.Reward}} {
+		if sec.raw != nil && !isObject(sec.raw) {
+			v.add(sec.name, "want an object of the members to change (a JSON merge patch)")
+		}
+	}
+	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && len(v.errs) == 0 {
+		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values or archived")
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// checkAddValues names the member at fault in add_values down to the
+// value ("add_values.color[1]"), where encoding/json names only
+// "add_values".
+func checkAddValues(data []byte) error {
+	var doc struct {
+		AddValues map[string]json.RawMessage `json:"add_values"`
+	}
+	if json.Unmarshal(data, &doc) != nil {
+		return nil // the decoder reports it
+	}
+	names := make([]string, 0, len(doc.AddValues))
+	for k := range doc.AddValues {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var v validator
+	for _, k := range names {
+		var vals []json.RawMessage
+		if json.Unmarshal(doc.AddValues[k], &vals) != nil {
+			v.add("add_values."+k, "want an array of strings, got "+kindOf(bytes.TrimSpace(doc.AddValues[k])))
+			continue
+		}
+		for i, val := range vals {
+			if val = bytes.TrimSpace(val); len(val) == 0 || val[0] != '"' {
+				v.add(fmt.Sprintf("add_values.%s[%d]", k, i), "want a string, got "+kindOf(val))
+			}
+		}
+	}
+	return v.err()
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// mergePatch applies the JSON merge patch patch to target (RFC 7396,
+// Section 2).
+func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
+	if !isObject(patch) {
+		return patch, nil
+	}
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	t := map[string]json.RawMessage{}
+	if isObject(target) {
+		if err := json.Unmarshal(target, &t); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range p {
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			delete(t, k)
+			continue
+		}
+		m, err := mergePatch(t[k], v)
+		if err != nil {
+			return nil, err
+		}
+		t[k] = m
+	}
+	return json.Marshal(t)
+}
+
+// Apply returns cur changed by p, defaults filled in and validated, and
+// the effects of the change on the live agent in words.
+func (p *Patch) Apply(cur *Config) (*Config, []string, error) {
+	var v validator
+	doc := map[string]json.RawMessage{}
+	raw, err := json.Marshal(cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, nil, err
+	}
+	for _, sec := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"policy", p.Policy}, {"training", p.Training}, {"refinement", p.Refinement}, {"reward", p.Reward}} {
+		if sec.raw == nil {
+			continue
+		}
+		if doc[sec.name], err = mergePatch(doc[sec.name], sec.raw); err != nil {
+			return nil, nil, invalid(sec.name, err.Error())
+		}
+	}
+	merged, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	var c Config
+	if err := DecodeStrict(merged, &c); err != nil {
+		return nil, nil, err
+	}
+	// New arms, each named at its place in add_arms.
+	for i, arm := range p.AddArms {
+		at := fmt.Sprintf("add_arms[%d]", i)
+		switch j := slices.Index(p.AddArms[:i], arm); {
+		case checkName(arm) != "":
+			v.add(at, checkName(arm))
+		case slices.Contains(cur.Arms, arm):
+			v.add(at, fmt.Sprintf("arm %q exists", arm))
+		case j >= 0:
+			v.add(at, fmt.Sprintf("duplicate of add_arms[%d]: %q", j, arm))
+		default:
+			c.Arms = append(c.Arms, arm)
+		}
+	}
+	if p.AddArms != nil && len(p.AddArms) == 0 {
+		v.add("add_arms", "want at least one arm to add")
+	}
+	// New values of categorical features, in feature-name order.
+	names := make([]string, 0, len(p.AddValues))
+	for k := range p.AddValues {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	added := 0
+	for _, name := range names {
+		at := "add_values." + name
+		fi := slices.IndexFunc(c.Features, func(f Feature) bool { return f.Name == name })
+		switch {
+		case fi < 0:
+			v.add(at, "unknown feature")
+			continue
+		case c.Features[fi].Type != Categorical:
+			v.add(at, "a numeric feature has no values")
+			continue
+		case len(p.AddValues[name]) == 0:
+			v.add(at, "want at least one value to add")
+			continue
+		}
+		f := &c.Features[fi]
+		f.Values = slices.Clone(f.Values)
+		for i, val := range p.AddValues[name] {
+			at := fmt.Sprintf("%s[%d]", at, i)
+			switch j := slices.Index(p.AddValues[name][:i], val); {
+			case checkName(val) != "":
+				v.add(at, checkName(val))
+			case slices.Contains(cur.Features[fi].Values, val):
+				v.add(at, fmt.Sprintf("value %q is declared already", val))
+			case j >= 0:
+				v.add(at, fmt.Sprintf("duplicate of %s[%d]: %q", "add_values."+name, j, val))
+			default:
+				f.Values = append(f.Values, val)
+				added++
+			}
+		}
+	}
+	if p.AddValues != nil && len(p.AddValues) == 0 {
+		v.add("add_values", "want at least one feature's values to add")
+	}
+	if err := v.err(); err != nil {
+		return nil, nil, err
+	}
+	c.SetDefaults()
+	if c.Policy.Kind != cur.Policy.Kind {
+		return nil, nil, invalid("policy.kind", fmt.Sprintf("cannot change from %s to %s: what a bandit learned is of its kind, and its log would mix two policies; create a new bandit", cur.Policy.Kind, c.Policy.Kind))
+	}
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return &c, effects(cur, &c, p, added), nil
+}
+
+// effects says what changing cur to c does to the live agent.
+func effects(cur, c *Config, p *Patch, added int) []string {
+	var out []string
+	kind := c.Policy.Kind
+	if p.Policy != nil {
+		out = append(out, "policy: applies from the next decision; what the bandit learned is kept")
+	}
+	if p.Training != nil && kind != Uniform {
+		out = append(out, "training: applies from the next retraining, warm-started from the current posterior (the optimizer's moment estimates start again)")
+	}
+	if p.Refinement != nil && kind == RefinedTS {
+		out = append(out, "refinement: applies to refined samples made from now")
+	}
+	if p.Reward != nil {
+		out = append(out, "reward: applies from now, to decisions already made too (the default-reward reaper starts again)")
+	}
+	if n := len(c.Arms) - len(cur.Arms); n > 0 {
+		switch {
+		case kind.neural():
+			out = append(out, fmt.Sprintf("add_arms: the output layer grew by %d unit(s) whose weights and bias start at the prior N(0, %g) (before any reward of theirs, exactly the posterior); every other parameter is kept", n, c.Model.PriorVariance))
+		case kind == LinearTS:
+			out = append(out, fmt.Sprintf("add_arms: %d new linear posterior(s) start at the prior; the others are rebuilt exactly from the stored rewards", n))
+		default:
+			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are drawn uniformly from now", n))
+		}
+	}
+	if added > 0 {
+		switch {
+		case kind.neural():
+			out = append(out, fmt.Sprintf("add_values: the input layer grew by %d input(s) whose weights start at the prior N(0, %g) (earlier contexts never had these values: exactly the posterior); every other parameter is kept", added, c.Model.PriorVariance))
+		case kind == LinearTS:
+			out = append(out, fmt.Sprintf("add_values: the linear posteriors grew by %d input(s) and were rebuilt exactly from the stored rewards", added))
+		default:
+			out = append(out, fmt.Sprintf("add_values: %d value(s) are accepted in contexts from now", added))
+		}
+		out = append(out, "add_values: stored decisions keep their encoding; the trainer encodes their contexts again")
+	}
+	if kind == RefinedTS && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
+		out = append(out, "the bank of refined samples starts empty and refills from the kept posterior; until its first samples decisions act on mean-field draws (sample \"mean-field\")")
+	}
+	if (kind == LaplaceTS || kind == FlowTS || kind == NeuralLinear) && (len(c.Arms) > len(cur.Arms) || added > 0) {
+		out = append(out, "the posterior fitted at the network's MAP (Laplace, flow or linear head) is fitted again on the stored rewards")
+	}
+	return out
+}
+
+// inputMap returns, for each input of old's encoding, its position in
+// nw's: features keep their order, each categorical feature's values
+// their positions after its offset (values are only appended).
+func inputMap(old, nw *Encoder) []int {
+	m := make([]int, 0, old.Dim())
+	for i, f := range old.features {
+		g := nw.features[i]
+		n := 1
+		if f.Type == Categorical {
+			n = len(f.Values)
+		}
+		for j := range n {
+			m = append(m, g.offset+j)
+		}
+	}
+	return m
+}
+
+// grownSnapshot returns the snapshot of a's published posterior grown
+// to cfg's network (more inputs, more outputs), at the next version: the
+// parameters a had keep their means, variances and prior; the new ones
+// (the weights of new inputs, the weights and bias of new outputs) are
+// at the prior N(0, model.prior_variance). Under the mean-field family
+// that is the posterior of the grown network given the same data: the
+// rewards so far were of decisions whose contexts had zero in the new
+// inputs and whose arms were not the new ones, so their likelihood does
+// not depend on the new parameters, which therefore keep their prior.
+// The posteriors fitted at the MAP (Laplace, flow, linear head) are not
+// carried: the new agent fits them again. nil when a has no network or
+// has not trained (nothing learned to keep).
+func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
+	m := a.model.Load()
+	if m.q == nil || m.version == 0 {
+		return nil, nil
+	}
+	enc := NewEncoder(cfg.Features)
+	b := nn.NewArch(enc.Dim(), cfg.Model.Hidden, len(cfg.Arms))
+	n := b.NumParams()
+	pv := cfg.Model.PriorVariance
+	fill := func(v float64) []float64 {
+		s := make([]float64, n)
+		for i := range s {
+			s[i] = v
+		}
+		return s
+	}
+	inputs := inputMap(a.enc, enc)
+	q := posterior.NewMeanField(n, len(m.q.Hyper), fill(pv), math.Sqrt(pv))
+	a.arch.Embed(b, inputs, q.Mu, m.q.Mu)
+	a.arch.Embed(b, inputs, q.Rho, m.q.Rho)
+	a.arch.Embed(b, inputs, q.PriorVar, m.q.PriorVar)
+	if m.q.PriorMean != nil {
+		q.PriorMean = make([]float64, n)
+		a.arch.Embed(b, inputs, q.PriorMean, m.q.PriorMean)
+	}
+	copy(q.Hyper, m.q.Hyper)
+	params, err := q.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	meta := snapshotMeta{Kind: cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit,
+		Inputs: enc.Dim(), Arms: len(cfg.Arms), Hidden: cfg.Model.Hidden}
+	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
+		meta.ELBO = &m.elbo
+	}
+	metrics, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Bandit: a.name, Version: m.version + 1, Params: params, Metrics: metrics}, nil
+}
+
+// Update applies a patch to the named bandit and returns its agent and
+// what the change does to it (Patch.Apply's effects).
+//
+// Archiving alone changes nothing else: the agent stays, and from the
+// next request Decide answers ErrArchived (rewards of earlier decisions
+// are still accepted and trained on). Any other change stores the new
+// configuration and replaces the agent: the old one stops (its trainer
+// persists its posterior), and a new one loads from the store as after
+// a restart, with its posterior (grown to the new arms and inputs,
+// grownSnapshot) and every stored reward. Requests that hold the old
+// agent finish on it: their decisions and rewards are stored and count
+// (a reward names its decision by event ID; a decision's arm is its
+// index, and arms are only appended; its encoded context, when of an
+// earlier encoder, is encoded again from the context the trainer reads
+// with it).
+//
+// policy.kind cannot change: what a bandit learned is of its kind (a
+// mean-field posterior, a point estimate, per-arm linear posteriors, a
+// bank of refined samples), and its decision log would mix two
+// policies' propensities; a new bandit of the other kind is the honest
+// way. Name, arms (but appending), features (but appending categorical
+// values) and model cannot change either (ParsePatch).
+func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []string, error) {
+	s.life.Lock()
+	defer s.life.Unlock()
+	old, err := s.Agent(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	cur := old.Config()
+	cfg, effects, err := p.Apply(&cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	archivedAt := old.ArchivedAt()
+	switch {
+	case p.Archived == nil:
+	case *p.Archived && archivedAt.IsZero():
+		archivedAt = time.Now().UTC().Truncate(time.Microsecond)
+		effects = append(effects, "archived: no new decisions from now (409); rewards of the decisions made are still accepted and trained on")
+	case !*p.Archived && !archivedAt.IsZero():
+		archivedAt = time.Time{}
+		effects = append(effects, "archived: false: the bandit decides again")
+	}
+	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil
+	if !onlyArchive && !archivedAt.IsZero() && p.Archived == nil {
+		return nil, nil, fmt.Errorf("bandit %s is archived: unarchive it (\"archived\": false, in the same patch or first) to change it: %w", name, ErrArchived)
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.store.UpdateBandit(ctx, &Bandit{Name: name, Config: raw, ArchivedAt: archivedAt}); err != nil {
+		return nil, nil, err
+	}
+	old.setArchived(archivedAt)
+	defer s.announceChanged(ctx, name)
+	if onlyArchive {
+		return old, effects, nil
+	}
+	// The new configuration is stored: the replacement runs to its end
+	// whatever happens to the request (a client that goes away, its
+	// timeout while a large log loads).
+	ctx = context.WithoutCancel(ctx)
+	if err := old.close(ctx); err != nil {
+		s.log.Warn("persisting the posterior before an update failed", "bandit", name, "err", err)
+	}
+	grown := len(cfg.Arms) != len(cur.Arms) || NewEncoder(cfg.Features).Dim() != old.enc.Dim()
+	if grown && old.fl != nil {
+		// Another replica may train the bandit: grow the newest
+		// posterior it stored (the trainer goroutine has stopped).
+		if err := old.follow(ctx, true); err != nil {
+			s.log.Warn("reading the newest stored posterior before growing it failed; growing this replica's", "bandit", name, "err", err)
+		}
+	}
+	if grown {
+		snap, err := old.grownSnapshot(cfg)
+		if err == nil && snap != nil {
+			err = s.store.SaveSnapshot(ctx, snap)
+		}
+		if err != nil {
+			// The stored configuration is the new one; the agent that
+			// loads it below starts from the prior and the stored rows.
+			s.log.Error("growing the posterior failed; the bandit retrains from the prior", "bandit", name, "err", err)
+			effects = append(effects, "growing the posterior failed: the bandit retrains from the prior on every stored reward")
+		}
+	}
+	stored, err := s.store.GetBandit(ctx, name)
+	if err != nil {
+		return nil, nil, s.reinstate(old, err)
+	}
+	a, err := s.replaceAgent(ctx, stored, cfg)
+	if err != nil {
+		return nil, nil, s.reinstate(old, err)
+	}
+	return a, effects, nil
+}
+
+// setArchived sets when the bandit was archived; zero: live.
+func (a *Agent) setArchived(at time.Time) {
+	if at.IsZero() {
+		a.archivedAt.Store(0)
+		return
+	}
+	a.archivedAt.Store(at.UnixNano())
+}
+
+// reinstate keeps serving with the stopped agent old (on its last
+// posterior, without training) after a failed update, and returns err.
+func (s *Service) reinstate(old *Agent, err error) error {
+	s.log.Error("update failed; the bandit serves on its last posterior without training until the service restarts", "bandit", old.name, "err", err)
+	return err
+}
+
+// replaceAgent builds and loads the agent of b and puts it in place of
+// the one of the same name.
+func (s *Service) replaceAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
+	a, err := s.loadAgent(ctx, b, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return nil, ErrUnavailable
+	}
+	s.agents[cfg.Name] = a
+	s.mu.Unlock()
+	a.start()
+	s.kickFleet()
+	return a, nil
+}
+
+// Delete deletes the named bandit (Store.DeleteBandit): its agent stops
+// without persisting (its trainer first, so that no snapshot is written
+// after they are deleted), then its snapshots go and it stops taking
+// requests (404); its decisions and rewards stay unless purge, and so
+// does its name until a purge. With purge, a name whose bandit was
+// deleted before (its log kept) is purged too. ErrNotFound if there is
+// nothing to delete. If the store fails, the bandit is loaded again from
+// it and serves on.
+func (s *Service) Delete(ctx context.Context, name string, purge bool) error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	a, err := s.Agent(name)
+	switch {
+	case errors.Is(err, ErrNotFound) && purge:
+		return s.store.DeleteBandit(ctx, name, true)
+	case err != nil:
+		return err
+	}
+	a.stop()
+	if err := s.store.DeleteBandit(ctx, name, purge); err != nil {
+		lctx := context.WithoutCancel(ctx)
+		b, gerr := s.store.GetBandit(lctx, name)
+		if gerr == nil {
+			cfg := a.Config()
+			_, gerr = s.replaceAgent(lctx, b, &cfg)
+		}
+		if gerr != nil {
+			s.log.Error("a failed delete left the bandit serving on its last posterior without training until the service restarts", "bandit", name, "err", gerr)
+		}
+		return err
+	}
+	s.mu.Lock()
+	if s.agents[name] == a {
+		delete(s.agents, name)
+	}
+	s.mu.Unlock()
+	s.announceChanged(ctx, name)
+	return nil
+}

@@ -1,0 +1,253 @@
+package bandit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"testing"
+	"time"
+
+	. "github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+// growConfig is a two-arm mf-ts bandit on a categorical and a numeric
+// feature with one hidden layer of 8.
+func growConfig(kind PolicyKind) *Config {
+	return &Config{
+		Name:     "grow",
+		Arms:     []string{"a", "b"},
+		Features: []Feature{{Name: "color", Type: Categorical, Values: []string{"red", "blue"}}, {Name: "size", Type: Numeric}},
+		Policy:   PolicyConfig{Kind: kind},
+		Model:    ModelConfig{Hidden: []int{8}, PriorVariance: 0.5},
+		Training: TrainingConfig{Iterations: 40, IterationsPerReward: 40, CPUShare: 1, SnapshotEvery: 1, MinInterval: new(Duration)},
+	}
+}
+
+// waitTrained waits until a's posterior has seen every stored reward.
+func waitTrained(t *testing.T, svc *Service, name string, rewards int) *Agent {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a, err := svc.Agent(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := a.Status(); st.TrainedRows == rewards && st.ModelVersion > 0 && a.TrainerLag() == 0 {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trainer has not seen %d rewards after 30s: %+v", rewards, a.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func decideReward(t *testing.T, a *Agent, id, ctx string, reward func(arm string) float64) {
+	t.Helper()
+	out, err := a.Decide(context.Background(), DecideRequest{EventID: id, Context: json.RawMessage(ctx)})
+	if err != nil {
+		t.Fatalf("decide %s on %s: %v", id, ctx, err)
+	}
+	if reward != nil {
+		if err := a.Reward(context.Background(), id, reward(a.Config().Arms[out.Decision.Arm])); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Adding an arm and a category value grows the posterior: every
+// parameter the bandit had keeps its mean, standard deviation and prior
+// (so its predictions on every earlier context and arm are unchanged),
+// and the new ones (the new input's weights, the new output's weights
+// and bias) are exactly the prior N(0, prior_variance). Decisions made
+// before the change, and made on the old agent during it, are trained
+// on once rewarded.
+func TestGrowthKeepsThePosterior(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	log := slog.New(slog.NewTextHandler(tw{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc := NewService(st, ServiceConfig{Workers: 1, Seed: 3, Logger: log})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, err := svc.Create(ctx, growConfig(MeanFieldTS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := func(color string) func(string) float64 {
+		return func(arm string) float64 {
+			if (color == "red") == (arm == "a") {
+				return 1
+			}
+			return 0
+		}
+	}
+	for i := range 40 {
+		color := []string{"red", "blue"}[i%2]
+		decideReward(t, old, fmt.Sprintf("e%d", i), fmt.Sprintf(`{"color": %q, "size": %d}`, color, i%5), pay(color))
+	}
+	decideReward(t, old, "pending", `{"color": "red", "size": 1}`, nil) // rewarded after the change
+	old = waitTrained(t, svc, "grow", 40)
+	before := old.Posterior()
+	p := &Patch{AddArms: []string{"c"}, AddValues: map[string][]string{"color": {"green"}}}
+	grown, effects, err := svc.Update(ctx, "grow", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(effects) < 2 {
+		t.Errorf("effects %q: want the arm's and the value's", effects)
+	}
+	// The old agent still serves the requests that hold it: a decision
+	// on it now is stored with the earlier encoding (4 inputs).
+	decideReward(t, old, "during", `{"color": "blue", "size": 2}`, nil)
+
+	after := grown.Posterior()
+	if after.Version != before.Version+1 {
+		t.Errorf("grown posterior version %d, want %d", after.Version, before.Version+1)
+	}
+	a, b := before.Arch, after.Arch
+	if b.In() != a.In()+1 || b.Out() != a.Out()+1 {
+		t.Fatalf("grown network %d-%v-%d from %d-%v-%d", b.In(), b.Hidden(), b.Out(), a.In(), a.Hidden(), a.Out())
+	}
+	// Mark where the old parameters landed: embed their indices.
+	idx := make([]float64, a.NumParams())
+	for i := range idx {
+		idx[i] = float64(i)
+	}
+	at := make([]float64, b.NumParams())
+	for i := range at {
+		at[i] = -1
+	}
+	a.Embed(b, InputMap(old, grown), at, idx)
+	const pv = 0.5
+	newParams := 0
+	for j, i := range at {
+		if i < 0 {
+			newParams++
+			if after.Mu[j] != 0 || math.Abs(after.Sigma[j]-math.Sqrt(pv)) > 1e-12 || after.PriorVar[j] != pv {
+				t.Fatalf("new parameter %d: mean %g, sigma %g, prior variance %g; want 0, %g, %g", j, after.Mu[j], after.Sigma[j], after.PriorVar[j], math.Sqrt(pv), pv)
+			}
+			continue
+		}
+		k := int(i)
+		if after.Mu[j] != before.Mu[k] || math.Abs(after.Sigma[j]-before.Sigma[k]) > 1e-15*before.Sigma[k] || after.PriorVar[j] != before.PriorVar[k] {
+			t.Fatalf("kept parameter %d (was %d): mean %g sigma %g, want %g %g", j, k, after.Mu[j], after.Sigma[j], before.Mu[k], before.Sigma[k])
+		}
+	}
+	// 8 weights from the new input, 8 weights and a bias into the new arm.
+	if newParams != 8+8+1 {
+		t.Errorf("%d new parameters, want 17", newParams)
+	}
+	if after.Std != before.Std || after.Noise != before.Noise {
+		t.Errorf("standardization %+v noise %g, want %+v %g", after.Std, after.Noise, before.Std, before.Noise)
+	}
+	// The means network predicts the same on an earlier context.
+	xa, _ := before.Encode(json.RawMessage(`{"color": "blue", "size": 3}`))
+	xb, _ := after.Encode(json.RawMessage(`{"color": "blue", "size": 3}`))
+	pa, pb := nn.NewPredictor(a, 1), nn.NewPredictor(b, 1)
+	pa.Reference, pb.Reference = true, true
+	fa := pa.Predict(nil, before.Mu, xa, before.Std)
+	fb := pb.Predict(nil, after.Mu, xb, after.Std)
+	for o := range fa {
+		if math.Abs(fa[o]-fb[o]) > 1e-9 {
+			t.Errorf("arm %d predicts %g after growing, %g before", o, fb[o], fa[o])
+		}
+	}
+
+	// The grown bandit decides on the new value and the new arm, and
+	// trains on every reward: the one of the decision made before the
+	// change, the one made on the old agent during it, and new ones.
+	if err := grown.Reward(ctx, "pending", 1); err != nil {
+		t.Fatalf("the reward of a decision made before the change: %v", err)
+	}
+	if err := grown.Reward(ctx, "during", 1); err != nil {
+		t.Fatalf("the reward of a decision made on the old agent during the change: %v", err)
+	}
+	chosen := map[string]int{}
+	for i := range 60 {
+		color := []string{"red", "blue", "green"}[i%3]
+		id := fmt.Sprintf("g%d", i)
+		out, err := grown.Decide(ctx, DecideRequest{EventID: id, Context: json.RawMessage(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		arm := grown.Config().Arms[out.Decision.Arm]
+		chosen[arm]++
+		if err := grown.Reward(ctx, id, pay(color)(arm)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if chosen["c"] == 0 {
+		t.Errorf("arms chosen %v: the new arm never", chosen)
+	}
+	trained := waitTrained(t, svc, "grow", 40+2+60)
+	if v := trained.Status().ModelVersion; v <= after.Version {
+		t.Errorf("model version %d after 62 more rewards, want > %d", v, after.Version)
+	}
+	// The replay of a decision made before the change (stored with the
+	// earlier encoding) is still the same decision.
+	out, err := grown.Decide(ctx, DecideRequest{EventID: "e3", Context: json.RawMessage(`{"color": "blue", "size": 3}`)})
+	if err != nil || out.Created {
+		t.Errorf("replaying e3 after the change: %+v, %v; want the stored decision", out, err)
+	}
+}
+
+// A policy kind does not change, an archived bandit refuses decisions
+// and changes until unarchived, and its earlier decisions' rewards count.
+func TestUpdateRules(t *testing.T) {
+	ctx := context.Background()
+	svc := NewService(store.NewMemory(), ServiceConfig{Workers: 1, Seed: 3})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Create(ctx, growConfig(EpsGreedy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ve *ValidationError
+	if _, _, err := svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(`{"kind": "mf-ts"}`)}); !errors.As(err, &ve) || ve.Errors[0].Field != "policy.kind" {
+		t.Errorf("changing the kind: %v, want a 400 naming policy.kind", err)
+	}
+	decideReward(t, a, "before", `{"color": "red", "size": 1}`, nil)
+	yes, no := true, false
+	if _, _, err := svc.Update(ctx, "grow", &Patch{Archived: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Decide(ctx, DecideRequest{Context: json.RawMessage(`{"color": "red", "size": 1}`)}); !errors.Is(err, ErrArchived) {
+		t.Errorf("deciding while archived: %v, want ErrArchived", err)
+	}
+	if err := a.Reward(ctx, "before", 1); err != nil {
+		t.Errorf("the reward of an earlier decision while archived: %v", err)
+	}
+	if _, _, err := svc.Update(ctx, "grow", &Patch{Training: json.RawMessage(`{"iterations": 7}`)}); !errors.Is(err, ErrArchived) {
+		t.Errorf("changing an archived bandit: %v, want ErrArchived", err)
+	}
+	b, _, err := svc.Update(ctx, "grow", &Patch{Archived: &no, Training: json.RawMessage(`{"iterations": 7}`)})
+	if err != nil || b.Config().Training.Iterations != 7 || !b.ArchivedAt().IsZero() {
+		t.Fatalf("unarchiving with a change: %v", err)
+	}
+	decideReward(t, b, "after", `{"color": "red", "size": 1}`, nil)
+	// A merge patch: null restores a member's default, members not
+	// named stay.
+	def := &Config{Policy: PolicyConfig{Kind: EpsGreedy}} // no training settings: every default
+	def.SetDefaults()
+	b, _, err = svc.Update(ctx, "grow", &Patch{Training: json.RawMessage(`{"iterations": null, "lr": 0.02}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Config().Training; got.Iterations != def.Training.Iterations || got.LR != 0.02 || got.IterationsPerReward != 40 {
+		t.Errorf("after {iterations: null, lr: 0.02}: iterations %d (default %d), lr %g, iterations_per_reward %d (set at creation: 40)",
+			got.Iterations, def.Training.Iterations, got.LR, got.IterationsPerReward)
+	}
+}
+
+type tw struct{ t *testing.T }
+
+func (w tw) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
