@@ -274,7 +274,13 @@ type evalLog struct {
 }
 
 // add converts a decision record into a row, or counts it as skipped.
-func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, where string) error {
+//
+// A bandit that grew after a decision (PATCH add_values, add_arms) stored
+// that decision with fewer inputs and fewer propensities than it has now:
+// its context is encoded again in the current features (values are only
+// ever added, so every old context still encodes), and the arms added
+// since get propensity 0, which they had, not existing yet.
+func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, arms int, where string) error {
 	if rec.Reward == nil {
 		l.skipped++
 		return nil
@@ -292,6 +298,11 @@ func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, where str
 			return fmt.Errorf("%s: decision %s: its context does not fit the bandit's features: %w", where, rec.EventID, err)
 		}
 	}
+	if len(x) != enc.Dim() && rec.Context != nil {
+		if y, err := enc.Encode(rec.Context); err == nil {
+			x = y
+		}
+	}
 	if len(x) != enc.Dim() {
 		return fmt.Errorf("%s: decision %s: %d context inputs, the bandit's features encode to %d", where, rec.EventID, len(x), enc.Dim())
 	}
@@ -305,6 +316,8 @@ func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, where str
 	props := rec.Propensities
 	if slices.ContainsFunc(props, math.IsNaN) {
 		props = nil // an OBP CSV keeps the chosen arm's only
+	} else if len(props) < arms {
+		props = append(slices.Clone(props), make([]float64, arms-len(props))...)
 	}
 	l.rows = append(l.rows, simulators.LoggedRow{EventID: rec.EventID, Context: rec.Context, X: x, Arm: rec.Arm,
 		Propensities: props, Mu: mu, Reward: rec.Reward.Value})
@@ -320,7 +333,7 @@ func readLogDB(ctx context.Context, st *store.Postgres, cfg *bandit.Config, name
 	l := &evalLog{source: "bandit " + name}
 	enc := bandit.NewEncoder(cfg.Features)
 	err := st.Export(ctx, name, from, to, func(rec *bandit.DecisionRecord) error {
-		return l.add(rec, enc, l.source)
+		return l.add(rec, enc, len(cfg.Arms), l.source)
 	})
 	return l, err
 }
@@ -344,7 +357,7 @@ func readLogFile(path string, cfg *bandit.Config, from, to time.Time) (*evalLog,
 		if !inRange(rec.CreatedAt, from, to) {
 			return nil
 		}
-		return l.add(rec, enc, fmt.Sprintf("line %d", line))
+		return l.add(rec, enc, len(cfg.Arms), fmt.Sprintf("line %d", line))
 	}
 	if first[0] == '{' {
 		err = readDSJSON(br, cfg.Arms, add)

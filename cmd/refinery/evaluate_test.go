@@ -233,3 +233,61 @@ func TestEvaluateIsListed(t *testing.T) {
 	}
 	_ = simulators.EstIPS
 }
+
+// A bandit that grew (an arm and a category value added by PATCH) leaves
+// a log whose older decisions have fewer inputs and propensities than
+// the bandit has now; refinery evaluate reads it from the database and
+// from refinery export's DSJSON, encoding the older contexts again and
+// giving the new arm propensity 0 where it did not exist, and uses every
+// rewarded decision of both eras.
+func TestEvaluateReadsAGrownBandit(t *testing.T) {
+	url := storetest.FreshSchemaURL(t)
+	m := startServe(t, url)
+	cl, err := apiclient.New(m.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	createShop(t, cl)
+	rng := rand.New(rand.NewPCG(3, 4))
+	play := func(from, n int, colors []string) {
+		for i := from; i < from+n; i++ {
+			color := colors[rng.IntN(len(colors))]
+			d, err := cl.Decide(ctx, "shop", apiclient.DecisionRequest{EventID: fmt.Sprintf("e%03d", i), Context: map[string]any{"color": color, "size": rng.Float64() * 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := 0.0
+			if d.Arm == "w" || (d.Arm == "y" && color == "red") {
+				r = 1
+			}
+			if err := cl.Reward(ctx, "shop", d.EventID, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	play(0, 60, []string{"red", "green", "blue"})
+	if _, err := cl.UpdateBandit(ctx, "shop", map[string]any{"add_arms": []string{"w"}, "add_values": map[string]any{"color": []string{"black"}}}); err != nil {
+		t.Fatal(err)
+	}
+	play(60, 60, []string{"red", "green", "blue", "black"})
+	b, err := cl.Bandit(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgFile, ds := filepath.Join(dir, "shop.json"), filepath.Join(dir, "log.jsonl")
+	raw, _ := json.Marshal(b)
+	if err := os.WriteFile(cfgFile, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exported(t, "--database-url", url, "--bandit", "shop", "--out", ds)
+	cands := []string{"--candidates", "logging,uniform,greedy", "--train-fraction", "0.5"}
+	_, fromDB := evaluated(t, append([]string{"--database-url", url, "--bandit", "shop"}, cands...)...)
+	_, fromDS := evaluated(t, append([]string{"--log", ds, "--bandit-config", cfgFile}, cands...)...)
+	for name, out := range map[string]evalOutput{"database": fromDB, "dsjson": fromDS} {
+		if out.Rows != 120 || out.Skipped != 0 {
+			t.Errorf("from the %s: %d rows (%d skipped), want 120 (0)", name, out.Rows, out.Skipped)
+		}
+	}
+}

@@ -317,10 +317,12 @@ func writeOBP(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) erro
 // writeDSJSON and writeOBP, on the same types and columns.
 
 // readDSJSON calls fn with each decision of a DSJSON log (writeDSJSON's
-// layout) and its line number: arms are the bandit's, which the lines'
-// _multi must name in order. A decision without _label_* members
-// (_skipLearn) has a nil Reward. Propensities are put back in the
-// bandit's arm order from a and p.
+// layout) and its line number: arms are the bandit's, whose first arms
+// the lines' _multi must name in order (all of them, or those the bandit
+// had when it decided: arms are only ever appended, PATCH add_arms). A
+// decision without _label_* members (_skipLearn) has a nil Reward.
+// Propensities are put back in the bandit's arm order from a and p, 0 for
+// the arms added after the decision.
 func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.DecisionRecord) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -333,21 +335,22 @@ func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.Decisi
 		if err := json.Unmarshal(b, &l); err != nil {
 			return fmt.Errorf("line %d: not a DSJSON decision: %v", n, err)
 		}
-		if len(l.C.Multi) != len(arms) {
-			return fmt.Errorf("line %d: %d arms in _multi, the bandit has %d", n, len(l.C.Multi), len(arms))
+		k := len(l.C.Multi) // the arms when it decided
+		if k == 0 || k > len(arms) {
+			return fmt.Errorf("line %d: %d arms in _multi, the bandit has %d", n, k, len(arms))
 		}
 		for i, a := range l.C.Multi {
 			if a.Arm.Name != arms[i] {
 				return fmt.Errorf("line %d: arm %d is %q in _multi, the bandit's is %q", n, i+1, a.Arm.Name, arms[i])
 			}
 		}
-		if len(l.A) != len(arms) || len(l.P) != len(arms) {
-			return fmt.Errorf("line %d: %d actions and %d propensities for %d arms", n, len(l.A), len(l.P), len(arms))
+		if len(l.A) != k || len(l.P) != k {
+			return fmt.Errorf("line %d: %d actions and %d propensities for %d arms", n, len(l.A), len(l.P), k)
 		}
 		rec := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: l.EventID, Context: l.C.Context, Propensities: make([]float64, len(arms))}}
 		for i, a := range l.A {
-			if a < 1 || a > len(arms) {
-				return fmt.Errorf("line %d: action %d, want 1 to %d", n, a, len(arms))
+			if a < 1 || a > k {
+				return fmt.Errorf("line %d: action %d, want 1 to %d", n, a, k)
 			}
 			rec.Propensities[a-1] = l.P[i]
 		}
