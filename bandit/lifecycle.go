@@ -494,20 +494,7 @@ func (s *Service) reinstate(old *Agent, err error) error {
 // replaceAgent builds and loads the agent of b and puts it in place of
 // the one of the same name.
 func (s *Service) replaceAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
-	a, err := s.loadAgent(ctx, b, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		return nil, ErrUnavailable
-	}
-	s.agents[cfg.Name] = a
-	s.mu.Unlock()
-	a.start()
-	s.kickFleet()
-	return a, nil
+	return s.registerAgent(ctx, b, cfg, true)
 }
 
 // Delete deletes the named bandit (Store.DeleteBandit): its agent stops

@@ -204,12 +204,19 @@ func (s *Service) loadAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent
 
 // startAgent builds, loads and starts the agent of b and registers it.
 func (s *Service) startAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
+	return s.registerAgent(ctx, b, cfg, false)
+}
+
+// registerAgent builds, loads and starts the agent of b and registers it
+// under its name; an agent already registered there is kept and returned
+// unless replace.
+func (s *Service) registerAgent(ctx context.Context, b *Bandit, cfg *Config, replace bool) (*Agent, error) {
 	a, err := s.loadAgent(ctx, b, cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	if old, ok := s.agents[cfg.Name]; ok {
+	if old, ok := s.agents[cfg.Name]; ok && !replace {
 		s.mu.Unlock()
 		return old, nil
 	}
