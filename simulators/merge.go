@@ -22,7 +22,8 @@ type Source struct {
 
 // Merge combines the outputs of simulations of one environment, number of
 // steps and preset, written to dirs by `refinery simulate --out` (or by an
-// earlier Merge), into one summary and one list of runs, as if one
+// earlier Merge; "DIR:POLICY" takes only that policy's runs of DIR), into
+// one summary and one list of runs, as if one
 // simulation had run them all: the way to finish a long comparison over
 // several sessions (`--first-seed`) or to add policies to one. Each
 // policy's final regrets, standard errors and lock-ins are computed again
@@ -54,10 +55,26 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 		owner  = map[string]string{} // policy\x00seed -> dir
 		seeds  = map[int]bool{}
 	)
-	for i, dir := range dirs {
+	wallOf := map[string]bool{}
+	for i, spec := range dirs {
+		dir, only := spec, ""
+		if k := strings.LastIndexByte(spec, ':'); k >= 0 {
+			dir, only = spec[:k], spec[k+1:]
+		}
 		sum, results, err := ReadOutputs(dir)
 		if err != nil {
 			return Summary{}, nil, fmt.Errorf("merge: %w", err)
+		}
+		if only != "" {
+			var names []string
+			sum.Policies = slices.DeleteFunc(sum.Policies, func(p PolicySummary) bool {
+				names = append(names, p.Policy)
+				return p.Policy != only
+			})
+			if len(sum.Policies) == 0 {
+				return Summary{}, nil, fmt.Errorf("merge: %s has no policy %s (it has %s)", dir, only, strings.Join(names, ", "))
+			}
+			results = slices.DeleteFunc(results, func(r *RunResult) bool { return r.Policy != only })
 		}
 		if i == 0 {
 			out = Summary{Env: sum.Env, Steps: sum.Steps, Preset: sum.Preset}
@@ -71,7 +88,10 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 				return Summary{}, nil, fmt.Errorf("merge: %s has preset %s, %s has %s", dir, sum.Preset.Name, dirs[0], out.Preset.Name)
 			}
 		}
-		out.WallSeconds += sum.WallSeconds
+		if !wallOf[dir] {
+			wallOf[dir] = true
+			out.WallSeconds += sum.WallSeconds
+		}
 		out.Interrupted = out.Interrupted || sum.Interrupted
 		for _, e := range sum.Errors {
 			out.Errors = append(out.Errors, dir+": "+e)
@@ -80,7 +100,7 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 		for _, r := range results {
 			key := fmt.Sprintf("%s\x00%d", r.Policy, r.Seed)
 			if prev, ok := owner[key]; ok {
-				return Summary{}, nil, fmt.Errorf("merge: %s seed %d is in both %s and %s; merge one of them", r.Policy, r.Seed, prev, dir)
+				return Summary{}, nil, fmt.Errorf("merge: %s seed %d is in both %s and %s; merge one of them (DIR:POLICY takes one policy of a directory)", r.Policy, r.Seed, prev, dir)
 			}
 			owner[key] = dir
 			if r.Steps != sum.Steps {
@@ -89,7 +109,7 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 			runsOf[r.Policy] = append(runsOf[r.Policy], r.Seed)
 			seeds[r.Seed] = true
 		}
-		src := Source{Dir: dir, Command: sum.Command, Version: sum.Version}
+		src := Source{Dir: spec, Command: sum.Command, Version: sum.Version}
 		var described []string
 		for _, p := range sum.Policies {
 			got := runsOf[p.Policy]

@@ -148,6 +148,16 @@ func TestMergeRefuses(t *testing.T) {
 		}
 	}
 
+	// DIR:POLICY takes one policy: seed 1 of linear-ts from a directory
+	// that holds uniform too, beside seed 1 of uniform from another.
+	two := simulateInto(t, cfg, cfg.Policies[:2], 1, 1) // uniform, linear-ts
+	if sum, _, err := Merge([]string{two + ":linear-ts", s1}); err != nil || len(sum.Policies) != 2 || sum.Policies[0].Policy != "linear-ts" || sum.Policies[1].Runs != 1 {
+		t.Errorf("Merge(two:linear-ts, s1) = %+v, %v", sum.Policies, err)
+	}
+	if _, _, err := Merge([]string{two, s1}); err == nil {
+		t.Error("uniform seed 1 from two directories merged")
+	}
+
 	sum, _, err := Merge([]string{s1, s3})
 	if err != nil {
 		t.Fatal(err)

@@ -67,6 +67,9 @@ func TestSimulateMerge(t *testing.T) {
 		{"the merged table has both runs", []string{"simulate", "--merge", m, "--out", filepath.Join(dir, "m2")}, 0, "| uniform | 2 |", ""},
 		{"a merge needs --out", []string{"simulate", "--merge", a + "," + b}, 2, "", "refinery simulate: --merge needs --out DIR\n"},
 		{"a run in two sources is refused", []string{"simulate", "--merge", a + "," + m, "--out", filepath.Join(dir, "m3")}, 1, "",
-			"refinery simulate: merge: uniform seed 1 is in both " + a + " and " + m + "; merge one of them\n"},
+			"refinery simulate: merge: uniform seed 1 is in both " + a + " and " + m + "; merge one of them (DIR:POLICY takes one policy of a directory)\n"},
+		{"DIR:POLICY takes one policy", []string{"simulate", "--merge", a + ":uniform," + b + ":uniform", "--out", filepath.Join(dir, "m4")}, 0, "| uniform | 2 |", ""},
+		{"DIR:POLICY names a policy of DIR", []string{"simulate", "--merge", a + ":greedy", "--out", filepath.Join(dir, "m5")}, 1, "",
+			"refinery simulate: merge: " + a + " has no policy greedy (it has uniform)\n"},
 	})
 }
