@@ -4,13 +4,21 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 )
 
-// benchLevels runs f as a sub-benchmark per available level.
+// benchLevels runs f as a sub-benchmark per available level and reports,
+// besides the wall-clock ns/op, the CPU time of f's thread per op
+// (cpustat.Measure): on a machine shared with other work, the first grows
+// with the load and the second much less.
 func benchLevels(b *testing.B, f func(b *testing.B)) {
 	runLevels(b, Portable, func(b *testing.B) {
 		b.ReportAllocs()
-		f(b)
+		cpu := cpustat.Measure(func() { f(b) })
+		if cpu > 0 {
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
 	})
 }
 
