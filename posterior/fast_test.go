@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/refinery-bandits/refinery/nn"
 )
@@ -187,5 +188,40 @@ func TestFastRefinerAllocatesNothingPerSample(t *testing.T) {
 	q := q0.Clone()
 	if a := testing.AllocsPerRun(20, func() { tr.Step(q, rng) }); a != 0 {
 		t.Errorf("Step allocates %v times, want 0", a)
+	}
+}
+
+// TestStaggered checks staggered's slices: length n, disjoint, one
+// whole number of 64-byte lines apart, and at that stride in k distinct
+// sets of a 64-set L1 (the same line offset modulo 4 KB would put them in
+// one set).
+func TestStaggered(t *testing.T) {
+	for _, n := range []int{0, 1, 15, 16, 17, 1024, 1040, 22102, 22112} {
+		const k = 12
+		next := staggered(n, k)
+		var base uintptr
+		sets := map[uintptr]bool{}
+		for i := range k {
+			s := next()
+			if len(s) != n || cap(s) != n {
+				t.Fatalf("n=%d: slice %d has len %d cap %d", n, i, len(s), cap(s))
+			}
+			if n == 0 {
+				continue
+			}
+			p := uintptr(unsafe.Pointer(&s[0]))
+			if i == 0 {
+				base = p
+			}
+			off := p - base
+			if off%64 != 0 || off < uintptr(4*n*i) {
+				t.Fatalf("n=%d: slice %d at offset %d bytes", n, i, off)
+			}
+			set := off / 64 % 64
+			if sets[set] {
+				t.Fatalf("n=%d: slice %d shares L1 set %d with an earlier one", n, i, set)
+			}
+			sets[set] = true
+		}
 	}
 }
