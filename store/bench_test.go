@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,4 +268,156 @@ func benchCommit(b *testing.B, n int) {
 	rows := float64(2 * n * b.N)
 	b.ReportMetric(float64(cpustat.Growth(pg0, backends()).Microseconds())/rows, "pg-µs/row")
 	b.ReportMetric(float64((cpustat.Self()-self0).Microseconds())/rows, "go-µs/row")
+}
+
+// benchTrainingDecisions is how many rewarded decisions
+// BenchmarkTrainingRows reads.
+const benchTrainingDecisions = 20000
+
+// BenchmarkTrainingRows is one read of a bandit's every training row, as
+// an agent makes at load (and again after a PATCH that grows the bandit):
+// 20,000 rewarded mushroom decisions (benchContext, 117 encoded inputs)
+// from the memory store and from PostgreSQL, over a fresh pool. Beside
+// ns/op, B/op and allocs/op it reports the bytes PostgreSQL sent
+// (wire-B/read) and the CPU of its backends (pg-µs/read).
+func BenchmarkTrainingRows(b *testing.B) {
+	b.Run("store=memory", func(b *testing.B) {
+		s := NewMemory()
+		fillTraining(b, s)
+		benchTrainingRead(b, s, nil)
+	})
+	b.Run("store=postgres", func(b *testing.B) {
+		pcfg, _ := storetest.FreshSchema(b)
+		ctx := context.Background()
+		if err := MigrateConfig(ctx, pcfg.ConnConfig, Up); err != nil {
+			b.Fatal(err)
+		}
+		SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
+		var wire atomic.Int64
+		dial := pcfg.ConnConfig.DialFunc
+		pcfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: c, read: &wire}, nil
+		}
+		pcfg.MaxConns = 16
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		s, err := NewPostgres(pool, Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		fillTraining(b, s)
+		probe, err := pgx.ConnectConfig(ctx, pcfg.ConnConfig)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer probe.Close(ctx)
+		backends := func() map[int]time.Duration {
+			rows, err := probe.Query(ctx, cpustat.BackendsQuery)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			if err != nil {
+				b.Fatal(err)
+			}
+			return cpustat.Processes(pids)
+		}
+		var pg0 map[int]time.Duration
+		benchTrainingRead(b, s, func(start bool) {
+			if start {
+				wire.Store(0)
+				pg0 = backends()
+				return
+			}
+			b.ReportMetric(float64(wire.Load())/float64(b.N), "wire-B/read")
+			b.ReportMetric(float64(cpustat.Growth(pg0, backends()).Microseconds())/float64(b.N), "pg-µs/read")
+		})
+	})
+}
+
+// fillTraining writes benchTrainingDecisions rewarded decisions of the
+// bandit "b" into s.
+func fillTraining(b *testing.B, s bandit.Store) {
+	ctx := context.Background()
+	if err := s.CreateBandit(ctx, &bandit.Bandit{Name: "b", Config: json.RawMessage(`{}`)}); err != nil {
+		b.Fatal(err)
+	}
+	encoded := make([]float64, benchEncoded)
+	for i := range encoded {
+		encoded[i] = float64(i % 2)
+	}
+	const writers = 16
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < benchTrainingDecisions; i += writers {
+				id := fmt.Sprint(i)
+				d := &bandit.Decision{
+					Bandit: "b", EventID: id, Context: json.RawMessage(benchContext), Encoded: encoded,
+					Arm: i % 2, Propensities: []float64{0.97, 0.03}, Scores: []float64{4.1, 0},
+					Policy: "eps-greedy", ModelVersion: 12, Sample: bandit.SamplePoint,
+				}
+				if _, _, err := s.InsertDecision(ctx, d); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := s.InsertReward(ctx, &bandit.Reward{Bandit: "b", EventID: id, Value: float64(i % 5)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+}
+
+// benchTrainingRead times whole reads of "b"'s training rows; around
+// (non-nil) is called with true before the timed loop and false after it.
+func benchTrainingRead(b *testing.B, s bandit.Store, around func(start bool)) {
+	ctx := context.Background()
+	read := func() int {
+		n := 0
+		if err := s.TrainingRows(ctx, "b", 0, func(bandit.TrainingRow) error { n++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	if n := read(); n != benchTrainingDecisions { // and warm the statement caches
+		b.Fatalf("read %d rows, want %d", n, benchTrainingDecisions)
+	}
+	if around != nil {
+		around(true)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		read()
+	}
+	b.StopTimer()
+	if around != nil {
+		around(false)
+	}
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
 }
