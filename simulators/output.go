@@ -35,6 +35,18 @@ type Summary struct {
 	WallSeconds float64 `json:"wall_seconds"`
 	// Command is the command line that produced the results.
 	Command string `json:"command,omitempty"`
+	// Version is the binary's version and kernel level ("refinery
+	// 4a22cbd (kernels: avx2)"): a seed replays bit for bit only on the
+	// same commit and kernel level (Sgemm's accumulation order is the
+	// level's own).
+	Version string `json:"version,omitempty"`
+	// SeedList, when set, lists the seeds of a merged summary whose seeds
+	// are not the range FirstSeed .. FirstSeed+Seeds-1 (Merge).
+	SeedList []int `json:"seed_list,omitempty"`
+	// Sources are the simulations a merged summary was made from (Merge).
+	Sources []Source `json:"sources,omitempty"`
+	// Notes are what a merge found worth saying (Merge).
+	Notes []string `json:"notes,omitempty"`
 	// Interrupted is set when the simulation was stopped early; only
 	// completed runs are summarized.
 	Interrupted bool     `json:"interrupted"`
@@ -258,12 +270,40 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	var b strings.Builder
 	// The preset is named once, in its own line below the title (the
 	// title named it too, and the same line was then printed twice).
-	fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d)\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1)
+	if len(s.SeedList) > 0 {
+		fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%s)\n\n", s.Env, s.Steps, s.Seeds, joinInts(s.SeedList))
+	} else {
+		fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d)\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1)
+	}
 	fmt.Fprintf(&b, "Preset `%s`: %s.\n\n", s.Preset.Name, s.Preset.Description)
 	if s.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", s.Command)
 	}
-	fmt.Fprintf(&b, "Wall time: %.0f s.", s.WallSeconds)
+	if s.Version != "" {
+		fmt.Fprintf(&b, "Binary: %s.\n\n", s.Version)
+	}
+	if len(s.Sources) > 0 {
+		b.WriteString("Merged from:\n\n")
+		for _, src := range s.Sources {
+			fmt.Fprintf(&b, "- `%s`: %s", src.Dir, src.Runs)
+			if src.Version != "" {
+				fmt.Fprintf(&b, "; %s", src.Version)
+			}
+			if src.Command != "" {
+				fmt.Fprintf(&b, "; `%s`", src.Command)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	for _, n := range s.Notes {
+		fmt.Fprintf(&b, "Note: %s\n\n", n)
+	}
+	if len(s.Sources) > 0 {
+		fmt.Fprintf(&b, "Wall time: %.0f s (the sources' sum).", s.WallSeconds)
+	} else {
+		fmt.Fprintf(&b, "Wall time: %.0f s.", s.WallSeconds)
+	}
 	if s.Interrupted {
 		b.WriteString(" **Interrupted**: only completed runs are summarized.")
 	}
@@ -289,7 +329,7 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		}
 		locked := fmt.Sprintf("%d of %d", p.LockedIn, p.Runs)
 		if p.LockedIn > 0 {
-			locked += fmt.Sprintf(" (seeds %s)", joinInts(p.LockedInSeeds))
+			locked += fmt.Sprintf(" (%s %s)", plural(p.LockedIn, "seed", "seeds"), joinInts(p.LockedInSeeds))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %s | %.1f | %.1f |\n",
 			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
@@ -482,24 +522,50 @@ func CheckOutputDir(dir string) error {
 // Replot redraws regret.png and regret.svg in dir from the regret.csv and
 // summary.json a simulation wrote there, without running it again.
 func Replot(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	sum, results, err := ReadOutputs(dir)
 	if err != nil {
 		return err
 	}
+	p, err := regretPlot(plotConfig(sum), results, sum)
+	if err != nil {
+		return err
+	}
+	return savePlot(p, dir)
+}
+
+// plotConfig is the part of a RunConfig that the outputs need: the steps
+// and the policies' names, in the summary's order.
+func plotConfig(sum Summary) RunConfig {
+	cfg := RunConfig{Steps: sum.Steps, Seeds: sum.Seeds}
+	for _, p := range sum.Policies {
+		cfg.Policies = append(cfg.Policies, PolicySpec{Name: p.Policy})
+	}
+	return cfg
+}
+
+// ReadOutputs reads back the summary.json and regret.csv a simulation
+// wrote to dir: the summary, and one RunResult per completed run (policy
+// and seed) with its regret points and final regrets, in the file's
+// order. The runs carry no wall or CPU time, samples or arm shares;
+// those are in the summary, per policy.
+func ReadOutputs(dir string) (Summary, []*RunResult, error) {
 	var sum Summary
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		return sum, nil, err
+	}
 	if err := json.Unmarshal(b, &sum); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, "summary.json"), err)
+		return sum, nil, fmt.Errorf("%s: %w", filepath.Join(dir, "summary.json"), err)
 	}
 	f, err := os.Open(filepath.Join(dir, "regret.csv"))
 	if err != nil {
-		return err
+		return sum, nil, err
 	}
 	defer f.Close()
 	rows, err := csv.NewReader(f).ReadAll()
 	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, "regret.csv"), err)
+		return sum, nil, fmt.Errorf("%s: %w", filepath.Join(dir, "regret.csv"), err)
 	}
-	cfg := RunConfig{Steps: sum.Steps, Seeds: sum.Seeds}
 	byRun := map[string]*RunResult{}
 	var order []*RunResult
 	for i, row := range rows {
@@ -507,14 +573,14 @@ func Replot(dir string) error {
 			continue
 		}
 		if len(row) != 5 {
-			return fmt.Errorf("regret.csv line %d: %d fields, want 5", i+1, len(row))
+			return sum, nil, fmt.Errorf("%s line %d: %d fields, want 5", filepath.Join(dir, "regret.csv"), i+1, len(row))
 		}
 		step, err1 := strconv.Atoi(row[0])
 		seed, err2 := strconv.Atoi(row[2])
 		exp, err3 := strconv.ParseFloat(row[3], 64)
 		real, err4 := strconv.ParseFloat(row[4], 64)
 		if err := errors.Join(err1, err2, err3, err4); err != nil {
-			return fmt.Errorf("regret.csv line %d: %w", i+1, err)
+			return sum, nil, fmt.Errorf("%s line %d: %w", filepath.Join(dir, "regret.csv"), i+1, err)
 		}
 		key := row[1] + "\x00" + row[2]
 		r := byRun[key]
@@ -526,14 +592,7 @@ func Replot(dir string) error {
 		r.Points = append(r.Points, RegretPoint{Step: step, Expected: exp, Realized: real})
 		r.Steps, r.Expected, r.Realized = step, exp, real
 	}
-	for _, p := range sum.Policies {
-		cfg.Policies = append(cfg.Policies, PolicySpec{Name: p.Policy})
-	}
-	p, err := regretPlot(cfg, order, sum)
-	if err != nil {
-		return err
-	}
-	return savePlot(p, dir)
+	return sum, order, nil
 }
 
 // savePlot writes the regret plot as dir/regret.png and dir/regret.svg.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/posterior"
 	"github.com/refinery-bandits/refinery/simulators"
 )
@@ -55,9 +56,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	bound := fs.String("bound", "", "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of seed 004) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
 	optimizer := fs.String("optimizer", "", "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, seed 002) (default: the preset's, adam)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
+	merge := fs.String("merge", "", "combine the outputs of earlier simulations in the comma-separated DIRs (same env, steps and preset; each run from one of them) into --out, as one simulation of all their runs, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--optimizer adam|ngvi] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
+			fmt.Fprintln(stdout, "       refinery simulate --merge DIR,DIR,... --out DIR")
+			fmt.Fprintln(stdout, "       refinery simulate --replot DIR")
 			fmt.Fprintln(stdout)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
@@ -66,6 +70,24 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *merge != "" {
+		if *out == "" {
+			return usageError{errors.New("--merge needs --out DIR")}
+		}
+		sum, results, err := simulators.Merge(strings.Split(*merge, ","))
+		if err != nil {
+			return err
+		}
+		sum.Command = "refinery simulate " + strings.Join(args, " ")
+		if err := simulators.WriteSummaryMarkdown(stdout, sum); err != nil {
+			return err
+		}
+		if err := simulators.WriteMerged(*out, sum, results); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "\nwrote %s/{regret.csv,summary.json,summary.md,regret.png,regret.svg}\n", *out)
+		return err
 	}
 	if *replot != "" {
 		if err := simulators.Replot(*replot); err != nil {
@@ -190,6 +212,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sum := simulators.Summarize(cfg, results)
 	sum.WallSeconds = time.Since(start).Seconds()
 	sum.Command = "refinery simulate " + strings.Join(args, " ")
+	sum.Version = fmt.Sprintf("refinery %s (kernels: %s)", version, kern.Current())
 	if err := simulators.WriteSummaryMarkdown(stdout, sum); err != nil {
 		return err
 	}

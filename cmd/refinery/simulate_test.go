@@ -54,3 +54,22 @@ func TestSimulateBanditConfig(t *testing.T) {
 			"refinery simulate: --estimator: the --bandit-config file sets training.estimator\n"},
 	})
 }
+
+// simulate --merge combines the outputs of two simulations into one, and
+// refuses in one line what it cannot merge.
+func TestSimulateMerge(t *testing.T) {
+	dir := t.TempDir()
+	a, b, m := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "m")
+	runCases(t, []runCase{
+		{"seed 1", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "30", "--quiet", "--out", a}, 0, "Binary: refinery ", ""},
+		{"seed 2", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "30", "--first-seed", "2", "--quiet", "--out", b}, 0, "| uniform | 1 |", ""},
+		{"merged", []string{"simulate", "--merge", a + "," + b, "--out", m}, 0, "30 steps, 2 seeds (1 to 2)", ""},
+		{"the merged table has both runs", []string{"simulate", "--merge", m, "--out", filepath.Join(dir, "m2")}, 0, "| uniform | 2 |", ""},
+		{"a merge needs --out", []string{"simulate", "--merge", a + "," + b}, 2, "", "refinery simulate: --merge needs --out DIR\n"},
+		{"a run in two sources is refused", []string{"simulate", "--merge", a + "," + m, "--out", filepath.Join(dir, "m3")}, 1, "",
+			"refinery simulate: merge: uniform seed 1 is in both " + a + " and " + m + "; merge one of them (DIR:POLICY takes one policy of a directory)\n"},
+		{"DIR:POLICY takes one policy", []string{"simulate", "--merge", a + ":uniform," + b + ":uniform", "--out", filepath.Join(dir, "m4")}, 0, "| uniform | 2 |", ""},
+		{"DIR:POLICY names a policy of DIR", []string{"simulate", "--merge", a + ":greedy", "--out", filepath.Join(dir, "m5")}, 1, "",
+			"refinery simulate: merge: " + a + " has no policy greedy (it has uniform)\n"},
+	})
+}
