@@ -167,6 +167,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/keys"
 )
@@ -730,14 +731,7 @@ type decisionRequest struct {
 
 // decisionResponse is a decision as the API returns it.
 type decisionResponse struct {
-	EventID       string             `json:"event_id"`
-	Arm           string             `json:"arm"`
-	Probabilities map[string]float64 `json:"probabilities"`
-	Scores        map[string]float64 `json:"scores"`
-	ModelVersion  int64              `json:"model_version"`
-	Sample        bandit.SampleKind  `json:"sample"`
-	Policy        string             `json:"policy"`
-	CreatedAt     time.Time          `json:"created_at"`
+	wire.Decision
 	// Propensity says how the probabilities were estimated; present on
 	// new decisions only (201), not on replays (200).
 	Propensity *bandit.Propensity `json:"propensity,omitempty"`

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
@@ -24,12 +25,12 @@ const (
 )
 
 // decisionRecordView is a stored decision as GET .../decisions returns
-// it: the decision response's fields (without propensity, which is not
-// stored), the context as the client sent it, and the reward, null while
-// there is none. probabilities and scores name the arms the bandit had
-// when it decided (arms added later are absent).
+// it: the decision's members (without propensity, which is not stored),
+// the context as the client sent it, and the reward, null while there is
+// none. probabilities and scores name the arms the bandit had when it
+// decided (arms added later are absent).
 type decisionRecordView struct {
-	decisionResponse
+	wire.Decision
 	Context json.RawMessage `json:"context"`
 	Reward  *rewardView     `json:"reward"`
 }
@@ -41,7 +42,7 @@ type rewardView struct {
 }
 
 func newDecisionRecordView(arms []string, rec *bandit.DecisionRecord) decisionRecordView {
-	v := decisionRecordView{decisionResponse: newDecisionResponse(arms, &rec.Decision, nil), Context: rec.Context}
+	v := decisionRecordView{Decision: newWireDecision(arms, &rec.Decision), Context: rec.Context}
 	if rec.Reward != nil {
 		v.Reward = &rewardView{Value: rec.Reward.Value, ReceivedAt: rec.Reward.ReceivedAt}
 	}

@@ -6,12 +6,18 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
 // newDecisionResponse is the API's view of a decision: the arms by name.
 func newDecisionResponse(arms []string, d *bandit.Decision, prop *bandit.Propensity) decisionResponse {
-	resp := decisionResponse{
+	return decisionResponse{Decision: newWireDecision(arms, d), Propensity: prop}
+}
+
+// newWireDecision is the members every answer holding a decision has.
+func newWireDecision(arms []string, d *bandit.Decision) wire.Decision {
+	resp := wire.Decision{
 		EventID:       d.EventID,
 		Arm:           arms[d.Arm],
 		Probabilities: make(map[string]float64, len(arms)),
@@ -20,7 +26,6 @@ func newDecisionResponse(arms []string, d *bandit.Decision, prop *bandit.Propens
 		Sample:        d.Sample,
 		Policy:        d.Policy,
 		CreatedAt:     d.CreatedAt,
-		Propensity:    prop,
 	}
 	for i, name := range arms {
 		if i < len(d.Propensities) {

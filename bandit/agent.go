@@ -527,9 +527,9 @@ func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField
 func (a *Agent) readRows(ctx context.Context) (int, error) {
 	n := 0
 	dim, arms := a.enc.Dim(), len(a.cfg.Arms)
-	err := a.store.TrainingRows(ctx, a.name, a.cursor, func(r TrainingRow) error {
+	err := a.store.TrainingRows(ctx, a.name, a.cursor, dim, func(r TrainingRow) error {
 		a.cursor = r.Seq
-		if len(r.Encoded) != dim {
+		if len(r.Encoded) < dim {
 			// A decision made before category values were added: its
 			// context encodes anew (the values it names are all still
 			// declared, at their new positions).

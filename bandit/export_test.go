@@ -38,3 +38,7 @@ func InputMap(old, grown *Agent) []int { return inputMap(old.enc, grown.enc) }
 // RefinementPriorVar is the prior variance per parameter that refinement
 // of the published posterior uses (refineFrom).
 func (a *Agent) RefinementPriorVar() []float64 { return a.refineFrom(a.model.Load()).PriorVar }
+
+// TrainingData is the agent's training rows so far, in the order it
+// read them: encoded contexts, arms and rewards.
+func (a *Agent) TrainingData() nn.View { return a.data.View() }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +27,23 @@ func growConfig(kind PolicyKind) *Config {
 		Model:    ModelConfig{Hidden: []int{8}, PriorVariance: 0.5},
 		Training: TrainingConfig{Iterations: 40, IterationsPerReward: 40, CPUShare: 1, SnapshotEvery: 1, MinInterval: new(Duration)},
 	}
+}
+
+// growService is a loaded service on st (logging to log, if not nil)
+// with the bandit growConfig(kind), closed when the test ends.
+func growService(t *testing.T, st Store, log *slog.Logger, kind PolicyKind) (*Service, *Agent) {
+	t.Helper()
+	ctx := context.Background()
+	svc := NewService(st, ServiceConfig{Workers: 1, Seed: 3, Logger: log})
+	t.Cleanup(func() { svc.Close(ctx) })
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Create(ctx, growConfig(kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, a
 }
 
 // waitTrained waits until a's posterior has seen every stored reward.
@@ -69,17 +87,8 @@ func decideReward(t *testing.T, a *Agent, id, ctx string, reward func(arm string
 // on once rewarded.
 func TestGrowthKeepsThePosterior(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
 	log := slog.New(slog.NewTextHandler(tw{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc := NewService(st, ServiceConfig{Workers: 1, Seed: 3, Logger: log})
-	defer svc.Close(ctx)
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	old, err := svc.Create(ctx, growConfig(MeanFieldTS))
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, old := growService(t, store.NewMemory(), log, MeanFieldTS)
 	pay := func(color string) func(string) float64 {
 		return func(arm string) float64 {
 			if (color == "red") == (arm == "a") {
@@ -198,19 +207,66 @@ func TestGrowthKeepsThePosterior(t *testing.T) {
 	}
 }
 
+// A grown bandit trains on the decisions made before it grew with their
+// contexts encoded again, each exactly as the grown bandit encodes it (a
+// category value added in the middle of the encoding moves the columns
+// after it), and on the later ones as stored: on either store, whose
+// TrainingRows gives the context of the narrower rows.
+func TestGrownBanditEncodesItsOlderRowsAgain(t *testing.T) {
+	bothStores(t, func(t *testing.T, st Store) {
+		ctx := context.Background()
+		svc, a := growService(t, st, testLogger(t), EpsGreedy)
+		type row struct {
+			context, arm string
+			reward       float64
+		}
+		var want []row
+		decide := func(a *Agent, i int, colors ...string) {
+			c := fmt.Sprintf(`{"color": %q, "size": %d}`, colors[i%len(colors)], i%5)
+			decideReward(t, a, fmt.Sprintf("e%d", i), c, func(arm string) float64 {
+				want = append(want, row{c, arm, float64(i % 3)})
+				return float64(i % 3)
+			})
+		}
+		const before, after = 30, 10
+		for i := range before {
+			decide(a, i, "red", "blue")
+		}
+		grown, _, err := svc.Update(ctx, "grow", &Patch{AddValues: map[string][]string{"color": {"green"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := grown.Posterior().Encode
+		if d, err := st.GetDecision(ctx, "grow", "e0"); err != nil || len(d.Encoded) != grown.Posterior().Arch.In()-1 {
+			t.Fatalf("decision e0 before the growth: %v, %v; want it stored encoded one input narrower than the grown bandit's %d", d, err, grown.Posterior().Arch.In())
+		}
+		if n := grown.TrainingData().Len(); n != before {
+			t.Fatalf("the grown bandit loaded %d training rows, want the %d of the decisions made before it grew", n, before)
+		}
+		for i := range after {
+			decide(grown, before+i, "red", "blue", "green")
+		}
+		waitFor(t, "the trainer to read the rewards after the growth", func() bool { return grown.TrainingData().Len() == before+after })
+		arms := grown.Config().Arms
+		v := grown.TrainingData()
+		for i, w := range want {
+			x, err := enc(json.RawMessage(w.context))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v.X(i); !slices.Equal(got, x) || arms[v.Arm(i)] != w.arm || v.Y(i) != w.reward {
+				t.Errorf("training row %d: %v, arm %s, reward %g; want %s encoded by the grown bandit %v, arm %s, reward %g",
+					i, got, arms[v.Arm(i)], v.Y(i), w.context, x, w.arm, w.reward)
+			}
+		}
+	})
+}
+
 // A policy kind does not change, an archived bandit refuses decisions
 // and changes until unarchived, and its earlier decisions' rewards count.
 func TestUpdateRules(t *testing.T) {
 	ctx := context.Background()
-	svc := NewService(store.NewMemory(), ServiceConfig{Workers: 1, Seed: 3})
-	defer svc.Close(ctx)
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a, err := svc.Create(ctx, growConfig(EpsGreedy))
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, a := growService(t, store.NewMemory(), nil, EpsGreedy)
 	var ve *ValidationError
 	if _, _, err := svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(`{"kind": "mf-ts"}`)}); !errors.As(err, &ve) || ve.Errors[0].Field != "policy.kind" {
 		t.Errorf("changing the kind: %v, want a 400 naming policy.kind", err)

@@ -91,11 +91,11 @@ type panicky struct {
 	armed atomic.Bool
 }
 
-func (p *panicky) TrainingRows(ctx context.Context, name string, after int64, fn func(bandit.TrainingRow) error) error {
+func (p *panicky) TrainingRows(ctx context.Context, name string, after int64, dim int, fn func(bandit.TrainingRow) error) error {
 	if p.armed.Load() {
 		panic("injected fault")
 	}
-	return p.Store.TrainingRows(ctx, name, after, fn)
+	return p.Store.TrainingRows(ctx, name, after, dim, fn)
 }
 
 // TestTrainerPanicIsContained: a panic in the trainer goroutine is a

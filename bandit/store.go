@@ -48,9 +48,11 @@ type Store interface {
 
 	// TrainingRows streams the bandit's rewarded decisions with Seq >
 	// after, in Seq order, calling fn for each; fn's error stops the
-	// read and is returned. The Encoded slice passed to fn may be reused
-	// after fn returns.
-	TrainingRows(ctx context.Context, bandit string, after int64, fn func(TrainingRow) error) error
+	// read and is returned. A row's Context is read only if its Encoded
+	// is shorter than dim (a decision made before the bandit grew, which
+	// the reader encodes again); other rows have a nil Context. The
+	// Encoded slice passed to fn may be reused after fn returns.
+	TrainingRows(ctx context.Context, bandit string, after int64, dim int, fn func(TrainingRow) error) error
 	// Unrewarded returns decisions made before the given time that have
 	// no reward, oldest first, at most limit of them, for the reward
 	// wait/default policy.

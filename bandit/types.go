@@ -107,9 +107,11 @@ type TrainingRow struct {
 	Encoded []float64
 	Arm     int
 	Reward  float64
-	// Context is the decision's context as the client sent it: the
-	// agent encodes it again when Encoded is of an earlier encoder (a
-	// decision made before category values were added).
+	// Context is the decision's context as the client sent it, on rows
+	// whose Encoded is shorter than the dim TrainingRows was given
+	// (nil on the others): the agent encodes it again, Encoded being of
+	// an earlier encoder (a decision made before category values were
+	// added).
 	Context json.RawMessage
 }
 

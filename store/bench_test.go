@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,25 +104,8 @@ func benchWrites(b *testing.B, writers int, cfg Config, unordered bool) {
 	}
 	batches.Store(0)
 	rows.Store(0)
-	// PostgreSQL's CPU per row: its backends serving this database, read
-	// from /proc over a connection of its own (so that the reading
-	// backend is not one of the pool's).
-	probe, err := pgx.ConnectConfig(ctx, pcfg.ConnConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer probe.Close(ctx)
-	backends := func() map[int]time.Duration {
-		rows, err := probe.Query(ctx, cpustat.BackendsQuery)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			b.Fatal(err)
-		}
-		return cpustat.Processes(pids)
-	}
+	// PostgreSQL's CPU per row.
+	backends := backendsCPU(b, pcfg.ConnConfig)
 	pg0 := backends()
 
 	var next atomic.Int64
@@ -239,22 +223,7 @@ func benchCommit(b *testing.B, n int) {
 		s.commit(ctx, ws)
 		check(ws)
 	}
-	probe, err := pgx.ConnectConfig(ctx, pcfg.ConnConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer probe.Close(ctx)
-	backends := func() map[int]time.Duration {
-		rows, err := probe.Query(ctx, cpustat.BackendsQuery)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			b.Fatal(err)
-		}
-		return cpustat.Processes(pids)
-	}
+	backends := backendsCPU(b, pcfg.ConnConfig)
 	pg0, self0 := backends(), cpustat.Self()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -267,4 +236,182 @@ func benchCommit(b *testing.B, n int) {
 	rows := float64(2 * n * b.N)
 	b.ReportMetric(float64(cpustat.Growth(pg0, backends()).Microseconds())/rows, "pg-µs/row")
 	b.ReportMetric(float64((cpustat.Self()-self0).Microseconds())/rows, "go-µs/row")
+}
+
+// benchTrainingDecisions is how many rewarded decisions
+// BenchmarkTrainingRows reads.
+const benchTrainingDecisions = 20000
+
+// BenchmarkTrainingRows is one read of a bandit's every training row, as
+// an agent makes at load: 20,000 rewarded mushroom decisions
+// (benchContext, 117 encoded inputs) from the memory store and from
+// PostgreSQL. The store=*-grown cases read them as a bandit that has
+// just grown (PATCH add_values) does, every row encoded narrower than
+// the current encoding and so read with its context. Beside ns/op, B/op
+// and allocs/op it reports the bytes PostgreSQL sent (wire-B/read) and
+// the CPU of its backends (pg-µs/read).
+func BenchmarkTrainingRows(b *testing.B) {
+	mem := NewMemory()
+	fillTraining(b, mem)
+	pcfg, _ := storetest.FreshSchema(b)
+	ctx := context.Background()
+	if err := MigrateConfig(ctx, pcfg.ConnConfig, Up); err != nil {
+		b.Fatal(err)
+	}
+	SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
+	backends := backendsCPU(b, pcfg.ConnConfig) // connected before the pool's bytes are counted
+	var wire atomic.Int64
+	dial := pcfg.ConnConfig.DialFunc
+	pcfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, read: &wire}, nil
+	}
+	pcfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	pg, err := NewPostgres(pool, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pg.Close()
+	fillTraining(b, pg)
+	var pg0 map[int]time.Duration
+	measure := func(b *testing.B, start bool) {
+		if start {
+			wire.Store(0)
+			pg0 = backends()
+			return
+		}
+		b.ReportMetric(float64(wire.Load())/float64(b.N), "wire-B/read")
+		b.ReportMetric(float64(cpustat.Growth(pg0, backends()).Microseconds())/float64(b.N), "pg-µs/read")
+	}
+	for _, grown := range []bool{false, true} {
+		dim, suffix := benchEncoded, ""
+		if grown {
+			dim, suffix = benchEncoded+1, "-grown"
+		}
+		b.Run("store=memory"+suffix, func(b *testing.B) { benchTrainingRead(b, mem, dim, nil) })
+		b.Run("store=postgres"+suffix, func(b *testing.B) { benchTrainingRead(b, pg, dim, measure) })
+	}
+}
+
+// fillTraining writes benchTrainingDecisions rewarded decisions of the
+// bandit "b" into s.
+func fillTraining(b *testing.B, s bandit.Store) {
+	ctx := context.Background()
+	if err := s.CreateBandit(ctx, &bandit.Bandit{Name: "b", Config: json.RawMessage(`{}`)}); err != nil {
+		b.Fatal(err)
+	}
+	encoded := make([]float64, benchEncoded)
+	for i := range encoded {
+		encoded[i] = float64(i % 2)
+	}
+	const writers = 16
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < benchTrainingDecisions; i += writers {
+				id := fmt.Sprint(i)
+				d := &bandit.Decision{
+					Bandit: "b", EventID: id, Context: json.RawMessage(benchContext), Encoded: encoded,
+					Arm: i % 2, Propensities: []float64{0.97, 0.03}, Scores: []float64{4.1, 0},
+					Policy: "eps-greedy", ModelVersion: 12, Sample: bandit.SamplePoint,
+				}
+				if _, _, err := s.InsertDecision(ctx, d); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := s.InsertReward(ctx, &bandit.Reward{Bandit: "b", EventID: id, Value: float64(i % 5)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+}
+
+// benchTrainingRead times whole reads of "b"'s training rows for an
+// encoding of dim inputs; around (non-nil) is called with true before
+// the timed loop and false after it.
+func benchTrainingRead(b *testing.B, s bandit.Store, dim int, around func(b *testing.B, start bool)) {
+	ctx := context.Background()
+	read := func() (n, contexts int) {
+		err := s.TrainingRows(ctx, "b", 0, dim, func(r bandit.TrainingRow) error {
+			n++
+			if r.Context != nil {
+				contexts++
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n, contexts
+	}
+	wantContexts := 0
+	if dim > benchEncoded {
+		wantContexts = benchTrainingDecisions
+	}
+	// The first read warms the statement caches.
+	if n, contexts := read(); n != benchTrainingDecisions || contexts != wantContexts {
+		b.Fatalf("read %d rows, %d with their context; want %d, %d", n, contexts, benchTrainingDecisions, wantContexts)
+	}
+	if around != nil {
+		around(b, true)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		read()
+	}
+	b.StopTimer()
+	if around != nil {
+		around(b, false)
+	}
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// backendsCPU returns a reader of the CPU time of PostgreSQL's backends
+// serving the database of cfg, each by its process ID, from /proc: it
+// asks over a connection of its own (so that the reading backend is not
+// one of the measured pool's), closed when b ends.
+func backendsCPU(b *testing.B, cfg *pgx.ConnConfig) func() map[int]time.Duration {
+	ctx := context.Background()
+	probe, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { probe.Close(ctx) })
+	return func() map[int]time.Duration {
+		rows, err := probe.Query(ctx, cpustat.BackendsQuery)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cpustat.Processes(pids)
+	}
 }

@@ -161,7 +161,7 @@ func TestPostgresAcknowledgedWritesSurviveKilledConnections(t *testing.T) {
 		}
 	}
 	var trained int
-	if err := s2.TrainingRows(ctx, "b", 0, func(bandit.TrainingRow) error { trained++; return nil }); err != nil || trained != len(stored) {
+	if err := s2.TrainingRows(ctx, "b", 0, 2, func(bandit.TrainingRow) error { trained++; return nil }); err != nil || trained != len(stored) {
 		t.Errorf("TrainingRows read %d rows (%v), want the %d stored rewards", trained, err, len(stored))
 	}
 

@@ -31,7 +31,9 @@ func ExampleNewMemory() {
 	fmt.Println("same reward:", s.InsertReward(ctx, &bandit.Reward{Bandit: "mushrooms", EventID: "e1", Value: 5}))
 	fmt.Println("other reward:", s.InsertReward(ctx, &bandit.Reward{Bandit: "mushrooms", EventID: "e1", Value: 0}))
 
-	_ = s.TrainingRows(ctx, "mushrooms", 0, func(r bandit.TrainingRow) error {
+	// Rows encoded narrower than 3 (none here) would come with their
+	// contexts, to encode again.
+	_ = s.TrainingRows(ctx, "mushrooms", 0, 3, func(r bandit.TrainingRow) error {
 		fmt.Println("row:", r.Encoded, r.Arm, r.Reward)
 		return nil
 	})

@@ -246,9 +246,10 @@ func (m *Memory) InsertReward(_ context.Context, r *bandit.Reward) error {
 const trainingChunk = 1024
 
 // TrainingRows calls fn for each rewarded decision with Seq > after, in
-// Seq order. It does not hold the store's lock while fn runs, so fn may
-// use the store; rows rewarded meanwhile are included.
-func (m *Memory) TrainingRows(ctx context.Context, name string, after int64, fn func(bandit.TrainingRow) error) error {
+// Seq order, with the Context of rows encoded narrower than dim. It does
+// not hold the store's lock while fn runs, so fn may use the store; rows
+// rewarded meanwhile are included.
+func (m *Memory) TrainingRows(ctx context.Context, name string, after int64, dim int, fn func(bandit.TrainingRow) error) error {
 	rows := make([]bandit.TrainingRow, 0, trainingChunk)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -264,7 +265,11 @@ func (m *Memory) TrainingRows(ctx context.Context, name string, after int64, fn 
 		i := sort.Search(len(mb.rewards), func(i int) bool { return mb.rewards[i].seq > after })
 		for ; i < len(mb.rewards) && len(rows) < trainingChunk; i++ {
 			md := mb.rewards[i]
-			rows = append(rows, bandit.TrainingRow{Seq: md.seq, Encoded: cloneFloats(md.d.Encoded), Arm: md.d.Arm, Reward: md.reward.Value, Context: md.d.Context})
+			r := bandit.TrainingRow{Seq: md.seq, Encoded: cloneFloats(md.d.Encoded), Arm: md.d.Arm, Reward: md.reward.Value}
+			if len(r.Encoded) < dim {
+				r.Context = md.d.Context
+			}
+			rows = append(rows, r)
 		}
 		m.mu.RUnlock()
 		for _, r := range rows {

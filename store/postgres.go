@@ -354,11 +354,13 @@ const trainingChunkPostgres = 1000
 // batch statements of groupcommit.go for what a join of the planner's
 // choosing cost).
 const (
-	// sqlTrainingRows: a bandit's rewarded decisions after a cursor.
+	// sqlTrainingRows: a bandit's rewarded decisions after a cursor,
+	// with the context of those encoded narrower than $4.
 	sqlTrainingRows = `
 SELECT r.seq, d.encoded, d.arm, r.value, d.context
 FROM rewards r CROSS JOIN LATERAL (
-	SELECT d.encoded, d.arm, d.context FROM decisions d WHERE d.id = r.decision_id OFFSET 0) d
+	SELECT d.encoded, d.arm, CASE WHEN cardinality(d.encoded) < $4 THEN d.context END AS context
+	FROM decisions d WHERE d.id = r.decision_id OFFSET 0) d
 WHERE r.bandit = $1 AND r.seq > $2
 ORDER BY r.seq
 LIMIT $3`
@@ -384,14 +386,17 @@ LIMIT $3`
 )
 
 // TrainingRows calls fn for each rewarded decision with Seq > after, in
-// Seq order. It reads in chunks and holds no connection while fn runs.
+// Seq order, with the Context of rows encoded narrower than dim (the
+// others' contexts are not read: they are most of a row's bytes besides
+// its encoding). It reads in chunks and holds no connection while fn
+// runs.
 // Within a bandit, Seq order is commit order (rewards are numbered under
 // a per-bandit advisory lock held to commit), so a cursor never skips a
 // reward that commits later.
-func (s *Postgres) TrainingRows(ctx context.Context, name string, after int64, fn func(bandit.TrainingRow) error) error {
+func (s *Postgres) TrainingRows(ctx context.Context, name string, after int64, dim int, fn func(bandit.TrainingRow) error) error {
 	chunk := make([]bandit.TrainingRow, 0, trainingChunkPostgres)
 	for first := true; ; first = false {
-		rows, err := s.pool.Query(ctx, sqlTrainingRows, name, after, trainingChunkPostgres)
+		rows, err := s.pool.Query(ctx, sqlTrainingRows, name, after, trainingChunkPostgres, dim)
 		if err != nil {
 			return fmt.Errorf("store: training rows %s: %w", name, err)
 		}

@@ -10,9 +10,11 @@
 // generators whose own CPU must not compete with the service's.
 //
 // The configuration, status and propensity types are the service's own
-// (package bandit), so that they cannot drift from what it accepts and
-// answers; the contract test of package api checks the answers against
-// the OpenAPI document, and this package's tests decode them strictly.
+// (package bandit), and a decision's members are those the service's
+// answers embed (package api/wire), so that they cannot drift from what
+// it accepts and answers; the contract test of package api checks the
+// answers against the OpenAPI document, and this package's tests decode
+// them strictly.
 package client
 
 import (
@@ -28,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
@@ -111,18 +114,10 @@ type DecisionRequest struct {
 	ExcludedArms []string `json:"excluded_arms,omitempty"`
 }
 
-// Decision is the service's decision.
+// Decision is the service's decision. Its Probabilities are the
+// propensities of every arm for the context; Scores the policy's scores.
 type Decision struct {
-	EventID string `json:"event_id"`
-	Arm     string `json:"arm"`
-	// Probabilities are the propensities of every arm for the context;
-	// Scores the policy's scores.
-	Probabilities map[string]float64 `json:"probabilities"`
-	Scores        map[string]float64 `json:"scores"`
-	ModelVersion  int64              `json:"model_version"`
-	Sample        bandit.SampleKind  `json:"sample"`
-	Policy        string             `json:"policy"`
-	CreatedAt     time.Time          `json:"created_at"`
+	wire.Decision
 	// Propensity says how the probabilities were estimated; nil on a
 	// replay.
 	Propensity *bandit.Propensity `json:"propensity,omitempty"`
@@ -365,14 +360,7 @@ func (c *Client) ImportSnapshot(ctx context.Context, snapshot any) (*Bandit, err
 // /v1/bandits/{name}/decisions/{event_id}). Probabilities and Scores name
 // the arms the bandit had when it decided.
 type DecisionRecord struct {
-	EventID       string             `json:"event_id"`
-	Arm           string             `json:"arm"`
-	Probabilities map[string]float64 `json:"probabilities"`
-	Scores        map[string]float64 `json:"scores"`
-	ModelVersion  int64              `json:"model_version"`
-	Sample        bandit.SampleKind  `json:"sample"`
-	Policy        string             `json:"policy"`
-	CreatedAt     time.Time          `json:"created_at"`
+	wire.Decision
 	// Context is the context exactly as it was sent.
 	Context json.RawMessage `json:"context"`
 	// Reward is nil while the decision has none.

@@ -15,7 +15,6 @@ import (
 
 	apiclient "github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/simulators"
-	"github.com/refinery-bandits/refinery/store/storetest"
 )
 
 // evaluated runs refinery evaluate with args and returns its stdout and
@@ -38,6 +37,30 @@ func evaluated(t *testing.T, args ...string) (string, evalOutput) {
 	return stdout.String(), out
 }
 
+// shopFiles writes into a fresh directory what refinery evaluate reads
+// of the shop bandit (servedShop) besides the database: its
+// configuration as GET answers it, status included (shop.json), and its
+// log exported as DSJSON with export's flags args (log.jsonl). It
+// returns the directory and the two files.
+func shopFiles(t *testing.T, url string, cl *apiclient.Client, args ...string) (dir, cfgFile, ds string) {
+	t.Helper()
+	b, err := cl.Bandit(context.Background(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	cfgFile, ds = filepath.Join(dir, "shop.json"), filepath.Join(dir, "log.jsonl")
+	raw, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgFile, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exported(t, append([]string{"--database-url", url, "--bandit", "shop", "--out", ds}, args...)...)
+	return dir, cfgFile, ds
+}
+
 // refinery evaluate reads the same log from PostgreSQL, from refinery
 // export's DSJSON and from its OBP CSV, and estimates the same: 300
 // decisions of an eps-greedy bandit through the API (every fifth left
@@ -48,14 +71,8 @@ func evaluated(t *testing.T, args ...string) (string, evalOutput) {
 // IPS and SNIPS are the mean logged reward. A time range evaluates the
 // decisions made in it, and --plot writes a PNG.
 func TestEvaluateReadsTheDatabaseAndBothExportLayouts(t *testing.T) {
-	url := storetest.FreshSchemaURL(t)
-	m := startServe(t, url)
-	cl, err := apiclient.New(m.URL(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, cl := servedShop(t)
 	ctx := context.Background()
-	createShop(t, cl)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var mid time.Time
 	for i := range 300 {
@@ -83,18 +100,8 @@ func TestEvaluateReadsTheDatabaseAndBothExportLayouts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := cl.Bandit(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "shop.json")
-	raw, _ := json.Marshal(b) // GET's answer, status included
-	if err := os.WriteFile(cfgFile, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ds, csvFile := filepath.Join(dir, "log.jsonl"), filepath.Join(dir, "log.csv")
-	exported(t, "--database-url", url, "--bandit", "shop", "--unrewarded", "--out", ds)
+	dir, cfgFile, ds := shopFiles(t, url, cl, "--unrewarded")
+	csvFile := filepath.Join(dir, "log.csv")
 	exported(t, "--database-url", url, "--bandit", "shop", "--unrewarded", "--format", "obp-csv", "--out", csvFile)
 
 	cands := []string{"--candidates", "logging,uniform,greedy,eps-greedy:0.1,linear-ts,mf-ts", "--train-fraction", "0.4"}
@@ -241,14 +248,8 @@ func TestEvaluateIsListed(t *testing.T) {
 // giving the new arm propensity 0 where it did not exist, and uses every
 // rewarded decision of both eras.
 func TestEvaluateReadsAGrownBandit(t *testing.T) {
-	url := storetest.FreshSchemaURL(t)
-	m := startServe(t, url)
-	cl, err := apiclient.New(m.URL(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, cl := servedShop(t)
 	ctx := context.Background()
-	createShop(t, cl)
 	rng := rand.New(rand.NewPCG(3, 4))
 	play := func(from, n int, colors []string) {
 		for i := from; i < from+n; i++ {
@@ -271,17 +272,7 @@ func TestEvaluateReadsAGrownBandit(t *testing.T) {
 		t.Fatal(err)
 	}
 	play(60, 60, []string{"red", "green", "blue", "black"})
-	b, err := cl.Bandit(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfgFile, ds := filepath.Join(dir, "shop.json"), filepath.Join(dir, "log.jsonl")
-	raw, _ := json.Marshal(b)
-	if err := os.WriteFile(cfgFile, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exported(t, "--database-url", url, "--bandit", "shop", "--out", ds)
+	_, cfgFile, ds := shopFiles(t, url, cl)
 	cands := []string{"--candidates", "logging,uniform,greedy", "--train-fraction", "0.5"}
 	_, fromDB := evaluated(t, append([]string{"--database-url", url, "--bandit", "shop"}, cands...)...)
 	_, fromDS := evaluated(t, append([]string{"--log", ds, "--bandit-config", cfgFile}, cands...)...)

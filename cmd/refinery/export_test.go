@@ -34,14 +34,8 @@ func exported(t *testing.T, args ...string) string {
 // unrewarded ones only on request, and a time range selects exactly the
 // decisions made in it.
 func TestExport(t *testing.T) {
-	url := storetest.FreshSchemaURL(t)
-	m := startServe(t, url)
-	cl, err := apiclient.New(m.URL(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, cl := servedShop(t)
 	ctx := context.Background()
-	createShop(t, cl)
 	type sent struct {
 		d       *apiclient.Decision
 		context map[string]any
@@ -239,10 +233,18 @@ func TestExport(t *testing.T) {
 	})
 }
 
-// createShop creates the export and evaluate tests' bandit "shop": arms
-// x, y, z, a color and a size, eps-greedy with epsilon 0.3.
-func createShop(t *testing.T, cl *apiclient.Client) {
+// servedShop serves a fresh schema and creates on it the export and
+// evaluate tests' bandit "shop": arms x, y, z, a color and a size,
+// eps-greedy with epsilon 0.3. It returns the schema's URL and a client
+// of the service.
+func servedShop(t *testing.T) (string, *apiclient.Client) {
 	t.Helper()
+	url := storetest.FreshSchemaURL(t)
+	m := startServe(t, url)
+	cl, err := apiclient.New(m.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cl.CreateBandit(context.Background(), map[string]any{
 		"name": "shop", "arms": []string{"x", "y", "z"},
 		"features": []map[string]any{
@@ -253,6 +255,7 @@ func createShop(t *testing.T, cl *apiclient.Client) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return url, cl
 }
 
 func indexOf(arms []string, arm string) int {

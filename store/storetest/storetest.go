@@ -460,7 +460,7 @@ func testRewardIdempotent(t *testing.T, s bandit.Store) {
 		t.Errorf("Counts = %d rewards, %v; want 1", rewards, err)
 	}
 	var rows []bandit.TrainingRow
-	if err := s.TrainingRows(ctx(t), "b", 0, func(r bandit.TrainingRow) error { rows = append(rows, r); return nil }); err != nil {
+	if err := s.TrainingRows(ctx(t), "b", 0, 5, func(r bandit.TrainingRow) error { rows = append(rows, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != 1 || rows[0].Reward != 5 {
@@ -474,11 +474,16 @@ func testTrainingRows(t *testing.T, s bandit.Store) {
 	const n = 2500 // more than two chunks of either store
 	// Decisions, then rewards for all but every fifth, written by a few
 	// goroutines each, so that rewards are numbered in no particular
-	// order of the decisions.
+	// order of the decisions. Every seventh is encoded narrower, as a
+	// decision made before the bandit grew: {i} rather than {i, 1}.
+	narrower := func(i int) bool { return i%7 == 3 }
 	parallel(t, n, func(i int) error {
 		d := decision("b", fmt.Sprint(i))
 		d.Arm = i % 3
 		d.Encoded = []float64{float64(i), 1}
+		if narrower(i) {
+			d.Encoded = d.Encoded[:1]
+		}
 		_, _, err := s.InsertDecision(context.Background(), d)
 		return err
 	})
@@ -493,7 +498,7 @@ func testTrainingRows(t *testing.T, s bandit.Store) {
 	rewarded := n - n/5
 	read := func(after int64) []bandit.TrainingRow {
 		var rows []bandit.TrainingRow
-		err := s.TrainingRows(ctx(t), "b", after, func(r bandit.TrainingRow) error {
+		err := s.TrainingRows(ctx(t), "b", after, 2, func(r bandit.TrainingRow) error {
 			r.Encoded = slices.Clone(r.Encoded)
 			rows = append(rows, r)
 			return nil
@@ -512,17 +517,37 @@ func testTrainingRows(t *testing.T, s bandit.Store) {
 		if k > 0 && r.Seq <= rows[k-1].Seq {
 			t.Fatalf("row %d has seq %d after %d: not increasing", k, r.Seq, rows[k-1].Seq)
 		}
-		if len(r.Encoded) != 2 {
-			t.Fatalf("row %d = %+v, want an encoded context of 2", k, r)
+		if len(r.Encoded) == 0 {
+			t.Fatalf("row %d = %+v, want an encoded context", k, r)
 		}
 		i := int(r.Encoded[0])
-		if seen[i] || i%5 == 0 || r.Arm != i%3 || r.Reward != float64(i)/10 || r.Encoded[1] != 1 {
-			t.Fatalf("row %d = %+v, want decision %d's arm %d and reward %v, once, and no unrewarded decision", k, r, i, i%3, float64(i)/10)
+		want := []float64{float64(i), 1}
+		if narrower(i) {
+			want = want[:1]
 		}
-		if !jsonEqual(r.Context, decision("b", "").Context) {
-			t.Fatalf("row %d has context %s, want the decision's %s", k, r.Context, decision("b", "").Context)
+		if seen[i] || i%5 == 0 || r.Arm != i%3 || r.Reward != float64(i)/10 || !slices.Equal(r.Encoded, want) {
+			t.Fatalf("row %d = %+v, want decision %d's encoding %v, arm %d and reward %v, once, and no unrewarded decision", k, r, i, want, i%3, float64(i)/10)
+		}
+		// Only a row encoded narrower than the dim read (2) has its
+		// context.
+		if narrower(i) != (r.Context != nil) || (r.Context != nil && !jsonEqual(r.Context, decision("b", "").Context)) {
+			t.Fatalf("row %d (encoded %v) has context %s, want the decision's %s if encoded narrower than 2, else none", k, r.Encoded, r.Context, decision("b", "").Context)
 		}
 		seen[i] = true
+	}
+	// Read for a wider encoding every row has its context; for the
+	// narrowest, none has.
+	for _, tt := range []struct{ dim, want int }{{3, rewarded}, {1, 0}} {
+		got := 0
+		err := s.TrainingRows(ctx(t), "b", 0, tt.dim, func(r bandit.TrainingRow) error {
+			if jsonEqual(r.Context, decision("b", "").Context) {
+				got++
+			}
+			return nil
+		})
+		if err != nil || got != tt.want {
+			t.Errorf("TrainingRows(dim %d) gave %d rows their context (%v), want %d", tt.dim, got, err, tt.want)
+		}
 	}
 	const cut = 1233
 	if rest := read(rows[cut].Seq); len(rest) != len(rows)-cut-1 || rest[0].Seq != rows[cut+1].Seq {
@@ -533,7 +558,7 @@ func testTrainingRows(t *testing.T, s bandit.Store) {
 	}
 	stop := errors.New("enough")
 	calls := 0
-	err := s.TrainingRows(ctx(t), "b", 0, func(bandit.TrainingRow) error {
+	err := s.TrainingRows(ctx(t), "b", 0, 2, func(bandit.TrainingRow) error {
 		calls++
 		if calls == 3 {
 			return stop
@@ -721,7 +746,7 @@ func testNotFound(t *testing.T, s bandit.Store) {
 		{"a reward for a missing bandit", func() error {
 			return s.InsertReward(ctx(t), &bandit.Reward{Bandit: "nope", EventID: "e", Value: 1})
 		}},
-		{"training rows of a missing bandit", func() error { return s.TrainingRows(ctx(t), "nope", 0, noop) }},
+		{"training rows of a missing bandit", func() error { return s.TrainingRows(ctx(t), "nope", 0, 5, noop) }},
 		{"unrewarded decisions of a missing bandit", func() error {
 			_, err := s.Unrewarded(ctx(t), "nope", time.Now(), 10)
 			return err
@@ -743,7 +768,7 @@ func testNotFound(t *testing.T, s bandit.Store) {
 		}
 	}
 	// Reads of an existing bandit with nothing to return are not errors.
-	if err := s.TrainingRows(ctx(t), "b", 0, noop); err != nil {
+	if err := s.TrainingRows(ctx(t), "b", 0, 5, noop); err != nil {
 		t.Errorf("TrainingRows of a bandit without rewards = %v, want nil", err)
 	}
 	if got, err := s.Unrewarded(ctx(t), "b", time.Time{}, 10); err != nil || len(got) != 0 {
@@ -937,7 +962,7 @@ func testTrainerDuringWrites(t *testing.T, s bandit.Store) {
 	var cursor int64
 	read := 0
 	readAll := func() {
-		err := s.TrainingRows(context.Background(), "b", cursor, func(r bandit.TrainingRow) error {
+		err := s.TrainingRows(context.Background(), "b", cursor, 5, func(r bandit.TrainingRow) error {
 			if r.Seq <= cursor {
 				return fmt.Errorf("seq %d after cursor %d", r.Seq, cursor)
 			}
