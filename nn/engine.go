@@ -139,6 +139,7 @@ type net32 struct {
 	wC   []float32   // canonical (Out×In) copies of the weight blocks of layers >= 1
 	rows []int       // data rows of the current batch
 	vsq  []float32   // a sparse row's squared values, In
+	tr   sparseT     // the batch's sparse input by input (backward only)
 }
 
 func newNet32(a Arch, maxBatch int, backward bool) net32 {
@@ -158,6 +159,7 @@ func newNet32(a Arch, maxBatch int, backward bool) net32 {
 	}
 	if backward {
 		nt.grad = make([][]float32, len(a.layers))
+		nt.tr = newSparseT(a.In(), maxBatch)
 	}
 	for l, ly := range a.layers {
 		nt.act[l] = make([]float32, maxBatch*ly.Out)
@@ -234,17 +236,81 @@ func gatherAffine(z []float32, d *View, rows []int, wT, b []float32, ly Layer, s
 	}
 }
 
-// scatterGrad is the first layer's weight gradient for a sparse input:
-// dW_T += x^T G, adding v^p times row i of G into row c of dW_T for every
-// non-zero entry (c, v) of data row rows[i] (kern.ScatterAxpy; p and sq
-// as in gatherAffine).
-func scatterGrad(dwT, g []float32, d *View, rows []int, ly Layer, squared bool, sq []float32) {
+// sparseT is the transpose of a batch's sparse first-layer input
+// (compressed sparse columns): for every input c, the positions i in the
+// batch of the data rows with a non-zero entry (c, v), and v (and v*v in
+// sq), ordered by i and, within a row, by entry.
+type sparseT struct {
+	start []int32 // In+1 offsets into pos, val and sq
+	pos   []int32
+	val   []float32
+	sq    []float32
+}
+
+// newSparseT allocates a sparseT for batches of up to maxBatch rows of in
+// inputs with at most half the entries non-zero (sparseInput's bound).
+func newSparseT(in, maxBatch int) sparseT {
+	m := maxBatch * in / 2
+	return sparseT{start: make([]int32, in+1), pos: make([]int32, m), val: make([]float32, m), sq: make([]float32, m)}
+}
+
+// build fills s with the non-zero entries of data rows rows of d by a
+// counting sort on the input, and sq with their squares when squared.
+func (s *sparseT) build(d *View, rows []int, squared bool) {
+	start, pos, val := s.start, s.pos, s.val // locals: stores into pos would reload s's fields
+	clear(start)
+	for _, r := range rows {
+		cols, _ := d.nz.row(r)
+		for _, c := range cols {
+			start[c+1]++
+		}
+	}
+	for c := 1; c < len(start); c++ {
+		start[c] += start[c-1]
+	}
+	// start[c] is now where input c's entries begin; it advances past
+	// them as they are placed, and is shifted back after.
 	for i, r := range rows {
 		cols, vals := d.nz.row(r)
-		if squared {
-			vals = squareInto(sq, vals)
+		vals = vals[:len(cols)]
+		for k, c := range cols {
+			p := start[c]
+			pos[p], val[p] = int32(i), vals[k]
+			start[c] = p + 1
 		}
-		kern.ScatterAxpy(dwT, ly.Out, cols, vals, g[i*ly.Out:(i+1)*ly.Out])
+	}
+	copy(start[1:], start)
+	start[0] = 0
+	if squared {
+		nnz := start[len(start)-1]
+		sq := s.sq[:nnz]
+		for p, v := range val[:nnz] {
+			sq[p] = v * v
+		}
+	}
+}
+
+// scatterGrad is the first layer's weight gradient for a sparse input
+// (s built from the batch): dW_T += x^T G, adding v^p times row i of G
+// into row c of dW_T for every non-zero entry (c, v) of the batch's row i,
+// p = 1 for the means and 2 (squared) for the variances of the local
+// reparameterization trick. It runs by input: one kern.GatherAxpy of
+// the rows of G into row c of dW_T, which stays in registers; that adds
+// the same rounded products in the same order (i, then entry) as a
+// kern.ScatterAxpy of every data row into dW_T, bit for bit, but where
+// the scatter read and wrote random rows of dW_T (46.8 kB for the paper's
+// 117x100 layer, more than Zen 3's 32 kB L1), the gather only reads G
+// (25.6 kB at batch 64): 4 times faster there.
+func (s *sparseT) scatterGrad(dwT, g []float32, out int, squared bool) {
+	v := s.val
+	if squared {
+		v = s.sq
+	}
+	for c := range len(s.start) - 1 {
+		lo, hi := s.start[c], s.start[c+1]
+		if lo < hi {
+			kern.GatherAxpy(dwT[c*out:(c+1)*out], g, out, s.pos[lo:hi], v[lo:hi])
+		}
 	}
 }
 
@@ -304,7 +370,8 @@ func (nt *net32) backward(dw []float32, d *View, n int, sparse bool) {
 		g := nt.grad[l][:n*ly.Out]
 		colSum32(ly.Bias32(dw), g, ly.Out)
 		if l == 0 && sparse {
-			scatterGrad(ly.Weights32(dw), g, d, nt.rows[:n], ly, false, nil)
+			nt.tr.build(d, nt.rows[:n], false)
+			nt.tr.scatterGrad(ly.Weights32(dw), g, ly.Out, false)
 			continue
 		}
 		var in []float32
@@ -625,8 +692,9 @@ func (e *evaluator32) backwardLocal(dMu, dS2 []float32, d *View, n int, sparse b
 		colSum32(ly.Bias32(dMu), g, ly.Out)
 		colSum32(ly.Bias32(dS2), dv, ly.Out)
 		if l == 0 && sparse {
-			scatterGrad(ly.Weights32(dMu), g, d, e.rows[:n], ly, false, nil)
-			scatterGrad(ly.Weights32(dS2), dv, d, e.rows[:n], ly, true, e.vsq)
+			e.tr.build(d, e.rows[:n], true)
+			e.tr.scatterGrad(ly.Weights32(dMu), g, ly.Out, false)
+			e.tr.scatterGrad(ly.Weights32(dS2), dv, ly.Out, true)
 			continue
 		}
 		var in, sq []float32

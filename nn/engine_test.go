@@ -2,7 +2,10 @@ package nn
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/refinery-bandits/refinery/nn/kern"
 )
 
 // fastTol is the tolerance of the fast engine against the float64
@@ -320,6 +323,56 @@ func TestPredictWeights(t *testing.T) {
 			dst := make([]float64, 40*p.arch.Out())
 			if n := testing.AllocsPerRun(20, func() { pr.PredictWeights(dst, w, p.data.x[:40*p.arch.In()], std) }); n != 0 {
 				t.Errorf("reference %v: PredictWeights: %v allocations per call, want 0", reference, n)
+			}
+		}
+	}
+}
+
+// TestSparseTScatterGradMatchesScatterAxpy checks the first layer's sparse
+// weight gradient, by input with kern.GatherAxpy, bit for bit against the
+// kern.ScatterAxpy of every batch row that it replaces, for the means
+// and the squared values, on a batch with repeated rows, an empty row and
+// inputs no row uses.
+func TestSparseTScatterGradMatchesScatterAxpy(t *testing.T) {
+	const in, out = 40, 37
+	rng := rand.New(rand.NewPCG(41, 42))
+	d := NewData(in, 2)
+	x := make([]float64, in)
+	for r := range 30 {
+		clear(x)
+		if r != 7 {
+			for range 1 + rng.IntN(12) {
+				x[rng.IntN(in-3)] = rng.NormFloat64()
+			}
+		}
+		d.Append(x, 0, 0)
+	}
+	v := d.View()
+	rows := []int{3, 7, 3, 29, 0, 12, 12, 5, 18, 22, 3}
+	g := make([]float32, len(rows)*out)
+	for i := range g {
+		g[i] = float32(rng.NormFloat64())
+	}
+	tr := newSparseT(in, len(rows))
+	tr.build(&v, rows, true)
+	for _, squared := range []bool{false, true} {
+		want := make([]float32, in*out)
+		for i := range want {
+			want[i] = float32(rng.NormFloat64())
+		}
+		got := append([]float32(nil), want...)
+		sq := make([]float32, in)
+		for i, r := range rows {
+			cols, vals := v.nz.row(r)
+			if squared {
+				vals = squareInto(sq, vals)
+			}
+			kern.ScatterAxpy(want, out, cols, vals, g[i*out:(i+1)*out])
+		}
+		tr.scatterGrad(got, g, out, squared)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("squared=%v: dW[%d] = %g, want %g", squared, i, got[i], want[i])
 			}
 		}
 	}
