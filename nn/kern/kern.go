@@ -78,6 +78,7 @@ type impl struct {
 	mfAdam  func(s *MeanFieldStep, n int)
 	ptAdam  func(s *PointStep, n int)
 	gather  func(y, w []float32, ldw int, idx []int32, alpha []float32)
+	gathRow func(y []float32, ldy, n int, w []float32, ldw int, off, idx []int32, alpha []float32)
 	scatter func(w []float32, ldw int, idx []int32, alpha, x []float32)
 	rngFill func(blocks int, dst []float32, st *[4][rngLanes]uint64)
 	normXf  func(blocks int, dst []float32)
@@ -101,6 +102,7 @@ var portable = impl{
 	mfAdam:  meanFieldAdamGo,
 	ptAdam:  pointAdamGo,
 	gather:  gatherAxpyGo,
+	gathRow: gatherAxpyRowsGo,
 	scatter: scatterAxpyGo,
 	rngFill: rngFillGo,
 	normXf:  normalTransformGo,
@@ -300,6 +302,47 @@ func transposeGo(dst, src []float32, r, c int) {
 func GatherAxpy(y, w []float32, ldw int, idx []int32, alpha []float32) {
 	checkRows("GatherAxpy", len(y), w, ldw, idx, alpha)
 	cur.gather(y, w, ldw, idx, alpha[:len(idx)])
+}
+
+// GatherAxpyRows runs GatherAxpy on the len(off)-1 rows of y (n
+// columns, row stride ldy), row i with the entries off[i] <= k < off[i+1]
+// of idx and alpha (compressed sparse rows):
+//
+//	y[i*ldy : i*ldy+n] += alpha[k] * w[idx[k]*ldw : idx[k]*ldw+n],
+//
+// with the same roundings. It checks its arguments once for all rows,
+// where a loop of GatherAxpy calls checks and dispatches once a row: with
+// a dozen entries a row (nn's sparse weight gradients) that was most of
+// the time. off must be non-decreasing from off[0] >= 0 to at most
+// len(idx) and len(alpha).
+func GatherAxpyRows(y []float32, ldy, n int, w []float32, ldw int, off, idx []int32, alpha []float32) {
+	if len(off) == 0 {
+		panic("kern: GatherAxpyRows empty off")
+	}
+	rows := len(off) - 1
+	if n < 0 || (rows > 0 && n > 0 && (ldy < n || len(y) < (rows-1)*ldy+n)) {
+		panic("kern: GatherAxpyRows y too short")
+	}
+	for i := range rows {
+		if off[i] > off[i+1] {
+			panic("kern: GatherAxpyRows off decreasing")
+		}
+	}
+	lo, hi := int(off[0]), int(off[rows])
+	if lo < 0 || hi > len(idx) || hi > len(alpha) {
+		panic("kern: GatherAxpyRows off outside idx or alpha")
+	}
+	checkRows("GatherAxpyRows", n, w, ldw, idx[lo:hi], alpha[lo:hi])
+	if rows == 0 || n == 0 {
+		return
+	}
+	cur.gathRow(y, ldy, n, w, ldw, off, idx, alpha)
+}
+
+func gatherAxpyRowsGo(y []float32, ldy, n int, w []float32, ldw int, off, idx []int32, alpha []float32) {
+	for i := range len(off) - 1 {
+		gatherAxpyGo(y[i*ldy:i*ldy+n], w, ldw, idx[off[i]:off[i+1]], alpha[off[i]:off[i+1]])
+	}
 }
 
 // ScatterAxpy is the transposed product of GatherAxpy: for k = 0, 1, ...

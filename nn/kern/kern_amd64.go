@@ -295,6 +295,18 @@ func asmImpl(l Level) impl {
 				gk[nv-1](len(idx), &y[j0], &w[j0], ldw, &idx[0], &alpha[0], rem)
 			})
 		},
+		gathRow: func(y []float32, ldy, n int, w []float32, ldw int, off, idx []int32, alpha []float32) {
+			for i := range len(off) - 1 {
+				lo, hi := off[i], off[i+1]
+				if lo == hi {
+					continue
+				}
+				yi := y[i*ldy : i*ldy+n]
+				chunks(n, lanes, func(j0, nv, rem int) {
+					gk[nv-1](int(hi-lo), &yi[j0], &w[j0], ldw, &idx[lo], &alpha[lo], rem)
+				})
+			}
+		},
 		scatter: func(w []float32, ldw int, idx []int32, alpha, x []float32) {
 			if len(x) == 0 || len(idx) == 0 {
 				return

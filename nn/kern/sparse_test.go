@@ -77,6 +77,41 @@ func TestGatherScatterAgainstSaxpy(t *testing.T) {
 	})
 }
 
+// TestGatherAxpyRowsMatchesGatherAxpy checks GatherAxpyRows at every level
+// bit for bit against a GatherAxpy per row (portable level), with empty
+// rows, rows of one entry and offsets that do not start at 0.
+func TestGatherAxpyRowsMatchesGatherAxpy(t *testing.T) {
+	eachLevel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(23, 24))
+		for _, n := range sizes {
+			for _, rows := range []int{0, 1, 5, 40} {
+				w, ldw, idx, alpha := sparseCase(rng, n, 30*rows+3)
+				off := make([]int32, rows+1)
+				off[0] = int32(rng.IntN(3))
+				for i := range rows {
+					step := rng.IntN(4) * rng.IntN(12) // many empty rows
+					off[i+1] = off[i] + int32(min(step, 3+30*rows-int(off[i])))
+				}
+				ldy := n + rng.IntN(3)
+				y := withOffset(rng, max(0, (rows-1)*ldy+n))
+				want := append([]float32(nil), y...)
+				portableDo(func() {
+					for i := range rows {
+						GatherAxpy(want[i*ldy:i*ldy+n], w, ldw, idx[off[i]:off[i+1]], alpha[off[i]:off[i+1]])
+					}
+				})
+				got := append([]float32(nil), y...)
+				GatherAxpyRows(got, ldy, n, w, ldw, off, idx, alpha)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("n=%d rows=%d: y[%d] = %g, want %g", n, rows, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	})
+}
+
 // TestSparseBadInput checks the messages of misuse.
 func TestSparseBadInput(t *testing.T) {
 	w := make([]float32, 20)
@@ -90,6 +125,11 @@ func TestSparseBadInput(t *testing.T) {
 		{"negative row", func() { ScatterAxpy(w, 5, []int32{-1}, []float32{1}, y) }, "row -1 outside w"},
 		{"short alpha", func() { GatherAxpy(y, w, 5, []int32{0, 1}, []float32{1}) }, "alpha shorter than idx"},
 		{"short stride", func() { GatherAxpy(y, w, 4, []int32{0}, []float32{1}) }, "row stride shorter"},
+		{"rows: row past the end", func() { GatherAxpyRows(y, 5, 5, w, 5, []int32{0, 1}, []int32{4}, []float32{1}) }, "row 4 outside w"},
+		{"rows: decreasing off", func() { GatherAxpyRows(y, 5, 5, w, 5, []int32{1, 0}, []int32{0}, []float32{1}) }, "off decreasing"},
+		{"rows: off past idx", func() { GatherAxpyRows(y, 5, 5, w, 5, []int32{0, 2}, []int32{0}, []float32{1, 1}) }, "off outside idx"},
+		{"rows: short y", func() { GatherAxpyRows(y, 5, 5, w, 5, []int32{0, 0, 0}, nil, nil) }, "y too short"},
+		{"rows: empty off", func() { GatherAxpyRows(y, 5, 5, w, 5, nil, nil, nil) }, "empty off"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {
