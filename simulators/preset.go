@@ -139,9 +139,26 @@ type PolicySpec struct {
 	// Laplace is laplace-ts's policy.laplace ("diagonal" or
 	// "last-layer"); empty: the default.
 	Laplace string
+	// Supply, for refined-ts:supply, plays refined TS on the service's
+	// refined-sample supply (SupplyConfig) instead of the preset's
+	// sample policy.
+	Supply bool
 	// Config, when not nil, is the bandit's whole configuration (a
 	// --bandit-config file): the preset and Kind do not apply.
 	Config *bandit.Config
+}
+
+// SupplyConfig sets c's sample supply to the service's defaults: a bank
+// of bandit.DefaultBankSize refined samples (refinement.bank_size 16),
+// each serving up to bandit.DefaultMaxSampleUses decisions
+// (policy.max_sample_uses 1000) within the staleness bounds
+// (policy.max_sample_age, policy.max_versions_behind), as a bandit
+// created with the service's defaults draws them. The presets' refined TS
+// instead refines fresh samples for every decision, as the paper's
+// offline protocol does, which costs policy.samples refinements a step.
+func SupplyConfig(c *bandit.Config) {
+	c.Policy.MaxSampleUses = bandit.DefaultMaxSampleUses
+	c.Refinement.BankSize = bandit.DefaultBankSize
 }
 
 // BanditConfig returns the configuration of the bandit that plays spec
@@ -182,6 +199,9 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 			c.Policy.Epsilon = &e
 		}
 		c.Policy.Laplace = spec.Laplace
+		if spec.Supply {
+			SupplyConfig(&c)
+		}
 		zero := bandit.Duration(0)
 		c.Training.MinInterval = &zero // step mode: training.min_interval does not apply
 		if len(spec.Methods) > 0 && c.Training.Bound == "" {
@@ -216,7 +236,9 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 // expands to one policy per epsilon of the preset, or eps-greedy:E for
 // a given epsilon E, and laplace-ts:diagonal or laplace-ts:last-layer for
 // a Laplace structure (named laplace-ts-diagonal, laplace-ts-last-layer;
-// plain laplace-ts is the default, diagonal). mf-ts and refined-ts take training methods after an
+// plain laplace-ts is the default, diagonal), and refined-ts:supply for
+// refined TS on the service's refined-sample supply (named
+// refined-ts-supply; SupplyConfig). mf-ts and refined-ts take training methods after an
 // "@", joined by "+" (TrainingMethods): "mf-ts@ngvi",
 // "refined-ts@collapsed-mean+ngvi"; the policy keeps that name in the
 // results, so that one run compares training methods side by side.
@@ -238,8 +260,17 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 		if !slices.Contains(PolicyNames, kind) {
 			return nil, fmt.Errorf("unknown policy %q (want one of %s)", item, strings.Join(PolicyNames, ", "))
 		}
-		if hasArg && kind != "eps-greedy" && kind != "laplace-ts" {
+		if hasArg && kind != "eps-greedy" && kind != "laplace-ts" && kind != "refined-ts" {
 			return nil, fmt.Errorf("policy %q takes no argument", kind)
+		}
+		if hasArg && kind == "refined-ts" && !hasMethods {
+			if arg != "supply" {
+				return nil, fmt.Errorf("refined-ts:%s: want refined-ts:supply", arg)
+			}
+			if err := add(PolicySpec{Name: "refined-ts-supply", Kind: kind, Supply: true}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if hasArg && kind == "laplace-ts" && !hasMethods {
 			if arg != bandit.LaplaceDiagonal && arg != bandit.LaplaceLastLayer {
@@ -251,6 +282,9 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 			continue
 		}
 		if hasMethods {
+			if hasArg {
+				return nil, fmt.Errorf("%s: a policy with an argument (%s) takes no training method", item+"@"+methods, arg)
+			}
 			if kind != "mf-ts" && kind != "refined-ts" {
 				return nil, fmt.Errorf("policy %q takes no training method (only mf-ts and refined-ts do)", kind)
 			}

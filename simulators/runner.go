@@ -260,6 +260,16 @@ func ServiceSeed(seed int, name string) uint64 {
 	return uint64(seed)<<32 ^ policyStream(name) | 1
 }
 
+// seedName is the name ServiceSeed derives spec's agent seed from:
+// refined-ts-supply plays refined-ts's seed, so that the two differ on a
+// seed only by the sample supply.
+func (spec PolicySpec) seedName() string {
+	if spec.Supply {
+		return spec.Kind
+	}
+	return spec.Name
+}
+
 // StepInterval is how far a simulation moves the agents' clock per
 // decision (bandit.StepConfig.Clock): a service taking 100 decisions a
 // second.
@@ -286,7 +296,7 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 	}
 	clock := bandit.NewManualClock(time.Unix(0, 0).UTC())
 	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{
-		Seed: ServiceSeed(r.Seed, spec.Name),
+		Seed: ServiceSeed(r.Seed, spec.seedName()),
 		Step: &bandit.StepConfig{Clock: clock, TrainEvery: trainEvery},
 	})
 	defer svc.Close(context.WithoutCancel(ctx))

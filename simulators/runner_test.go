@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -231,14 +233,14 @@ func TestParsePolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(specs); got != "[{mf-ts@ngvi mf-ts 0 [ngvi]  <nil>} {refined-ts@collapsed-mean+ngvi refined-ts 0 [collapsed-mean ngvi]  <nil>} {mf-ts mf-ts 0 []  <nil>}]" {
+	if got := fmt.Sprint(specs); got != "[{mf-ts@ngvi mf-ts 0 [ngvi]  false <nil>} {refined-ts@collapsed-mean+ngvi refined-ts 0 [collapsed-mean ngvi]  false <nil>} {mf-ts mf-ts 0 []  false <nil>}]" {
 		t.Errorf("specs = %s", got)
 	}
 	specs, err = ParsePolicies("laplace-ts,laplace-ts:last-layer,laplace-ts:diagonal", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(specs); got != "[{laplace-ts laplace-ts 0 []  <nil>} {laplace-ts-last-layer laplace-ts 0 [] last-layer <nil>} {laplace-ts-diagonal laplace-ts 0 [] diagonal <nil>}]" {
+	if got := fmt.Sprint(specs); got != "[{laplace-ts laplace-ts 0 []  false <nil>} {laplace-ts-last-layer laplace-ts 0 [] last-layer false <nil>} {laplace-ts-diagonal laplace-ts 0 [] diagonal false <nil>}]" {
 		t.Errorf("specs = %s", got)
 	}
 	env, err := ParseEnv("wheel", "")
@@ -372,5 +374,64 @@ func TestLockIn(t *testing.T) {
 	ps := Summarize(cfg, results).Policies[0]
 	if ps.LockedIn != 2 || !slices.Equal(ps.LockedInSeeds, []int{1, 3}) {
 		t.Errorf("locked in: %d runs, seeds %v; want 2, [1 3]", ps.LockedIn, ps.LockedInSeeds)
+	}
+}
+
+// TestRefinedTSSupply: refined-ts:supply is refined-ts with the service's
+// sample supply (policy.max_sample_uses 1000, refinement.bank_size 16) and
+// nothing else changed, on refined-ts's seed, and it decides on refined
+// samples.
+func TestRefinedTSSupply(t *testing.T) {
+	env, err := ParseEnv("mushroom", sharedMushroom(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPreset()
+	specs, err := ParsePolicies("refined-ts,refined-ts:supply", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(specs); got != "[{refined-ts refined-ts 0 []  false <nil>} {refined-ts-supply refined-ts 0 []  true <nil>}]" {
+		t.Errorf("specs = %s", got)
+	}
+	fresh, err := BanditConfig(specs[0], env, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supply, err := BanditConfig(specs[1], env, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if supply.Policy.MaxSampleUses != bandit.DefaultMaxSampleUses || supply.Refinement.BankSize != bandit.DefaultBankSize {
+		t.Errorf("refined-ts:supply: max_sample_uses %d, bank_size %d; want the service's %d, %d",
+			supply.Policy.MaxSampleUses, supply.Refinement.BankSize, bandit.DefaultMaxSampleUses, bandit.DefaultBankSize)
+	}
+	if fresh.Policy.MaxSampleUses != 1 || fresh.Refinement.BankSize != 2 {
+		t.Errorf("refined-ts: max_sample_uses %d, bank_size %d; want the preset's 1, 2", fresh.Policy.MaxSampleUses, fresh.Refinement.BankSize)
+	}
+	supply.Policy.MaxSampleUses, supply.Refinement.BankSize = fresh.Policy.MaxSampleUses, fresh.Refinement.BankSize
+	if !reflect.DeepEqual(fresh, supply) {
+		t.Errorf("refined-ts:supply differs from refined-ts beyond the supply:\n%+v\n%+v", supply, fresh)
+	}
+	if a, b := ServiceSeed(3, specs[0].seedName()), ServiceSeed(3, specs[1].seedName()); a != b {
+		t.Errorf("refined-ts-supply plays seed %#x, refined-ts %#x; want refined-ts's", b, a)
+	}
+	// Both decide on mean-field samples until the first training (after
+	// TrainEvery rewards) publishes a posterior to refine, and on refined
+	// samples from then on.
+	results, err := Run(context.Background(), RunConfig{Env: env, Policies: specs, Steps: 30, Seeds: 1, Preset: p, Every: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[bandit.SampleKind]int{bandit.SampleMeanField: p.TrainEvery, bandit.SampleRefined: 30 - p.TrainEvery}
+	for _, r := range results {
+		if !r.Complete(30) || !maps.Equal(r.Samples, want) {
+			t.Errorf("%s: %d steps (%v), samples %v; want %v", r.Policy, r.Steps, r.Err, r.Samples, want)
+		}
+	}
+	for _, bad := range []string{"refined-ts:fresh", "refined-ts:supply@ngvi", "refined-ts:supply,refined-ts:supply"} {
+		if _, err := ParsePolicies(bad, p); err == nil {
+			t.Errorf("ParsePolicies(%q) = nil error, want one", bad)
+		}
 	}
 }
