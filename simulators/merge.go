@@ -92,8 +92,15 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 			wallOf[dir] = true
 			out.WallSeconds += sum.WallSeconds
 		}
+		errs := sum.Errors
+		if only != "" {
+			// Another policy's failed or interrupted runs are not this
+			// one's: a directory can give a policy it completed.
+			errs = slices.DeleteFunc(slices.Clone(errs), func(e string) bool { return !strings.HasPrefix(e, only+" seed ") })
+			sum.Interrupted = sum.Interrupted && len(errs) > 0
+		}
 		out.Interrupted = out.Interrupted || sum.Interrupted
-		for _, e := range sum.Errors {
+		for _, e := range errs {
 			out.Errors = append(out.Errors, dir+": "+e)
 		}
 		runsOf := map[string][]int{}

@@ -2,6 +2,7 @@ package simulators
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -156,6 +157,28 @@ func TestMergeRefuses(t *testing.T) {
 	}
 	if _, _, err := Merge([]string{two, s1}); err == nil {
 		t.Error("uniform seed 1 from two directories merged")
+	}
+	// An interruption of another policy's run in DIR is not DIR:POLICY's.
+	b, err := os.ReadFile(filepath.Join(two, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	raw["interrupted"], raw["errors"] = true, []string{"uniform seed 2: 7/20 steps: context canceled"}
+	if b, err = json.Marshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(two, "summary.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _, err := Merge([]string{two + ":linear-ts"}); err != nil || sum.Interrupted || len(sum.Errors) != 0 {
+		t.Errorf("two:linear-ts, uniform interrupted: interrupted %v, errors %q (%v); want neither", sum.Interrupted, sum.Errors, err)
+	}
+	if sum, _, err := Merge([]string{two + ":uniform"}); err != nil || !sum.Interrupted || len(sum.Errors) != 1 {
+		t.Errorf("two:uniform, uniform interrupted: interrupted %v, errors %q (%v); want both", sum.Interrupted, sum.Errors, err)
 	}
 
 	sum, _, err := Merge([]string{s1, s3})
