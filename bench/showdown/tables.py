@@ -6,7 +6,8 @@ usage: python3 bench/showdown/tables.py [--cost-from CDIR] DIR PROBLEM...
 DIR/PROBLEM/summary.json is each problem's merged summary (refinery
 simulate --merge). Prints, per problem, the policies best first with "<"
 between neighbours whose final expected regrets are apart by more than two
-standard errors of their difference and "≈" otherwise, then one table of
+standard errors of their difference and "≈" otherwise ("," where a policy
+has a single run, which has no standard error), then one table of
 final expected regret (mean ± standard error, runs locked into one arm),
 one of the CPU milliseconds a step costs (CPU seconds of the runs over
 their steps: load does not enter it) and steps per second of one core.
@@ -59,7 +60,10 @@ def main():
                 a = ps[i - 1]
                 d = s["final_expected_regret_mean"] - a["final_expected_regret_mean"]
                 se = math.hypot(s["final_expected_regret_se"], a["final_expected_regret_se"])
-                parts.append("<" if d > 2 * se else "≈")
+                if min(a["runs"], s["runs"]) < 2:
+                    parts[-1] += ","  # one run: no standard error to compare by
+                else:
+                    parts.append("<" if d > 2 * se else "≈")
             lock = f" ({s['locked_in']} L)" if s.get("locked_in") else ""
             parts.append(f"{s['policy']} {fmt(s['final_expected_regret_mean'])} ± {fmt(s['final_expected_regret_se'])}{lock}")
         print(f"| {p} | {' '.join(parts)} |")
