@@ -263,7 +263,10 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 		if hasArg && kind != "eps-greedy" && kind != "laplace-ts" && kind != "refined-ts" {
 			return nil, fmt.Errorf("policy %q takes no argument", kind)
 		}
-		if hasArg && kind == "refined-ts" && !hasMethods {
+		if hasArg && hasMethods {
+			return nil, fmt.Errorf("%s: a policy with an argument (%s) takes no training method", item+"@"+methods, arg)
+		}
+		if hasArg && kind == "refined-ts" {
 			if arg != "supply" {
 				return nil, fmt.Errorf("refined-ts:%s: want refined-ts:supply", arg)
 			}
@@ -272,7 +275,7 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 			}
 			continue
 		}
-		if hasArg && kind == "laplace-ts" && !hasMethods {
+		if hasArg && kind == "laplace-ts" {
 			if arg != bandit.LaplaceDiagonal && arg != bandit.LaplaceLastLayer {
 				return nil, fmt.Errorf("laplace-ts:%s: want laplace-ts:%s or laplace-ts:%s", arg, bandit.LaplaceDiagonal, bandit.LaplaceLastLayer)
 			}
@@ -282,9 +285,6 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 			continue
 		}
 		if hasMethods {
-			if hasArg {
-				return nil, fmt.Errorf("%s: a policy with an argument (%s) takes no training method", item+"@"+methods, arg)
-			}
 			if kind != "mf-ts" && kind != "refined-ts" {
 				return nil, fmt.Errorf("policy %q takes no training method (only mf-ts and refined-ts do)", kind)
 			}

@@ -382,11 +382,8 @@ func TestLockIn(t *testing.T) {
 // nothing else changed, on refined-ts's seed, and it decides on refined
 // samples.
 func TestRefinedTSSupply(t *testing.T) {
-	env, err := ParseEnv("mushroom", sharedMushroom(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tinyPreset()
+	cfg := tinyConfig(t)
+	env, p := cfg.Env, cfg.Preset
 	specs, err := ParsePolicies("refined-ts,refined-ts:supply", p)
 	if err != nil {
 		t.Fatal(err)

@@ -42,11 +42,11 @@ def main():
                 policies.append(ps["policy"])
     by = {p: {ps["policy"]: ps for ps in sums[p]["policies"]} for p in problems}
     costs = {p: {} for p in problems}
-    for p in problems:
+    for p in problems if costdir else []:
         try:
             with open(f"{costdir}/{p}/summary.json") as f:
                 timing = json.load(f)
-        except (TypeError, FileNotFoundError):
+        except FileNotFoundError:
             continue
         costs[p] = {ps["policy"]: (ps, timing["steps"]) for ps in timing["policies"]}
 
