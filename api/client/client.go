@@ -134,17 +134,8 @@ type Readiness struct {
 }
 
 // Problem is an RFC 9457 problem details object, the body of every
-// error answer.
-type Problem struct {
-	Type      string              `json:"type"`
-	Title     string              `json:"title"`
-	Status    int                 `json:"status"`
-	Detail    string              `json:"detail,omitempty"`
-	Instance  string              `json:"instance,omitempty"`
-	RequestID string              `json:"request_id,omitempty"`
-	Field     *string             `json:"field,omitempty"`
-	Errors    []bandit.FieldError `json:"errors,omitempty"`
-}
+// error answer (wire.Problem).
+type Problem = wire.Problem
 
 // Error is an answer other than the documented success.
 type Error struct {

@@ -26,3 +26,24 @@ type Decision struct {
 	Policy        string             `json:"policy"`
 	CreatedAt     time.Time          `json:"created_at"`
 }
+
+// Problem is an RFC 9457 problem details object, sent with content type
+// application/problem+json. Besides the standard members (type is always
+// "about:blank", so title is the HTTP status text) it has:
+//
+//   - request_id, the X-Request-Id of the request, to find it in the logs;
+//   - field, the JSON path of the (first) offending field of a 400, such
+//     as "context.odor", "value" or "policy.kind"; empty when the body
+//     as a whole is at fault (malformed JSON, NaN or Infinity literals,
+//     trailing data);
+//   - errors, every field problem of a 400 as {field, detail}.
+type Problem struct {
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail,omitempty"`
+	Instance  string              `json:"instance,omitempty"`
+	RequestID string              `json:"request_id,omitempty"`
+	Field     *string             `json:"field,omitempty"`
+	Errors    []bandit.FieldError `json:"errors,omitempty"`
+}
