@@ -39,7 +39,8 @@ type model struct {
 	q        *posterior.MeanField
 	mu, sig2 []float64
 	std      nn.Standardization
-	elbo     float64 // NaN before any training
+	fam      nn.Family // the likelihood q was trained under
+	elbo     float64   // NaN before any training
 	// lik is the likelihood the posterior was trained on, under local
 	// reparameterization (refineLikelihood), shared with the refiners;
 	// nil while there is no data.
@@ -80,26 +81,23 @@ func (m *model) weights(a nn.Arch) *nn.Weights {
 	return m.muw
 }
 
-// refineFrom returns the posterior refinement starts from: m.q, except
-// that under training.bound "collapsed-mean" its prior variances are
-// those of the model the trainer fitted, N(0, s^2/alpha_reg) once the
-// learned prior means are integrated out
-// (posterior.Bound.MarginalPriorVar; 13.3 s^2 at the default 0.075), so
-// that a refined sample targets that model's posterior rather than the
-// posterior under the fixed N(0, s^2), which is another model. Eq. 10's
-// marginal prior is a Student t, which refinement's Gaussian auxiliary
-// variables cannot split: under "collapsed-mean-var" refinement keeps
-// the fixed prior.
+// refineFrom returns the posterior refinement starts from: m.q with the
+// prior of the model the trainer fitted it to. Under the ELBO that is
+// q's own prior. A collapsed bound (Tomczak et al. 2021, Eqs. 9 and 10)
+// learns the prior's means (and, Eq. 10, its variances) given q in
+// closed form; at the bound's optimum q is the ELBO's optimum under that
+// learned prior, an empirical-Bayes prior, so refinement targets the
+// posterior under it: PriorMean and PriorVar are the learned prior's
+// (posterior.Trainer.CollapsedPrior), and posterior.Refine starts the
+// auxiliary variables' sum at its mean.
 func (a *Agent) refineFrom(m *model) *posterior.MeanField {
-	b, err := posterior.ParseBound(a.cfg.Training.Bound)
-	if err != nil || b != posterior.BoundCollapsedMean {
+	if a.colTr.Config().Bound == posterior.BoundELBO {
 		return m.q
 	}
 	m.refOnce.Do(func() {
 		q := m.q.Clone()
-		for j, s2 := range q.PriorVar {
-			q.PriorVar[j], _ = b.MarginalPriorVar(s2, a.cfg.Training.CollapsedReg)
-		}
+		q.PriorMean = make([]float64, q.Len())
+		a.colTr.CollapsedPrior(q, q.PriorMean, q.PriorVar)
 		m.refQ = q
 	})
 	return m.refQ
@@ -139,10 +137,17 @@ type Agent struct {
 	seeds      atomic.Uint64
 
 	// Owned by the trainer goroutine (and by load before it starts).
-	data      *nn.Data
-	q         *posterior.MeanField
-	tr        *posterior.Trainer
-	std       nn.Standardization
+	data   *nn.Data
+	q      *posterior.MeanField
+	tr     *posterior.Trainer
+	std    nn.Standardization
+	fam    nn.Family // the likelihood family, once famSet
+	famSet bool      // fam is decided (always, but under model.likelihood "auto" before the first training)
+	tcfg   posterior.TrainConfig
+	// colTr is the first trainer, never replaced, for its immutable
+	// bound (refineFrom reads it from the decision path and the
+	// refinement workers).
+	colTr     *posterior.Trainer
 	fit       bool
 	cursor    int64
 	sigma     []float64
@@ -213,12 +218,13 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		batch := min(cfg.Policy.Samples*cfg.Policy.PropensitySamples, 256)
 		a.predictors.New = func() any { return nn.NewPredictor(a.arch, batch) }
 		n := a.arch.NumParams()
-		prior := make([]float64, n)
-		for i := range prior {
-			prior[i] = cfg.Model.PriorVariance
+		switch {
+		case cfg.Model.Likelihood == LikelihoodBernoulli && a.likelihoodChoice():
+			a.fam, a.famSet = nn.Bernoulli, true
+		case cfg.Model.Likelihood == LikelihoodGaussian || !a.likelihoodChoice():
+			a.fam, a.famSet = nn.Gaussian, true
 		}
-		a.q = posterior.NewMeanField(n, 1, prior, cfg.Model.InitSigma)
-		a.arch.InitHe(a.q.Mu, a.trng)
+		a.q = a.freshPosterior()
 		a.std = nn.Standardization{Scale: 1}
 		a.sigma = make([]float64, n)
 		point := cfg.Policy.Kind.point()
@@ -235,11 +241,12 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 			}
 			tcfg.Optimizer, tcfg.NGVIStep = o, cfg.Training.NGVIStep
 		}
+		a.tcfg = tcfg
 		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)
 		if err != nil {
 			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
 		}
-		a.tr = tr
+		a.tr, a.colTr = tr, tr
 		a.refineCfg = posterior.RefineConfig{
 			Fractions:  cfg.Refinement.Fractions,
 			Iterations: cfg.Refinement.Iterations,
@@ -290,6 +297,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 // zero means every score would tie.
 func (a *Agent) setPosterior(m *model) {
 	m.q = a.q.Clone()
+	m.fam = a.fam
 	m.mu, m.sig2 = m.q.Mu, sigma2(a.q)
 	if m.version == 0 && a.cfg.Policy.Kind.thompson() {
 		m.mu = make([]float64, len(m.q.Mu))
@@ -309,15 +317,137 @@ func sigma2(q *posterior.MeanField) []float64 {
 	return s
 }
 
-// likelihood is the Gaussian bandit likelihood of the network on v under
-// the current standardization, with the noise variance learned and
-// training.estimator's estimator (validated with the configuration).
+// likelihood is the bandit likelihood of the network on v: the agent's
+// family (Bernoulli, or Gaussian under the current standardization with
+// the noise variance learned per model.noise under model.noise_prior)
+// and training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
 	est, _ := a.cfg.Training.estimator()
 	if a.cfg.Policy.Kind.point() {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}
-	return nn.NewLikelihood(a.arch, v, nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, LearnNoise: true, Standardization: a.std})
+	opt := nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, Family: a.fam}
+	if a.fam == nn.Gaussian {
+		opt.LearnNoise, opt.NoisePerArm, opt.Standardization = true, a.noisePerArm(), a.std
+		if np := a.cfg.Model.NoisePrior; np != nil {
+			opt.NoisePrior = nn.InvGamma{Shape: np.Shape, Rate: np.Rate}
+		}
+	}
+	return nn.NewLikelihood(a.arch, v, opt)
+}
+
+// likelihoodChoice reports whether model.likelihood applies to the
+// policy kind: laplace-ts "last-layer", flow-ts and neural-linear fit a
+// Gaussian linear model to the output layer and always train under the
+// Gaussian likelihood with one noise variance.
+func (a *Agent) likelihoodChoice() bool {
+	return !a.cfg.Policy.lastLayer() && a.cfg.Policy.Kind != NeuralLinear
+}
+
+// noisePerArm reports whether the Gaussian likelihood learns one noise
+// variance per arm (model.noise "per-arm", where it applies).
+func (a *Agent) noisePerArm() bool {
+	return a.cfg.Model.Noise == NoisePerArm && a.likelihoodChoice()
+}
+
+// numHyper is the number of likelihood hyperparameters of the agent's
+// family: the log noise variances.
+func (a *Agent) numHyper() int {
+	switch {
+	case a.fam == nn.Bernoulli:
+		return 0
+	case a.noisePerArm():
+		return a.arch.Out()
+	}
+	return 1
+}
+
+// priorVars returns the prior variance of every parameter of a network
+// of architecture arch under model.prior (ModelConfig.Prior): v/In times
+// 2 for the weights of a layer a ReLU follows and 1 for the output
+// layer's under "fan-in", v on the biases; v everywhere under "fixed".
+func priorVars(arch nn.Arch, m ModelConfig) []float64 {
+	pv := make([]float64, arch.NumParams())
+	v := m.PriorVariance
+	for l := range arch.NumLayers() {
+		ly := arch.Layer(l)
+		w := v
+		if m.Prior == PriorFanIn {
+			g := 2.0
+			if l == arch.NumLayers()-1 {
+				g = 1
+			}
+			w = g * v / float64(ly.In)
+		}
+		for i := ly.W; i < ly.B; i++ {
+			pv[i] = w
+		}
+		for i := ly.B; i < ly.End(); i++ {
+			pv[i] = v
+		}
+	}
+	return pv
+}
+
+// freshPosterior returns the trainer's starting point: the prior's
+// variances (priorVars), means drawn He-style (nn.Arch.InitHe) from the
+// trainer's generator, standard deviations model.init_sigma times the
+// prior's, and the hyperparameters of the agent's family at zero.
+func (a *Agent) freshPosterior() *posterior.MeanField {
+	pv := priorVars(a.arch, a.cfg.Model)
+	q := posterior.NewMeanField(len(pv), a.numHyper(), pv, 1)
+	a.arch.InitHe(q.Mu, a.trng)
+	sig := make([]float64, len(pv))
+	for j, v := range pv {
+		sig[j] = a.cfg.Model.InitSigma * math.Sqrt(v)
+	}
+	q.SetSigma(sig)
+	return q
+}
+
+// decideFamily settles the likelihood family before a training on v:
+// under model.likelihood "auto" Bernoulli while every reward of v is 0 or
+// 1, Gaussian otherwise. When the family changes (a bandit of 0/1
+// rewards that gets another value) the network restarts from the prior,
+// since what its outputs mean changes; when it is settled for the first
+// time the posterior keeps its starting point. Either way the trainer is
+// rebuilt for the family's hyperparameters.
+func (a *Agent) decideFamily(v nn.View) error {
+	fam := a.fam
+	if a.cfg.Model.Likelihood == LikelihoodAuto && a.likelihoodChoice() {
+		fam = nn.Bernoulli
+		_, _, ys := v.Rows()
+		for _, y := range ys {
+			if y != 0 && y != 1 {
+				fam = nn.Gaussian
+				break
+			}
+		}
+	}
+	if a.famSet && fam == a.fam {
+		return nil
+	}
+	restart := a.famSet
+	if restart {
+		a.log.Info("rewards no longer fit the likelihood: restarting the network from the prior", "from", a.fam, "to", fam, "rows", v.Len())
+	}
+	a.fam, a.famSet = fam, true
+	if restart {
+		a.q = a.freshPosterior()
+		a.fit = false
+	} else if len(a.q.Hyper) != a.numHyper() {
+		q := posterior.NewMeanField(a.q.Len(), a.numHyper(), a.q.PriorVar, 1)
+		copy(q.Mu, a.q.Mu)
+		copy(q.Rho, a.q.Rho)
+		a.q = q
+	}
+	a.std = nn.Standardization{Scale: 1}
+	tr, err := posterior.NewTrainer(a.likelihood(v), a.tcfg)
+	if err != nil {
+		return err
+	}
+	a.tr = tr
+	return nil
 }
 
 // refineLikelihood is the likelihood refinement uses: the trainer's lik
@@ -366,6 +496,10 @@ type snapshotMeta struct {
 	Inputs int        `json:"inputs"`
 	Hidden []int      `json:"hidden"`
 	Arms   int        `json:"arms"`
+	// Likelihood is the family the posterior was trained under
+	// (nn.Family's name); absent in snapshots written before there was a
+	// choice, which were Gaussian.
+	Likelihood string `json:"likelihood,omitempty"`
 	// The posterior fitted at the MAP, for laplace-ts and flow-ts
 	// (fitPosterior; absent in snapshots of the other kinds and in those
 	// written before it existed, which load and refit it from the
@@ -424,6 +558,10 @@ func (a *Agent) install(ctx context.Context, snap *Snapshot, following bool) err
 			}
 			if q != nil {
 				a.q, a.std, a.fit = q, nn.Standardization{Shift: meta.Shift, Scale: meta.Scale}, meta.Fit
+				a.fam, a.famSet = snapshotFamily(meta), true
+				if tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), a.tcfg); err == nil {
+					a.tr = tr
+				}
 			}
 		}
 	}
@@ -497,7 +635,21 @@ func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField
 	if err := q.UnmarshalBinary(s.Params); err != nil {
 		return nil, nil, err
 	}
-	if q.Len() != a.arch.NumParams() || len(q.Hyper) != 1 || meta.Inputs != a.arch.In() || meta.Arms != a.arch.Out() || !slices.Equal(meta.Hidden, a.arch.Hidden()) {
+	if fam := snapshotFamily(&meta); a.famSet && fam != a.fam || a.cfg.Model.Likelihood == LikelihoodGaussian && fam != nn.Gaussian {
+		return nil, nil, fmt.Errorf("snapshot of a posterior under the %s likelihood, the bandit's is %s", fam, a.cfg.Model.Likelihood)
+	}
+	wantHyper := 0
+	switch {
+	case snapshotFamily(&meta) == nn.Bernoulli:
+	case a.noisePerArm():
+		wantHyper = a.arch.Out()
+	default:
+		wantHyper = 1
+	}
+	if len(q.Hyper) != wantHyper {
+		return nil, nil, fmt.Errorf("snapshot has %d noise variances, the configuration %d", len(q.Hyper), wantHyper)
+	}
+	if q.Len() != a.arch.NumParams() || meta.Inputs != a.arch.In() || meta.Arms != a.arch.Out() || !slices.Equal(meta.Hidden, a.arch.Hidden()) {
 		return nil, nil, fmt.Errorf("snapshot network %d-%v-%d does not match the configured %d-%v-%d",
 			meta.Inputs, meta.Hidden, meta.Arms, a.arch.In(), a.arch.Hidden(), a.arch.Out())
 	}
@@ -519,6 +671,15 @@ func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField
 		}
 	}
 	return &meta, q, nil
+}
+
+// snapshotFamily returns the likelihood family a snapshot was trained
+// under: Gaussian unless it says otherwise.
+func snapshotFamily(meta *snapshotMeta) nn.Family {
+	if meta.Likelihood == nn.Bernoulli.String() {
+		return nn.Bernoulli
+	}
+	return nn.Gaussian
 }
 
 // readRows appends the stored training rows after the agent's cursor to
@@ -769,9 +930,7 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 		st, err := a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
 		if err != nil {
 			// Go back to the last published posterior.
-			a.q.CopyFrom(prev.q)
-			a.std = prev.std
-			a.tr.Reset()
+			a.revert(prev)
 			return errors.Join(err, rerr)
 		}
 		iters = st.Iterations
@@ -779,9 +938,7 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 		a.setPosterior(m)
 		m.lik = refineLikelihood(a.tr.Likelihood().(*nn.Likelihood))
 		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
-			a.q.CopyFrom(prev.q)
-			a.std = prev.std
-			a.tr.Reset()
+			a.revert(prev)
 			return errors.Join(err, rerr)
 		}
 	}
@@ -795,6 +952,21 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 		}
 	}
 	return rerr
+}
+
+// revert makes the trainer's posterior the published prev's again after
+// a failed training, in the family prev was trained under.
+func (a *Agent) revert(prev *model) {
+	a.std = prev.std
+	if len(a.q.Hyper) != len(prev.q.Hyper) || a.fam != prev.fam {
+		a.q, a.fam = prev.q.Clone(), prev.fam
+		if tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), a.tcfg); err == nil {
+			a.tr = tr
+		}
+		return
+	}
+	a.q.CopyFrom(prev.q)
+	a.tr.Reset()
 }
 
 // budget returns the ELBO iterations of a retraining after newRows new
@@ -812,17 +984,24 @@ func (c TrainingConfig) budget(newRows int) int {
 // is within that fraction of the previous chunk's.
 func (a *Agent) fitNetwork(ctx context.Context, budget int) (posterior.RunStats, error) {
 	view := a.data.View()
-	std := nn.FitStandardization(view)
-	if std != a.std {
-		a.q.Sigma(a.sigma)
-		nn.Restandardize(a.arch, a.q.Mu, a.sigma, a.std, std)
-		a.q.SetSigma(a.sigma)
-		a.std = std
+	if err := a.decideFamily(view); err != nil {
+		return posterior.RunStats{}, err
 	}
-	if !a.fit {
-		a.q.Hyper[0] = 2 * math.Log(std.Scale) // the noise starts at one standardized unit
-		a.fit = true
+	if a.fam == nn.Gaussian {
+		std := nn.FitStandardization(view)
+		if std != a.std {
+			a.q.Sigma(a.sigma)
+			nn.Restandardize(a.arch, a.q.Mu, a.sigma, a.std, std)
+			a.q.SetSigma(a.sigma)
+			a.std = std
+		}
+		if !a.fit {
+			for k := range a.q.Hyper {
+				a.q.Hyper[k] = 2 * math.Log(std.Scale) // the noise starts at one standardized unit
+			}
+		}
 	}
+	a.fit = true
 	a.tr.SetLikelihood(a.likelihood(view))
 	tol := *a.cfg.Training.StopTolerance
 	chunk := budget
@@ -872,7 +1051,7 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 
 // snapshotOf serializes the posterior m as the store keeps it.
 func (a *Agent) snapshotOf(m *model) (*Snapshot, error) {
-	meta := snapshotMeta{Kind: a.cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit, Inputs: a.enc.Dim(), Arms: len(a.cfg.Arms), Hidden: a.cfg.Model.Hidden}
+	meta := snapshotMeta{Kind: a.cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit, Inputs: a.enc.Dim(), Arms: len(a.cfg.Arms), Hidden: a.cfg.Model.Hidden, Likelihood: m.fam.String()}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		meta.ELBO = &m.elbo
 	}

@@ -2,6 +2,7 @@ package bandit
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/refinery-bandits/refinery/nn"
 )
@@ -20,7 +21,7 @@ func (s *Service) HoldBackgroundCore() (release func()) {
 type PosteriorOf struct {
 	Version             int64
 	Mu, Sigma, PriorVar []float64
-	Noise               float64
+	Noise               []float64 // the log noise variances (none under the Bernoulli likelihood)
 	Std                 nn.Standardization
 	Arch                nn.Arch
 	Inputs              []int // where each input lands in Grown's network
@@ -29,15 +30,22 @@ type PosteriorOf struct {
 
 func (a *Agent) Posterior() PosteriorOf {
 	m := a.model.Load()
-	return PosteriorOf{Version: m.version, Mu: m.q.Mu, Sigma: m.q.Sigma(nil), PriorVar: m.q.PriorVar, Noise: m.q.Hyper[0], Std: m.std, Arch: a.arch, Encode: a.enc.Encode}
+	return PosteriorOf{Version: m.version, Mu: m.q.Mu, Sigma: m.q.Sigma(nil), PriorVar: m.q.PriorVar, Noise: slices.Clone(m.q.Hyper), Std: m.std, Arch: a.arch, Encode: a.enc.Encode}
 }
 
 // InputMap is inputMap of two agents' encoders.
 func InputMap(old, grown *Agent) []int { return inputMap(old.enc, grown.enc) }
 
-// RefinementPriorVar is the prior variance per parameter that refinement
-// of the published posterior uses (refineFrom).
-func (a *Agent) RefinementPriorVar() []float64 { return a.refineFrom(a.model.Load()).PriorVar }
+// RefinementPrior is the prior mean and variance per parameter that
+// refinement of the published posterior uses (refineFrom).
+func (a *Agent) RefinementPrior() (mean, variance []float64) {
+	q := a.refineFrom(a.model.Load())
+	mean = make([]float64, q.Len())
+	if q.PriorMean != nil {
+		copy(mean, q.PriorMean)
+	}
+	return mean, q.PriorVar
+}
 
 // TrainingData is the agent's training rows so far, in the order it
 // read them: encoded contexts, arms and rewards.

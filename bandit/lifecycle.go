@@ -278,7 +278,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	if n := len(c.Arms) - len(cur.Arms); n > 0 {
 		switch {
 		case kind.neural():
-			out = append(out, fmt.Sprintf("add_arms: the output layer grew by %d unit(s) whose weights and bias start at the prior N(0, %g) (before any reward of theirs, exactly the posterior); every other parameter is kept", n, c.Model.PriorVariance))
+			out = append(out, fmt.Sprintf("add_arms: the output layer grew by %d unit(s) whose weights and bias start at their prior (model.prior %s; before any reward of theirs, exactly the posterior); every other parameter is kept", n, c.Model.Prior))
 		case kind == LinearTS:
 			out = append(out, fmt.Sprintf("add_arms: %d new linear posterior(s) start at the prior; the others are rebuilt exactly from the stored rewards", n))
 		default:
@@ -288,7 +288,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	if added > 0 {
 		switch {
 		case kind.neural():
-			out = append(out, fmt.Sprintf("add_values: the input layer grew by %d input(s) whose weights start at the prior N(0, %g) (earlier contexts never had these values: exactly the posterior); every other parameter is kept", added, c.Model.PriorVariance))
+			out = append(out, fmt.Sprintf("add_values: the input layer grew by %d input(s) whose weights start at their prior (model.prior %s; earlier contexts never had these values: exactly the posterior); every other parameter keeps its posterior and its prior", added, c.Model.Prior))
 		case kind == LinearTS:
 			out = append(out, fmt.Sprintf("add_values: the linear posteriors grew by %d input(s) and were rebuilt exactly from the stored rewards", added))
 		default:
@@ -343,16 +343,14 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 	enc := NewEncoder(cfg.Features)
 	b := nn.NewArch(enc.Dim(), cfg.Model.Hidden, len(cfg.Arms))
 	n := b.NumParams()
-	pv := cfg.Model.PriorVariance
-	fill := func(v float64) []float64 {
-		s := make([]float64, n)
-		for i := range s {
-			s[i] = v
-		}
-		return s
-	}
 	inputs := inputMap(a.enc, enc)
-	q := posterior.NewMeanField(n, len(m.q.Hyper), fill(pv), math.Sqrt(pv))
+	q := posterior.NewMeanField(n, len(m.q.Hyper), priorVars(b, cfg.Model), 1)
+	pv := q.PriorVar
+	sd := make([]float64, n)
+	for j, v := range pv {
+		sd[j] = math.Sqrt(v)
+	}
+	q.SetSigma(sd) // the new parameters start at their prior
 	a.arch.Embed(b, inputs, q.Mu, m.q.Mu)
 	a.arch.Embed(b, inputs, q.Rho, m.q.Rho)
 	a.arch.Embed(b, inputs, q.PriorVar, m.q.PriorVar)
@@ -360,13 +358,19 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 		q.PriorMean = make([]float64, n)
 		a.arch.Embed(b, inputs, q.PriorMean, m.q.PriorMean)
 	}
-	copy(q.Hyper, m.q.Hyper)
+	if len(m.q.Hyper) == a.arch.Out() && len(m.q.Hyper) > 1 {
+		// One noise variance per arm: the new arms start at the old
+		// arms' mean log variance.
+		q = growHyper(q, m.q.Hyper, b.Out())
+	} else {
+		copy(q.Hyper, m.q.Hyper)
+	}
 	params, err := q.MarshalBinary()
 	if err != nil {
 		return nil, err
 	}
 	meta := snapshotMeta{Kind: cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit,
-		Inputs: enc.Dim(), Arms: len(cfg.Arms), Hidden: cfg.Model.Hidden}
+		Inputs: enc.Dim(), Arms: len(cfg.Arms), Hidden: cfg.Model.Hidden, Likelihood: m.fam.String()}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		meta.ELBO = &m.elbo
 	}
@@ -535,4 +539,23 @@ func (s *Service) Delete(ctx context.Context, name string, purge bool) error {
 	s.mu.Unlock()
 	s.announceChanged(ctx, name)
 	return nil
+}
+
+// growHyper returns q with one log noise variance per arm of a network
+// of arms outputs: old's for the arms it had, their mean for the others.
+func growHyper(q *posterior.MeanField, old []float64, arms int) *posterior.MeanField {
+	g := posterior.NewMeanField(q.Len(), arms, q.PriorVar, 1)
+	copy(g.Mu, q.Mu)
+	copy(g.Rho, q.Rho)
+	g.PriorMean = q.PriorMean
+	var mean float64
+	for _, h := range old {
+		mean += h
+	}
+	mean /= float64(len(old))
+	for k := range g.Hyper {
+		g.Hyper[k] = mean
+	}
+	copy(g.Hyper, old)
+	return g
 }

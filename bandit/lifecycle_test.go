@@ -134,13 +134,30 @@ func TestGrowthKeepsThePosterior(t *testing.T) {
 		at[i] = -1
 	}
 	a.Embed(b, InputMap(old, grown), at, idx)
-	const pv = 0.5
+	// The grown network's prior (model.prior "fan-in", v = 0.5): weights
+	// N(0, g v/In) with g = 2 under a ReLU and 1 at the output, biases
+	// N(0, v).
+	const v = 0.5
+	pv := make([]float64, b.NumParams())
+	for l := range b.NumLayers() {
+		ly := b.Layer(l)
+		g := 2.0
+		if l == b.NumLayers()-1 {
+			g = 1
+		}
+		for i := ly.W; i < ly.B; i++ {
+			pv[i] = g * v / float64(ly.In)
+		}
+		for i := ly.B; i < ly.End(); i++ {
+			pv[i] = v
+		}
+	}
 	newParams := 0
 	for j, i := range at {
 		if i < 0 {
 			newParams++
-			if after.Mu[j] != 0 || math.Abs(after.Sigma[j]-math.Sqrt(pv)) > 1e-12 || after.PriorVar[j] != pv {
-				t.Fatalf("new parameter %d: mean %g, sigma %g, prior variance %g; want 0, %g, %g", j, after.Mu[j], after.Sigma[j], after.PriorVar[j], math.Sqrt(pv), pv)
+			if after.Mu[j] != 0 || math.Abs(after.Sigma[j]-math.Sqrt(pv[j])) > 1e-12 || after.PriorVar[j] != pv[j] {
+				t.Fatalf("new parameter %d: mean %g, sigma %g, prior variance %g; want 0, %g, %g", j, after.Mu[j], after.Sigma[j], after.PriorVar[j], math.Sqrt(pv[j]), pv[j])
 			}
 			continue
 		}
@@ -153,8 +170,8 @@ func TestGrowthKeepsThePosterior(t *testing.T) {
 	if newParams != 8+8+1 {
 		t.Errorf("%d new parameters, want 17", newParams)
 	}
-	if after.Std != before.Std || after.Noise != before.Noise {
-		t.Errorf("standardization %+v noise %g, want %+v %g", after.Std, after.Noise, before.Std, before.Noise)
+	if after.Std != before.Std || !slices.Equal(after.Noise, before.Noise) {
+		t.Errorf("standardization %+v noise %v, want %+v %v", after.Std, after.Noise, before.Std, before.Noise)
 	}
 	// The means network predicts the same on an earlier context.
 	xa, _ := before.Encode(json.RawMessage(`{"color": "blue", "size": 3}`))

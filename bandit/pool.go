@@ -190,7 +190,8 @@ func (p *refinePool) refineSafely(a *Agent, m *model, refiners map[*Agent]*worke
 // makes its result stale.
 func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefiner, rng *rand.Rand) (*nn.Weights, error) {
 	wr := refiners[a]
-	if wr == nil {
+	if wr == nil || wr.lik.NumHyper() != m.lik.NumHyper() { // new, or another likelihood family
+
 		ref, err := posterior.NewRefiner(m.lik, a.refineCfg)
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package bandit_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -10,42 +11,72 @@ import (
 	"github.com/refinery-bandits/refinery/store"
 )
 
-// Under training.bound "collapsed-mean" refinement targets the posterior of
-// the model the trainer fitted, whose prior with the learned means
-// integrated out is N(0, s^2/alpha_reg) (posterior.Bound.MarginalPriorVar):
-// refined-ts refines with those variances, while the published posterior
-// (what snapshots persist and the trainer continues from) keeps s^2. Under
-// "elbo" and "collapsed-mean-var" (whose marginal is not Gaussian)
-// refinement keeps the fixed prior.
+// Refinement targets the posterior of the model the trainer fitted: under
+// the ELBO that is q's own prior N(0, s^2); under a collapsed bound
+// (Tomczak et al. 2021) it is the ELBO under the prior the bound learned
+// given q, an empirical-Bayes prior: mean (1 - alpha_reg) mu and variance
+// s^2 for "collapsed-mean" (Eq. 9), the learned mean and 1/E[tau] for
+// "collapsed-mean-var" (Eq. 10). The published posterior (what snapshots
+// persist and the trainer continues from) keeps the fixed prior.
 func TestRefinementTargetsTheTrainedModelsPrior(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		bound string
 		reg   float64
-		scale float64 // refinement prior variance / model.prior_variance
 	}{
-		{"collapsed-mean", 0, 1 / posterior.DefaultCollapsedReg},
-		{"collapsed-mean", 0.5, 2},
-		{"elbo", 0, 1},
-		{"collapsed-mean-var", 0, 1},
+		{"collapsed-mean", 0},
+		{"collapsed-mean", 0.5},
+		{"elbo", 0},
+		{"collapsed-mean-var", 0},
 	} {
-		svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Step: &bandit.StepConfig{TrainEvery: 5}})
-		if err := svc.Load(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cfg := smallConfig(bandit.RefinedTS)
-		cfg.Training.Bound, cfg.Training.CollapsedReg = c.bound, c.reg
-		cfg.Model.PriorVariance = 0.8
-		a, err := svc.Create(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, pub := a.RefinementPriorVar(), a.Posterior().PriorVar
-		for j := range got {
-			if math.Abs(got[j]-0.8*c.scale) > 1e-12 || pub[j] != 0.8 {
-				t.Fatalf("%s (reg %g): parameter %d refines with prior variance %g and publishes %g; want %g and 0.8", c.bound, c.reg, j, got[j], pub[j], 0.8*c.scale)
+		t.Run(fmt.Sprintf("%s reg %g", c.bound, c.reg), func(t *testing.T) {
+			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Step: &bandit.StepConfig{TrainEvery: 5}})
+			if err := svc.Load(ctx); err != nil {
+				t.Fatal(err)
 			}
-		}
-		svc.Close(ctx)
+			defer svc.Close(ctx)
+			cfg := smallConfig(bandit.RefinedTS)
+			cfg.Training.Bound, cfg.Training.CollapsedReg = c.bound, c.reg
+			cfg.Model.PriorVariance = 0.8
+			a, err := svc.Create(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				color := []string{"red", "blue"}[i%2]
+				out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Reward(ctx, out.Decision.EventID, toyReward(color, cfg.Arms[out.Decision.Arm])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pub := a.Posterior()
+			if pub.Version == 0 {
+				t.Fatal("no training")
+			}
+			mean, vari := a.RefinementPrior()
+			reg := c.reg
+			if reg == 0 {
+				reg = posterior.DefaultCollapsedReg
+			}
+			for j := range mean {
+				wantM, wantV := 0.0, pub.PriorVar[j]
+				switch c.bound {
+				case "collapsed-mean":
+					wantM = (1 - reg) * pub.Mu[j]
+				case "collapsed-mean-var":
+					wantM = (1 - reg) * pub.Mu[j] // Eq. 10's mean, as Eq. 9's
+					if !(vari[j] > 0) || vari[j] == pub.PriorVar[j] {
+						t.Fatalf("parameter %d: learned prior variance %g, want a positive one other than the fixed %g", j, vari[j], pub.PriorVar[j])
+					}
+					wantV = vari[j]
+				}
+				if math.Abs(mean[j]-wantM) > 1e-9*(1+math.Abs(wantM)) || math.Abs(vari[j]-wantV) > 1e-12*wantV {
+					t.Fatalf("parameter %d refines under N(%g, %g), want N(%g, %g)", j, mean[j], vari[j], wantM, wantV)
+				}
+			}
+		})
 	}
 }

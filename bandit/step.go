@@ -87,7 +87,7 @@ func (c StepConfig) withDefaults() StepConfig {
 // refineNow fills the bank from m when it has fewer than n usable
 // samples (step mode; a.stepMu is held).
 func (a *Agent) refineNow(ctx context.Context, m *model, n int) error {
-	if a.refiner == nil {
+	if a.refiner == nil || a.refLik.NumHyper() != m.lik.NumHyper() { // new, or another likelihood family
 		ref, err := posterior.NewRefiner(m.lik, a.refineCfg)
 		if err != nil {
 			return fmt.Errorf("bandit %s: %w", a.name, err)

@@ -391,6 +391,7 @@ type evaluator32 struct {
 	lik *Likelihood
 	net32
 	noise noise
+	out   outTerm
 
 	// WeightReparam: the weight sample and its noise (engine layout).
 	w, eps []float32
@@ -412,7 +413,7 @@ type evaluator32 struct {
 
 func newEvaluator32(lik *Likelihood, maxBatch int) *evaluator32 {
 	a := lik.arch
-	e := &evaluator32{lik: lik, net32: newNet32(a, maxBatch, true), noise: noise{reference: lik.opt.ReferenceNoise}}
+	e := &evaluator32{lik: lik, net32: newNet32(a, maxBatch, true), noise: noise{reference: lik.opt.ReferenceNoise}, out: newOutTerm(lik)}
 	switch lik.opt.Estimator {
 	case WeightReparam:
 		e.w = make([]float32, a.n)
@@ -471,23 +472,18 @@ func (e *evaluator32) batch(rows []int, lo, hi int) int {
 }
 
 // outGrad is evaluator.outGrad on act[last] and grad[last] in float32,
-// with the residuals accumulated in float64.
-func (e *evaluator32) outGrad(n int, s2 float64) float64 {
+// with the sums accumulated in float64.
+func (e *evaluator32) outGrad(n int) {
 	k := e.arch.Out()
 	last := e.last()
 	f, g := e.act[last], e.grad[last]
 	d := &e.lik.data
-	sh, sc := e.lik.opt.Standardization.Shift, e.lik.opt.Standardization.Scale
-	var ss float64
 	for i, r := range e.rows[:n] {
 		row := g[i*k : (i+1)*k]
 		clear(row)
 		a := d.arm[r]
-		res := d.y[r] - (sh + sc*float64(f[i*k+a]))
-		row[a] = float32(sc * res / s2)
-		ss += res * res
+		row[a] = float32(e.out.row(d.y[r], a, float64(f[i*k+a])))
 	}
-	return ss
 }
 
 // ExpectedLogLik implements Evaluator32.
@@ -498,43 +494,42 @@ func (e *evaluator32) ExpectedLogLik(dMu, dSigma []float32, dHyper []float64, mu
 			panic("nn: Evaluator32 vector length does not match Arch.NumParams")
 		}
 	}
-	s2 := e.lik.NoiseVar(hyper)
-	if len(dHyper) != e.lik.NumHyper() {
-		panic("nn: len(dHyper) must be NumHyper")
+	if len(hyper) != e.lik.NumHyper() || len(dHyper) != e.lik.NumHyper() {
+		panic("nn: len(hyper) and len(dHyper) must be NumHyper")
 	}
+	e.out.start(hyper)
 	clear(dMu)
 	clear(dSigma)
 	switch e.lik.opt.Estimator {
 	case Deterministic:
 		e.canonical(e.wC, mu)
-		return e.pointLogLik(dMu, dHyper, mu, rows, s2)
+		return e.pointLogLik(dMu, dHyper, mu, rows)
 	case WeightReparam:
 		// w = mu + sigma∘eps; dMu = g, dSigma = g∘eps.
 		e.noise.start(rng)
 		e.sampleWeights(mu, sigma)
-		ll := e.pointLogLik(dMu, dHyper, e.w, rows, s2)
+		ll := e.pointLogLik(dMu, dHyper, e.w, rows)
 		kern.Mul(dSigma, dMu, e.eps, 1)
 		return ll
 	default:
 		e.noise.start(rng)
-		return e.localReparam(dMu, dSigma, dHyper, mu, sigma, rows, s2)
+		return e.localReparam(dMu, dSigma, dHyper, mu, sigma, rows)
 	}
 }
 
 // pointLogLik is the log-likelihood at the engine-layout point w and its
 // gradient added into dw (cleared by the caller); wC holds w's canonical
 // weights.
-func (e *evaluator32) pointLogLik(dw []float32, dHyper []float64, w []float32, rows []int, s2 float64) float64 {
+func (e *evaluator32) pointLogLik(dw []float32, dHyper []float64, w []float32, rows []int) float64 {
 	n := e.numRows(rows)
 	d := &e.lik.data
-	var ss float64
 	for lo := 0; lo < n; lo += e.max {
 		m := e.batch(rows, lo, min(lo+e.max, n))
 		sparse := e.forward(w, d, m)
-		ss += e.outGrad(m, s2)
+		e.outGrad(m)
 		e.backward(dw, d, m, sparse)
 	}
-	return logLik(dHyper, n, ss, s2)
+	return e.out.finish(dHyper)
 }
 
 func (e *evaluator32) numRows(rows []int) int {
@@ -580,21 +575,20 @@ func (e *evaluator32) sampleWeights(mu, sigma []float32) {
 
 // localReparam is evaluator.localReparam on the fast engine: dSigma first
 // accumulates dL/d(sigma^2), then is multiplied by 2 sigma.
-func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, sigma []float32, rows []int, s2n float64) float64 {
+func (e *evaluator32) localReparam(dMu, dSigma []float32, dHyper []float64, mu, sigma []float32, rows []int) float64 {
 	kern.Square(e.s2, sigma)
 	e.canonical(e.wC, mu)
 	e.canonical(e.s2C, e.s2)
 	n := e.numRows(rows)
 	d := &e.lik.data
-	var ss float64
 	for lo := 0; lo < n; lo += e.max {
 		m := e.batch(rows, lo, min(lo+e.max, n))
 		sparse := e.forwardLocal(mu, d, m)
-		ss += e.outGrad(m, s2n)
+		e.outGrad(m)
 		e.backwardLocal(dMu, dSigma, d, m, sparse)
 	}
 	kern.Mul(dSigma, sigma, dSigma, 2) // d/dsigma = 2 sigma d/d(sigma^2)
-	return logLik(dHyper, n, ss, s2n)
+	return e.out.finish(dHyper)
 }
 
 // forwardLocal is evaluator.forwardLocal on the fast engine (Kingma,

@@ -102,43 +102,53 @@ func TestFastEngineMatchesReference(t *testing.T) {
 	}
 	for _, pc := range problems {
 		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
-			t.Run(pc.name+"/"+estName(est), func(t *testing.T) {
-				p := pc.p
-				a := p.arch
-				n := a.NumParams()
-				opt := Options{Estimator: est, RISSamples: 2, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}, ReferenceNoise: true}
-				if est == risFixed {
-					opt.Estimator, opt.RISFixedProposal = RIS, true
-				}
-				lik := NewLikelihood(a, p.data, opt)
-				mu, sigma := round32(p.mu), round32(p.sigma)
-				mu32, sig32 := make([]float32, n), make([]float32, n)
-				a.ToEngine(mu32, mu)
-				a.ToEngine(sig32, sigma)
-				ref := lik.NewEvaluator(16)
-				fast := lik.NewEvaluator32(16)
-				for _, rows := range [][]int{nil, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4}} {
-					dMu, dSigma, dHyper := make([]float64, n), make([]float64, n), make([]float64, 1)
-					want := ref.ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, p.hyper, rows, seeded(7))
-					fMu, fSigma, fHyper := make([]float32, n), make([]float32, n), make([]float64, 1)
-					got := fast.ExpectedLogLik(fMu, fSigma, fHyper, mu32, sig32, p.hyper, rows, seeded(7))
-					if e := relErr(got, want, 1); e > fastTol {
-						t.Errorf("rows %v: value fast %.10g, reference %.10g, relative error %.3g", rows, got, want, e)
+			for _, fam := range []Family{Gaussian, Bernoulli} {
+				t.Run(pc.name+"/"+estName(est)+"/"+fam.String(), func(t *testing.T) {
+					p := pc.p
+					a := p.arch
+					n := a.NumParams()
+					opt := Options{Estimator: est, RISSamples: 2, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}, ReferenceNoise: true}
+					if fam == Bernoulli {
+						p = p.binary()
+						opt.Family, opt.Standardization = Bernoulli, Standardization{}
 					}
-					if e := relErr(fHyper[0], dHyper[0], 1); e > fastTol {
-						t.Errorf("rows %v: dHyper fast %.10g, reference %.10g", rows, fHyper[0], dHyper[0])
+					nh := 1
+					if fam == Bernoulli {
+						nh = 0
 					}
-					gMu, gSigma := make([]float64, n), make([]float64, n)
-					a.FromEngine(gMu, fMu)
-					a.FromEngine(gSigma, fSigma)
-					compareGrad(t, "dMu", gMu, dMu)
-					if est != Deterministic {
-						compareGrad(t, "dSigma", gSigma, dSigma)
-					} else if maxAbs(gSigma) != 0 {
-						t.Errorf("Deterministic: dSigma not zero")
+					if est == risFixed {
+						opt.Estimator, opt.RISFixedProposal = RIS, true
 					}
-				}
-			})
+					lik := NewLikelihood(a, p.data, opt)
+					mu, sigma := round32(p.mu), round32(p.sigma)
+					mu32, sig32 := make([]float32, n), make([]float32, n)
+					a.ToEngine(mu32, mu)
+					a.ToEngine(sig32, sigma)
+					ref := lik.NewEvaluator(16)
+					fast := lik.NewEvaluator32(16)
+					for _, rows := range [][]int{nil, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4}} {
+						dMu, dSigma, dHyper := make([]float64, n), make([]float64, n), make([]float64, nh)
+						want := ref.ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, p.hyper[:nh], rows, seeded(7))
+						fMu, fSigma, fHyper := make([]float32, n), make([]float32, n), make([]float64, nh)
+						got := fast.ExpectedLogLik(fMu, fSigma, fHyper, mu32, sig32, p.hyper[:nh], rows, seeded(7))
+						if e := relErr(got, want, 1); e > fastTol {
+							t.Errorf("rows %v: value fast %.10g, reference %.10g, relative error %.3g", rows, got, want, e)
+						}
+						if nh > 0 && relErr(fHyper[0], dHyper[0], 1) > fastTol {
+							t.Errorf("rows %v: dHyper fast %.10g, reference %.10g", rows, fHyper[0], dHyper[0])
+						}
+						gMu, gSigma := make([]float64, n), make([]float64, n)
+						a.FromEngine(gMu, fMu)
+						a.FromEngine(gSigma, fSigma)
+						compareGrad(t, "dMu", gMu, dMu)
+						if est != Deterministic {
+							compareGrad(t, "dSigma", gSigma, dSigma)
+						} else if maxAbs(gSigma) != 0 {
+							t.Errorf("Deterministic: dSigma not zero")
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -207,6 +207,7 @@ func reluMask(g, a []float64) {
 type evaluator struct {
 	lik *Likelihood
 	net
+	out outTerm
 
 	// Gathered batch.
 	xb []float64
@@ -234,6 +235,7 @@ func newEvaluator(lik *Likelihood, maxBatch int) *evaluator {
 	e := &evaluator{
 		lik: lik,
 		net: newNet(a, maxBatch, true),
+		out: newOutTerm(lik),
 		xb:  make([]float64, maxBatch*a.In()),
 		ab:  make([]int, maxBatch),
 		yb:  make([]float64, maxBatch),
@@ -299,44 +301,25 @@ func (e *evaluator) batch(rows []int, lo, hi int) (x []float64, arms []int, ys [
 }
 
 // outGrad reads f from act[last] and writes d log p / df into grad[last]
-// for the rows of the batch:
-//
-//	r_i = y_i - Shift - Scale*f_{i,a_i},   d log p_i / d f_{i,a_i} = Scale*r_i/s2,
-//
-// zero for the arms not played. It returns sum_i r_i^2.
-func (e *evaluator) outGrad(arms []int, ys []float64, s2 float64) float64 {
+// for the rows of the batch (outTerm.row), zero for the arms not played,
+// adding the rows to e.out.
+func (e *evaluator) outGrad(arms []int, ys []float64) {
 	k := e.arch.Out()
 	last := e.last()
 	f, g := e.act[last], e.grad[last]
-	sh, sc := e.lik.opt.Standardization.Shift, e.lik.opt.Standardization.Scale
-	var ss float64
 	for i, y := range ys {
 		row := g[i*k : (i+1)*k]
 		clear(row)
 		a := arms[i]
-		r := y - (sh + sc*f[i*k+a])
-		row[a] = sc * r / s2
-		ss += r * r
+		row[a] = e.out.row(y, a, f[i*k+a])
 	}
-	return ss
 }
 
-// logLik returns sum_i log N(y_i | yhat_i, s2) over n rows with residual sum
-// of squares ss, and writes d/d(log s2) = -n/2 + ss/(2 s2) into dHyper if
-// it is not empty.
-func logLik(dHyper []float64, n int, ss, s2 float64) float64 {
-	if len(dHyper) > 0 {
-		dHyper[0] = -0.5*float64(n) + ss/(2*s2)
+func (e *evaluator) checkHyper(dHyper, hyper []float64) {
+	if len(hyper) != e.lik.NumHyper() || dHyper != nil && len(dHyper) != e.lik.NumHyper() {
+		panic("nn: len(hyper) and len(dHyper) must be NumHyper")
 	}
-	return -0.5*float64(n)*math.Log(2*math.Pi*s2) - ss/(2*s2)
-}
-
-func (e *evaluator) checkHyper(dHyper, hyper []float64) float64 {
-	s2 := e.lik.NoiseVar(hyper)
-	if dHyper != nil && len(dHyper) != e.lik.NumHyper() {
-		panic("nn: len(dHyper) must be NumHyper")
-	}
-	return s2
+	e.out.start(hyper)
 }
 
 // LogLik implements Evaluator.
@@ -345,24 +328,23 @@ func (e *evaluator) LogLik(dW, dHyper, w, hyper []float64, rows []int) float64 {
 	if dW != nil {
 		e.arch.checkLen(dW, "dW")
 	}
-	s2 := e.checkHyper(dHyper, hyper)
+	e.checkHyper(dHyper, hyper)
 	transposeWeights(e.arch, e.wT, w)
-	return e.pointLogLik(dW, dHyper, w, rows, s2)
+	return e.pointLogLik(dW, dHyper, w, rows)
 }
 
 // pointLogLik is LogLik after the checks, with wT holding the transposed
 // weights of w.
-func (e *evaluator) pointLogLik(dW, dHyper, w []float64, rows []int, s2 float64) float64 {
+func (e *evaluator) pointLogLik(dW, dHyper, w []float64, rows []int) float64 {
 	n := e.numRows(rows)
 	if n == 0 && dW != nil {
 		clear(dW)
 	}
-	var ss float64
 	for lo := 0; lo < n; lo += e.max {
 		hi := min(lo+e.max, n)
 		x, arms, ys := e.batch(rows, lo, hi)
 		e.forward(w, e.wT, x, hi-lo)
-		ss += e.outGrad(arms, ys, s2)
+		e.outGrad(arms, ys)
 		if dW != nil {
 			beta := 1.0
 			if lo == 0 {
@@ -371,7 +353,7 @@ func (e *evaluator) pointLogLik(dW, dHyper, w []float64, rows []int, s2 float64)
 			e.backward(dW, w, x, hi-lo, beta)
 		}
 	}
-	return logLik(dHyper, n, ss, s2)
+	return e.out.finish(dHyper)
 }
 
 // ExpectedLogLik implements Evaluator.
@@ -381,27 +363,27 @@ func (e *evaluator) ExpectedLogLik(dMu, dSigma, dHyper, mu, sigma, hyper []float
 	a.checkLen(dSigma, "dSigma")
 	a.checkLen(mu, "mu")
 	a.checkLen(sigma, "sigma")
-	s2 := e.lik.NoiseVar(hyper)
 	if len(dHyper) != e.lik.NumHyper() {
 		panic("nn: len(dHyper) must be NumHyper")
 	}
+	e.checkHyper(dHyper, hyper)
 	switch e.lik.opt.Estimator {
 	case Deterministic:
 		clear(dSigma)
 		transposeWeights(e.arch, e.wT, mu)
-		return e.pointLogLik(dMu, dHyper, mu, rows, s2)
+		return e.pointLogLik(dMu, dHyper, mu, rows)
 	case WeightReparam:
 		// w = mu + sigma∘eps (Blundell et al. 2015, Sec. 3.2, with
 		// sigma given directly rather than as softplus(rho));
 		// dMu = g, dSigma = g∘eps.
 		e.sampleWeights(mu, sigma, rng)
-		ll := e.pointLogLik(dMu, dHyper, e.w, rows, s2)
+		ll := e.pointLogLik(dMu, dHyper, e.w, rows)
 		for j, g := range dMu {
 			dSigma[j] = g * e.eps[j]
 		}
 		return ll
 	default:
-		return e.localReparam(dMu, dSigma, dHyper, mu, sigma, rows, s2, rng)
+		return e.localReparam(dMu, dSigma, dHyper, mu, sigma, rows, rng)
 	}
 }
 
@@ -448,7 +430,7 @@ func (e *evaluator) squareSigma(sigma []float64) {
 
 // localReparam is ExpectedLogLik under LocalReparam and RIS. dSigma first
 // accumulates dL/d(sigma^2), then is multiplied by 2 sigma.
-func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows []int, s2n float64, rng *rand.Rand) float64 {
+func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows []int, rng *rand.Rand) float64 {
 	e.squareSigma(sigma)
 	transposeWeights(e.arch, e.wT, mu)
 	n := e.numRows(rows)
@@ -456,12 +438,11 @@ func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows 
 		clear(dMu)
 		clear(dSigma)
 	}
-	var ss float64
 	for lo := 0; lo < n; lo += e.max {
 		hi := min(lo+e.max, n)
 		x, arms, ys := e.batch(rows, lo, hi)
 		e.forwardLocal(mu, x, hi-lo, rng)
-		ss += e.outGrad(arms, ys, s2n)
+		e.outGrad(arms, ys)
 		beta := 1.0
 		if lo == 0 {
 			beta = 0
@@ -471,7 +452,7 @@ func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows 
 	for j, s := range sigma {
 		dSigma[j] *= 2 * s
 	}
-	return logLik(dHyper, n, ss, s2n)
+	return e.out.finish(dHyper)
 }
 
 // forwardLocal is the forward pass of the local reparameterization trick

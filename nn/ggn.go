@@ -8,14 +8,20 @@ import "math"
 // prior's (seed 002, Section 1, with the Gauss-Newton approximation of
 // the Hessian, Graves 2011):
 //
-//	G = sum_i J_i^T (Scale^2/s2) J_i,   J_i = d f_{a_i}(x_i; w) / dw,
+//	G = sum_i J_i^T h_i J_i,   J_i = d f_{a_i}(x_i; w) / dw,
 //
+// with h_i the curvature of -log p(y_i | f) in the played arm's output f:
+// Scale^2/s2_{a_i} for a Gaussian likelihood (s2_a the arm's noise
+// variance, NoiseVars), p_i (1 - p_i) with p_i = sigmoid(f) for a
+// Bernoulli one (its exact Hessian, which does not depend on y_i),
 // only the played arm's output entering each row. For a weight W_l[o,k]
 // of layer l the row's derivative is g_{i,o} a_{i,k}, with g_i the
 // backpropagated derivative of the played output with respect to the
 // layer's pre-activations and a_i its input, so
 //
-//	diag(G) on W_l = (Scale^2/s2) (G_l∘G_l)^T (A_{l-1}∘A_{l-1}),   on b_l: (Scale^2/s2) 1^T (G_l∘G_l),
+//	diag(G) on W_l = (G_l∘G_l)^T (A_{l-1}∘A_{l-1}),   on b_l: 1^T (G_l∘G_l),
+//
+// where G_l starts from sqrt(h_i) at the played output,
 //
 // computed batch by batch with the reference path's forward pass and
 // the same backward recursion G_{l-1} = (G_l W_l)∘1[A_{l-1} > 0]. Where
@@ -30,8 +36,11 @@ func (l *Likelihood) GGNDiag(dst, w, hyper []float64) []float64 {
 	}
 	a.checkLen(dst, "dst")
 	clear(dst)
-	s2 := l.NoiseVar(hyper)
-	lam := l.opt.Standardization.scale() / math.Sqrt(s2) // sqrt(Scale^2/s2)
+	s2 := l.NoiseVars(nil, hyper)
+	lam := make([]float64, len(s2)) // sqrt(Scale^2/s2_a)
+	for k, v := range s2 {
+		lam[k] = l.opt.Standardization.scale() / math.Sqrt(v)
+	}
 	const maxBatch = 256
 	nt := newNet(a, maxBatch, true)
 	transposeWeights(a, nt.wT, w)
@@ -51,8 +60,14 @@ func (l *Likelihood) GGNDiag(dst, w, hyper []float64) []float64 {
 		nt.forward(w, nt.wT, x, n)
 		g := nt.grad[nt.last()][:n*k]
 		clear(g)
+		f := nt.act[nt.last()]
 		for i, arm := range d.arm[lo:hi] {
-			g[i*k+arm] = lam
+			if l.opt.Family == Bernoulli {
+				p := sigmoid1(f[i*k+arm])
+				g[i*k+arm] = math.Sqrt(p * (1 - p))
+			} else {
+				g[i*k+arm] = lam[arm]
+			}
 		}
 		for li := nt.last(); li >= 0; li-- {
 			ly := a.layers[li]

@@ -1,6 +1,9 @@
 package nn
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // gradTol is the largest relative error allowed between an analytic
 // gradient and its five-point central difference (see checkGrad).
@@ -25,19 +28,24 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 	}
 	for _, ar := range archs {
 		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
-			for _, learn := range []bool{false, true} {
-				name := ar.name + "/" + estName(est)
-				if learn {
-					name += "/learned noise"
-				} else {
-					name += "/fixed noise"
-				}
+			for _, model := range []string{"fixed noise", "learned noise", "learned noise per arm", "bernoulli"} {
+				name := ar.name + "/" + estName(est) + "/" + model
 				t.Run(name, func(t *testing.T) {
 					p := newProblem(6, ar.hidden, 3, 11, 7)
 					if ar.oneHot {
 						p = p.oneHot(8)
 					}
-					opt := Options{Estimator: est, RISSamples: 3, NoiseVar: 2.5, LearnNoise: learn, Standardization: Standardization{Shift: -4, Scale: 6.5}}
+					opt := Options{Estimator: est, RISSamples: 3, NoiseVar: 2.5, Standardization: Standardization{Shift: -4, Scale: 6.5}}
+					switch model {
+					case "learned noise":
+						opt.LearnNoise = true
+					case "learned noise per arm":
+						opt.LearnNoise, opt.NoisePerArm = true, true
+						p.hyper = []float64{math.Log(3.7), math.Log(0.4), math.Log(11)}
+					case "bernoulli":
+						opt.Family, opt.Standardization = Bernoulli, Standardization{}
+						p = p.binary()
+					}
 					if est == risFixed {
 						opt.Estimator, opt.RISFixedProposal = RIS, true
 					}

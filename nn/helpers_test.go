@@ -41,6 +41,18 @@ func newProblem(in int, hidden []int, out, rows int, seed uint64) problem {
 	return problem{arch: a, data: NewView(in, out, x, arm, y), mu: mu, sigma: sigma, hyper: []float64{math.Log(3.7)}}
 }
 
+// binary replaces p's rewards by 0/1 rewards, one in three a 1.
+func (p problem) binary() problem {
+	y := make([]float64, p.data.Len())
+	for i := range y {
+		if i%3 == 1 {
+			y[i] = 1
+		}
+	}
+	p.data = NewView(p.data.dim, p.data.arms, p.data.x, p.data.arm, y)
+	return p
+}
+
 // oneHot replaces the contexts of p by one-hot vectors, the encoding of
 // the mushroom attributes, which sends the first layer's weight gradient
 // through its transposed (sparse) path.

@@ -72,8 +72,58 @@ func (e Estimator) Name() string {
 	return estimatorNames[e]
 }
 
+// Family is the distribution of a reward given the network's output for
+// the played arm.
+type Family int
+
+const (
+	// Gaussian rewards: y ~ N(Shift + Scale*f, s2), with the noise
+	// variance s2 fixed, learned and shared by the arms, or learned per
+	// arm (Options.NoisePerArm) under an inverse-gamma prior
+	// (Options.NoisePrior).
+	Gaussian Family = iota
+	// Bernoulli rewards in [0, 1] (0/1 clicks): the output is a logit,
+	// p(y = 1) = sigmoid(f), and
+	//
+	//	log p(y | f) = y f - log(1 + exp(f)),
+	//
+	// the logistic likelihood (for y strictly between 0 and 1 the
+	// cross-entropy, a quasi-likelihood). There is no noise variance and
+	// no standardization: Standardization must be the identity.
+	Bernoulli
+)
+
+// familyNames are the families' names in configurations.
+var familyNames = []string{"gaussian", "bernoulli"}
+
+// String returns the family's name in configurations: gaussian or
+// bernoulli.
+func (f Family) String() string {
+	if f < 0 || int(f) >= len(familyNames) {
+		return "invalid"
+	}
+	return familyNames[f]
+}
+
+// InvGamma is an inverse-gamma prior on a noise variance in standardized
+// reward units, v = s2/Scale^2:
+//
+//	p(v) = b^a / Gamma(a) v^(-a-1) exp(-b/v),   a = Shape, b = Rate,
+//
+// the conjugate prior of linear TS and NeuralLinear (Riquelme, Tucker &
+// Snoek 2018). On the hyperparameter h = log s2 (Jacobian included),
+//
+//	log p(h) = a log b - log Gamma(a) - a log v - b/v,   d/dh = -a + b/v.
+//
+// The zero value is no prior (a flat one on h).
+type InvGamma struct {
+	Shape, Rate float64
+}
+
 // Options configures a Likelihood.
 type Options struct {
+	// Family is the reward distribution; the zero value is Gaussian.
+	Family Family
 	// Estimator is used by ExpectedLogLik. The zero value is LocalReparam.
 	Estimator Estimator
 	// RISSamples is M, the number of importance samples per row and
@@ -93,6 +143,14 @@ type Options struct {
 	// and hyper[0] = log s2 (s2 in squared reward units, so it keeps its
 	// meaning when the standardization changes).
 	LearnNoise bool
+	// NoisePerArm, with LearnNoise, gives every arm its own noise
+	// variance: NumHyper is the number of arms and hyper[a] = log s2_a.
+	NoisePerArm bool
+	// NoisePrior is the prior of each learned noise variance; the zero
+	// value is none (the point estimate is then the maximum likelihood
+	// one, which a model can drive towards explaining every reward as
+	// noise). Likelihood.LogHyperPrior evaluates it.
+	NoisePrior InvGamma
 	// Standardization maps rewards to the units the network fits. The
 	// zero value is the identity. See FitStandardization.
 	Standardization Standardization
@@ -153,6 +211,19 @@ func NewLikelihood(a Arch, data View, opt Options) *Likelihood {
 	if opt.NoiseVar == 0 {
 		opt.NoiseVar = 1
 	}
+	switch opt.Family {
+	case Gaussian:
+	case Bernoulli:
+		if opt.Standardization.Shift != 0 || opt.Standardization.scale() != 1 {
+			panic("nn: a Bernoulli likelihood takes no standardization")
+		}
+		opt.LearnNoise, opt.NoisePerArm = false, false
+	default:
+		panic("nn: unknown family")
+	}
+	if p := opt.NoisePrior; p != (InvGamma{}) && !(p.Shape > 0 && p.Rate > 0 && !math.IsInf(p.Shape, 0) && !math.IsInf(p.Rate, 0)) {
+		panic("nn: inverse-gamma shape and rate must be positive and finite")
+	}
 	opt.Standardization.Scale = opt.Standardization.scale()
 	return &Likelihood{arch: a, data: data, opt: opt}
 }
@@ -160,13 +231,21 @@ func NewLikelihood(a Arch, data View, opt Options) *Likelihood {
 // NumParams returns the length of w, Arch.NumParams.
 func (l *Likelihood) NumParams() int { return l.arch.n }
 
-// NumHyper returns 1 if the noise variance is learned and 0 otherwise.
+// NumHyper returns the number of learned noise variances: 0 if the
+// noise is fixed or the family has none, the number of arms with
+// NoisePerArm, else 1.
 func (l *Likelihood) NumHyper() int {
-	if l.opt.LearnNoise {
-		return 1
+	switch {
+	case !l.opt.LearnNoise:
+		return 0
+	case l.opt.NoisePerArm:
+		return l.arch.Out()
 	}
-	return 0
+	return 1
 }
+
+// Family returns the reward distribution.
+func (l *Likelihood) Family() Family { return l.opt.Family }
 
 // NumRows returns the number of rows of the data.
 func (l *Likelihood) NumRows() int { return l.data.Len() }
@@ -182,18 +261,81 @@ func (l *Likelihood) Options() Options { return l.opt }
 
 // NoiseVar returns the noise variance s2 in squared reward units given the
 // hyperparameters: exp(hyper[0]) if the noise is learned, else the fixed
-// Options.NoiseVar.
+// Options.NoiseVar; with NoisePerArm, the mean of the arms' variances.
+// It is 1 for a Bernoulli likelihood, whose curvature in the logit is at
+// most 1/4.
 func (l *Likelihood) NoiseVar(hyper []float64) float64 {
-	if l.opt.LearnNoise {
-		if len(hyper) != 1 {
-			panic("nn: len(hyper) must be NumHyper")
-		}
-		return math.Exp(hyper[0])
-	}
-	if len(hyper) != 0 {
+	if len(hyper) != l.NumHyper() {
 		panic("nn: len(hyper) must be NumHyper")
 	}
-	return l.opt.NoiseVar
+	switch {
+	case l.opt.Family == Bernoulli:
+		return 1
+	case !l.opt.LearnNoise:
+		return l.opt.NoiseVar
+	}
+	var s float64
+	for _, h := range hyper {
+		s += math.Exp(h)
+	}
+	return s / float64(len(hyper))
+}
+
+// NoiseVars writes the noise variance of every arm, in squared reward
+// units, into dst (length Arch.Out(); allocated when nil) and returns it.
+// A Bernoulli likelihood has none: it writes ones.
+func (l *Likelihood) NoiseVars(dst, hyper []float64) []float64 {
+	if len(hyper) != l.NumHyper() {
+		panic("nn: len(hyper) must be NumHyper")
+	}
+	if dst == nil {
+		dst = make([]float64, l.arch.Out())
+	}
+	if len(dst) != l.arch.Out() {
+		panic("nn: len(dst) must be the number of arms")
+	}
+	for a := range dst {
+		switch {
+		case l.opt.Family == Bernoulli:
+			dst[a] = 1
+		case !l.opt.LearnNoise:
+			dst[a] = l.opt.NoiseVar
+		case l.opt.NoisePerArm:
+			dst[a] = math.Exp(hyper[a])
+		default:
+			dst[a] = math.Exp(hyper[0])
+		}
+	}
+	return dst
+}
+
+// LogHyperPrior returns the log prior density of the hyperparameters,
+// sum_k log p(h_k) under Options.NoisePrior (InvGamma), and writes its
+// gradient into dHyper (length NumHyper) when it is not nil. Without a
+// prior it returns 0 and a zero gradient. posterior's trainer adds it to
+// the objective it maximizes (posterior.HyperPrior).
+func (l *Likelihood) LogHyperPrior(dHyper, hyper []float64) float64 {
+	if len(hyper) != l.NumHyper() || dHyper != nil && len(dHyper) != len(hyper) {
+		panic("nn: len(hyper) must be NumHyper")
+	}
+	p := l.opt.NoisePrior
+	if p == (InvGamma{}) {
+		clear(dHyper)
+		return 0
+	}
+	sc2 := l.opt.Standardization.Scale * l.opt.Standardization.Scale
+	lg, _ := math.Lgamma(p.Shape)
+	var lp float64
+	for k, h := range hyper {
+		// v = exp(h)/Scale^2; log p(h) = a log b - lgamma(a) - a log v - b/v.
+		logv := h - math.Log(sc2)
+		binv := p.Rate * math.Exp(-logv)
+		lp += p.Shape*math.Log(p.Rate) - lg - p.Shape*logv - binv
+		if dHyper != nil {
+			dHyper[k] = -p.Shape + binv
+		}
+	}
+	return lp
 }
 
 // Evaluator computes the data term and its gradients for one goroutine; it

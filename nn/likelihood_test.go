@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -55,4 +56,70 @@ func TestMisusePanics(t *testing.T) {
 			c.f()
 		})
 	}
+}
+
+// TestLikelihoodFamiliesClosedForm checks LogLik of a network without
+// hidden layers, f = W x + b, against the closed forms of each family
+// written out row by row: the logistic log-likelihood, and Gaussian
+// densities with one noise variance per arm; and LogHyperPrior against
+// the inverse-gamma density of v = s2/Scale^2 with its Jacobian.
+func TestLikelihoodFamiliesClosedForm(t *testing.T) {
+	p := newProblem(4, nil, 3, 25, 21)
+	w := p.mu
+	a := p.arch
+	ly := a.Layer(0)
+	out := func(i, arm int) float64 {
+		f := w[ly.B+arm]
+		for j := range ly.In {
+			f += w[ly.W+arm*ly.In+j] * p.data.x[i*ly.In+j]
+		}
+		return f
+	}
+	t.Run("bernoulli", func(t *testing.T) {
+		b := p.binary()
+		lik := NewLikelihood(a, b.data, Options{Family: Bernoulli})
+		got := lik.NewEvaluator(7).LogLik(nil, nil, w, nil, nil)
+		var want float64
+		for i := range b.data.Len() {
+			f := out(i, b.data.arm[i])
+			pr := 1 / (1 + math.Exp(-f))
+			if b.data.y[i] == 1 {
+				want += math.Log(pr)
+			} else {
+				want += math.Log(1 - pr)
+			}
+		}
+		if relErr(got, want, 1) > 1e-12 {
+			t.Errorf("LogLik = %.15g, want %.15g", got, want)
+		}
+	})
+	t.Run("gaussian with a noise variance per arm", func(t *testing.T) {
+		std := Standardization{Shift: 2, Scale: 3}
+		prior := InvGamma{Shape: 2, Rate: 0.5}
+		lik := NewLikelihood(a, p.data, Options{LearnNoise: true, NoisePerArm: true, NoisePrior: prior, Standardization: std})
+		hyper := []float64{math.Log(4), math.Log(0.5), math.Log(30)}
+		got := lik.NewEvaluator(7).LogLik(nil, nil, w, hyper, nil)
+		var want float64
+		for i := range p.data.Len() {
+			arm := p.data.arm[i]
+			s2 := math.Exp(hyper[arm])
+			r := p.data.y[i] - (std.Shift + std.Scale*out(i, arm))
+			want += -0.5*math.Log(2*math.Pi*s2) - r*r/(2*s2)
+		}
+		if relErr(got, want, 1) > 1e-12 {
+			t.Errorf("LogLik = %.15g, want %.15g", got, want)
+		}
+		var wantPrior float64
+		for _, h := range hyper {
+			v := math.Exp(h) / (std.Scale * std.Scale)
+			lg, _ := math.Lgamma(prior.Shape)
+			// log IG(v; a, b) + log |dv/dh| with dv/dh = v.
+			wantPrior += prior.Shape*math.Log(prior.Rate) - lg - (prior.Shape+1)*math.Log(v) - prior.Rate/v + math.Log(v)
+		}
+		dh := make([]float64, 3)
+		if gotPrior := lik.LogHyperPrior(dh, hyper); relErr(gotPrior, wantPrior, 1) > 1e-12 {
+			t.Errorf("LogHyperPrior = %.15g, want %.15g", gotPrior, wantPrior)
+		}
+		checkGrad(t, "LogHyperPrior", func() float64 { return lik.LogHyperPrior(nil, hyper) }, hyper, dh, gradTol)
+	})
 }

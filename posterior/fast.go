@@ -236,13 +236,7 @@ func (t *Trainer) stepFast(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 			kern.MeanFieldAdam(&f.mf, n)
 		}
 	}
-	for j := range f.dHyper {
-		if t.cfg.FreezeHyper {
-			f.dHyper[j] = 0
-		} else {
-			f.dHyper[j] *= -scale
-		}
-	}
+	t.hyperGrad(f.dHyper, q.Hyper, scale)
 	f.hyper.LR = t.lr
 	f.hyper.Step(q.Hyper, f.dHyper)
 	return ll, scale

@@ -48,6 +48,20 @@ type Evaluator = interface {
 	LogLik(dW, dHyper, w, hyper []float64, rows []int) float64
 }
 
+// HyperPrior is implemented by likelihoods whose hyperparameters have a
+// prior (nn.Likelihood with a noise prior, nn.InvGamma). The trainer then
+// maximizes the data term plus log p(hyper) (a MAP estimate of the
+// hyperparameters inside the variational objective, as the empirical
+// Bayes of Blundell et al. 2015 but with a proper prior), and Penalty
+// subtracts it.
+type HyperPrior interface {
+	// LogHyperPrior returns log p(hyper) and, when dHyper is not nil,
+	// writes its gradient into it.
+	LogHyperPrior(dHyper, hyper []float64) float64
+}
+
+var _ HyperPrior = (*nn.Likelihood)(nil)
+
 // nn.Likelihood is the model Refinery trains; check at compile time that
 // it is one.
 var _ Likelihood = (*nn.Likelihood)(nil)

@@ -216,20 +216,17 @@ func (r *Refiner) SetLikelihood(lik Likelihood) { r.tr.SetLikelihood(lik) }
 func (r *Refiner) K() int { return len(r.fracs) }
 
 // Refine draws one refined sample from q0 into dst (allocated when nil)
-// and returns it with its diagnostics. q0's prior must have zero mean
-// (it is the model's prior p(w) = N(0, diag(PriorVar))).
+// and returns it with its diagnostics. q0's prior N(m, diag(PriorVar))
+// is the model's prior; its mean m (PriorMean, zero when nil) is where the
+// sum of the auxiliary variables starts: w = m + a_1 + ... + a_K with
+// a_k ~ N(0, sigma_k^2), which is Appendix A's construction for w - m
+// (b_0 = m), so a prior with learned means (the empirical-Bayes prior of
+// a collapsed bound) is refined exactly as a zero-mean one.
 func (r *Refiner) Refine(ctx context.Context, dst []float64, q0 *MeanField, rng *rand.Rand) ([]float64, RefineStats, error) {
 	start := time.Now()
 	n := len(r.b)
 	if len(q0.Mu) != n || len(q0.Hyper) != len(r.q.Hyper) {
 		panic("posterior: Refine posterior size does not match the likelihood")
-	}
-	if q0.PriorMean != nil {
-		for _, m := range q0.PriorMean {
-			if m != 0 {
-				panic("posterior: Refine needs q0 with the zero-mean model prior")
-			}
-		}
 	}
 	if dst == nil {
 		dst = make([]float64, n)
@@ -239,12 +236,17 @@ func (r *Refiner) Refine(ctx context.Context, dst []float64, q0 *MeanField, rng 
 		st.CondELBO = make([]float64, 0, len(r.fracs))
 	}
 
-	// q_0 and the bookkeeping of Appendix A: b_0 = 0, s_0^2 = sigma_w^2.
+	// q_0 and the bookkeeping of Appendix A: b_0 = m (0 for a zero-mean
+	// prior), s_0^2 = sigma_w^2.
 	copy(r.q.params, q0.params)
 	r.q.PriorVar = r.pvar
 	r.q.PriorMean = r.prior
 	copy(r.left, q0.PriorVar)
-	clear(r.b)
+	if q0.PriorMean != nil {
+		copy(r.b, q0.PriorMean)
+	} else {
+		clear(r.b)
+	}
 
 	K := len(r.fracs)
 	for k := 1; k <= K; k++ {

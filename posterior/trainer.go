@@ -137,9 +137,11 @@ type Trainer struct {
 	fast *fastState // fast engine only
 	col  collapsed  // the collapsed bound's constants (Bound != BoundELBO)
 
-	grad  []float64 // gradient of -ELBO w.r.t. [mu | rho | hyper]
-	sigma []float64 // softplus(rho)
-	sgm   []float64 // sigmoid(rho), the softplus' derivative
+	hp    HyperPrior // the likelihood's, if it has one
+	hpd   []float64  // gradient of log p(hyper)
+	grad  []float64  // gradient of -ELBO w.r.t. [mu | rho | hyper]
+	sigma []float64  // softplus(rho)
+	sgm   []float64  // sigmoid(rho), the softplus' derivative
 	rows  []int
 }
 
@@ -160,7 +162,9 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		sgm:   make([]float64, n),
 		rows:  make([]int, cfg.BatchSize),
 		col:   newCollapsed(cfg.Bound, cfg.CollapsedReg, cfg.CollapsedShape),
+		hpd:   make([]float64, nh),
 	}
+	t.hp, _ = lik.(HyperPrior)
 	if cfg.Reference {
 		t.adam = nn.NewAdam(2*n+nh, cfg.LR)
 	} else {
@@ -184,6 +188,7 @@ func (t *Trainer) SetLikelihood(lik Likelihood) {
 		panic("posterior: SetLikelihood with a different parameter count")
 	}
 	t.lik = lik
+	t.hp, _ = lik.(HyperPrior)
 	t.eval = lik.NewEvaluator(t.cfg.BatchSize)
 	if t.fast != nil {
 		t.fast.eval = newEvaluator32(lik, t.cfg.BatchSize)
@@ -359,13 +364,7 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 			dRho[j] = (s*inv - 1/s - scale*dRho[j]) * sgm[j]
 		}
 	}
-	for j := range dHyper {
-		if t.cfg.FreezeHyper {
-			dHyper[j] = 0
-		} else {
-			dHyper[j] *= -scale
-		}
-	}
+	t.hyperGrad(dHyper, q.Hyper, scale)
 	t.adam.LR = t.lr
 	t.adam.Step(q.params, t.grad)
 	return ll, scale
@@ -457,17 +456,39 @@ func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Ra
 func (t *Trainer) Penalty(q *MeanField) float64 { return t.penalty(q) }
 
 func (t *Trainer) penalty(q *MeanField) float64 {
+	var hp float64
+	if t.hp != nil && !t.cfg.FreezeHyper && len(q.Hyper) > 0 {
+		hp = -t.hp.LogHyperPrior(nil, q.Hyper)
+	}
 	if t.cfg.Bound != BoundELBO {
-		return t.col.sum(q)
+		return t.col.sum(q) + hp
 	}
 	if !t.cfg.Point {
-		return q.KL()
+		return q.KL() + hp
 	}
-	var nlp float64
+	nlp := hp
 	for j, mu := range q.Mu {
 		nlp -= logNormal(mu, q.priorMean(j), q.PriorVar[j])
 	}
 	return nlp
+}
+
+// hyperGrad turns the data term's gradient in the hyperparameters, dHyper
+// of a minibatch, into the gradient Adam descends: -(scale dHyper +
+// d log p(hyper)), zero with FreezeHyper.
+func (t *Trainer) hyperGrad(dHyper, hyper []float64, scale float64) {
+	if t.cfg.FreezeHyper {
+		clear(dHyper)
+		return
+	}
+	if t.hp != nil && len(dHyper) > 0 {
+		t.hp.LogHyperPrior(t.hpd, hyper)
+	} else {
+		clear(t.hpd)
+	}
+	for j := range dHyper {
+		dHyper[j] = -scale*dHyper[j] - t.hpd[j]
+	}
 }
 
 // ELBO returns a Monte Carlo estimate of the full-data ELBO of q (the

@@ -32,17 +32,22 @@ type Preset struct {
 // Presets returns the built-in presets by name.
 //
 //   - paper: Havasi et al. (2021), Section 4.3, exactly: two hidden layers
-//     of 100 ReLU units, standard normal prior, the mean-field posterior
-//     updated for 500 Adam iterations (lr 1e-3, batch 64) after every
-//     reward; refined samples with a_1 ~ N(0, 0.7), a_2 ~ N(0, 0.3) and
-//     500 refinement iterations, fresh for every decision
+//     of 100 ReLU units, the standard normal prior N(0, 1) on every weight
+//     and bias (model.prior "fixed"), the Gaussian likelihood with one
+//     learned noise variance and no prior on it, standard deviations
+//     starting at 0.01, the ELBO (training.bound "elbo"), the mean-field
+//     posterior updated for 500 Adam iterations (lr 1e-3, batch 64) after
+//     every reward; refined samples with a_1 ~ N(0, 0.7), a_2 ~ N(0, 0.3)
+//     and 500 refinement iterations, fresh for every decision
 //     (max_sample_uses 1, bank_size 3); 3 samples per decision.
-//   - fast: the paper's network, prior, optimizer, refinement fractions
-//     and samples per decision with less work: the posterior retrained
-//     every 10 rewards for 100 iterations (a fiftieth of the paper's ELBO
-//     iterations) and 200 conditional iterations per refined sample
-//     instead of 500. Refined and mean-field TS see the same posterior, so
-//     their samples differ only by refinement. On the fast engine a
+//   - fast: the service's model (model.prior "fan-in", model.likelihood
+//     "auto", training.bound "collapsed-mean": the defaults of
+//     bandit.Config) on the paper's network, optimizer, refinement
+//     fractions and samples per decision, with less work: the posterior
+//     retrained every 10 rewards for 100 iterations (a fiftieth of the
+//     paper's ELBO iterations) and 200 conditional iterations per refined
+//     sample instead of 500. Refined and mean-field TS see the same
+//     posterior, so their samples differ only by refinement. On the fast engine a
 //     refined-ts step costs 91 ms of one core (three refined samples of
 //     200 iterations; measured at load 2 with GOMAXPROCS=1 over 400 steps),
 //     the other policies 0.3-2.8 ms, which puts 5 seeds x 10,000 steps of
@@ -59,10 +64,11 @@ func Presets() map[string]Preset {
 		Description: "Havasi et al. (2021) Section 4.3: 2x100 ReLU, N(0,1) prior, 500 Adam iterations (lr 1e-3, batch 64) after every reward; refinement fractions 0.7/0.3 with 500 iterations, fresh samples for every decision; 3 samples per decision",
 		Bandit: bandit.Config{
 			Policy: bandit.PolicyConfig{Samples: 3, MaxSampleUses: 1},
-			Model:  bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1},
+			Model: bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1, Prior: bandit.PriorFixed, InitSigma: 0.01,
+				Likelihood: bandit.LikelihoodGaussian, Noise: bandit.NoiseShared, NoisePrior: &bandit.NoisePrior{}},
 			Training: bandit.TrainingConfig{
 				Iterations: 500, IterationsPerReward: 500, StopTolerance: new(float64),
-				BatchSize: 64, LR: 1e-3,
+				BatchSize: 64, LR: 1e-3, Bound: "elbo",
 			},
 			Refinement: bandit.RefinementConfig{
 				Fractions:  []float64{0.7, 0.3},
@@ -75,7 +81,9 @@ func Presets() map[string]Preset {
 	}
 	fast := paper
 	fast.Name = "fast"
-	fast.Description = "paper's 2x100 ReLU network, prior, optimizer, refinement fractions and samples per decision; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound) on the paper's 2x100 ReLU network, optimizer, refinement fractions and samples per decision; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Bandit.Model = bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1}
+	fast.Bandit.Training.Bound = ""
 	fast.TrainEvery = 10
 	fast.Bandit.Training.Iterations = 100
 	fast.Bandit.Training.IterationsPerReward = 10

@@ -1,0 +1,111 @@
+package nn
+
+import "math"
+
+// outTerm accumulates the output end of a log-likelihood over the rows of
+// one call and gives each row's derivative with respect to the played
+// arm's output f. For a Gaussian likelihood it keeps the number of rows
+// and the residual sum of squares of each noise group (one group, or one
+// per arm with Options.NoisePerArm), from which finish forms
+//
+//	sum_k [ -n_k/2 log(2 pi s2_k) - ss_k/(2 s2_k) ],   d/d(log s2_k) = -n_k/2 + ss_k/(2 s2_k);
+//
+// for a Bernoulli likelihood it sums y f - log(1 + exp(f)) directly.
+// Both evaluators (float64 and the fast engine) use it, so the two
+// families are written once.
+type outTerm struct {
+	fam     Family
+	perArm  bool
+	sh, sc  float64
+	s2      []float64 // noise variance per group
+	n, ss   []float64 // rows and residual sums of squares per group
+	ll      float64   // Bernoulli: the log-likelihood so far
+	learned bool
+	fixed   float64
+}
+
+func newOutTerm(l *Likelihood) outTerm {
+	groups := 1
+	if l.opt.LearnNoise && l.opt.NoisePerArm {
+		groups = l.arch.Out()
+	}
+	return outTerm{
+		fam: l.opt.Family, perArm: groups > 1, learned: l.opt.LearnNoise, fixed: l.opt.NoiseVar,
+		sh: l.opt.Standardization.Shift, sc: l.opt.Standardization.scale(),
+		s2: make([]float64, groups), n: make([]float64, groups), ss: make([]float64, groups),
+	}
+}
+
+// start clears the sums for a call at the hyperparameters hyper (of
+// length NumHyper, checked by the caller).
+func (o *outTerm) start(hyper []float64) {
+	clear(o.n)
+	clear(o.ss)
+	o.ll = 0
+	for k := range o.s2 {
+		if o.learned {
+			o.s2[k] = math.Exp(hyper[k])
+		} else {
+			o.s2[k] = o.fixed
+		}
+	}
+}
+
+// row adds the row (reward y, played arm a, output f of the played arm)
+// and returns d log p(y | f) / df:
+//
+//	Gaussian:  r = y - Shift - Scale*f,   Scale*r/s2;
+//	Bernoulli: y - sigmoid(f).
+func (o *outTerm) row(y float64, a int, f float64) float64 {
+	if o.fam == Bernoulli {
+		o.ll += y*f - softplus1(f)
+		return y - sigmoid1(f)
+	}
+	k := 0
+	if o.perArm {
+		k = a
+	}
+	r := y - (o.sh + o.sc*f)
+	o.n[k]++
+	o.ss[k] += r * r
+	return o.sc * r / o.s2[k]
+}
+
+// finish returns the log-likelihood of the rows added since start and
+// writes its gradient with respect to the hyperparameters into dHyper
+// when it is not empty.
+func (o *outTerm) finish(dHyper []float64) float64 {
+	if o.fam == Bernoulli {
+		return o.ll
+	}
+	var ll float64
+	for k, s2 := range o.s2 {
+		n, ss := o.n[k], o.ss[k]
+		ll += -0.5*n*math.Log(2*math.Pi*s2) - ss/(2*s2)
+		if len(dHyper) > 0 {
+			dHyper[k] = -0.5*n + ss/(2*s2)
+		}
+	}
+	return ll
+}
+
+// softplus1 returns log(1 + exp(f)) without overflow.
+func softplus1(f float64) float64 {
+	if f > 0 {
+		return f + math.Log1p(math.Exp(-f))
+	}
+	return math.Log1p(math.Exp(f))
+}
+
+// sigmoid1 returns 1/(1 + exp(-f)) without overflow.
+func sigmoid1(f float64) float64 {
+	if f >= 0 {
+		return 1 / (1 + math.Exp(-f))
+	}
+	e := math.Exp(f)
+	return e / (1 + e)
+}
+
+// Sigmoid returns 1/(1 + exp(-f)), the probability of a reward of 1 for
+// the logit f of a Bernoulli likelihood.
+func Sigmoid(f float64) float64 { return sigmoid1(f) }
