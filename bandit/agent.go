@@ -239,7 +239,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 			if err != nil {
 				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
 			}
-			tcfg.Optimizer, tcfg.NGVIStep = o, cfg.Training.NGVIStep
+			tcfg.Optimizer, tcfg.NGVIStep, tcfg.SigmaLR = o, cfg.Training.NGVIStep, cfg.Training.SigmaLR
 		}
 		a.tcfg = tcfg
 		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)

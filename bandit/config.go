@@ -335,6 +335,16 @@ type TrainingConfig struct {
 	BatchSize int `json:"batch_size"`
 	// LR is Adam's learning rate; default 1e-3 (Section 4.3).
 	LR float64 `json:"lr"`
+	// SigmaLR is Adam's learning rate for the posterior standard
+	// deviations of the mean-field policies (their softplus parameters)
+	// when larger than LR; default 1e-3 (LR's), (0, 1]. Adam moves a
+	// parameter by about its learning rate per iteration, so at 1e-3 a
+	// standard deviation needs thousands of iterations to reach the
+	// width the data give it, and the posterior's width follows the
+	// iteration count (posterior.TrainConfig.SigmaLR). A larger rate
+	// removes most of that, but on the showdown's problems it cost
+	// regret (docs/model.md has the figures), so it is not the default.
+	SigmaLR float64 `json:"sigma_lr"`
 	// SnapshotEvery persists the posterior every this many versions
 	// (and on shutdown); default 10, 1..1000000.
 	SnapshotEvery int `json:"snapshot_every"`
@@ -458,6 +468,7 @@ const (
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 0.1
+	DefaultSigmaLR           = posterior.DefaultLR
 	DefaultNoiseShape        = 2.0
 	DefaultNoiseRate         = 0.5
 	DefaultTrainIterations   = 500
@@ -701,6 +712,9 @@ func (c *Config) SetDefaults() {
 	if t.LR == 0 {
 		t.LR = posterior.DefaultLR
 	}
+	if t.SigmaLR == 0 {
+		t.SigmaLR = DefaultSigmaLR
+	}
 	if t.SnapshotEvery == 0 {
 		t.SnapshotEvery = DefaultSnapshotEvery
 	}
@@ -941,6 +955,7 @@ func (c *Config) validateModel(v *validator) {
 	v.intRange("training.iterations", t.Iterations, 1, 100000)
 	v.intRange("training.batch_size", t.BatchSize, 1, 4096)
 	v.positive("training.lr", t.LR, 1)
+	v.positive("training.sigma_lr", t.SigmaLR, 1)
 	v.intRange("training.snapshot_every", t.SnapshotEvery, 1, 1000000)
 	v.intRange("training.iterations_per_reward", t.IterationsPerReward, 1, 100000)
 	if t.StopTolerance != nil && !(*t.StopTolerance >= 0 && *t.StopTolerance <= 1) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -392,5 +393,59 @@ func TestRefinerAllocatesNothingPerSample(t *testing.T) {
 	ctx := context.Background()
 	if a := testing.AllocsPerRun(20, func() { ref.Refine(ctx, w, q0, rng) }); a != 0 {
 		t.Errorf("Refine allocates %v times per sample, want 0", a)
+	}
+}
+
+// TestRefineWithAPriorMeanIsTheShiftedProblem: refining q0 under a prior
+// N(m, s^2) is refining the shifted problem, w' = w - m with the prior
+// N(0, s^2), targets y - x.m and q0's means less m, and adding m back
+// (Refine starts Appendix A's sum of auxiliary variables at b_0 = m).
+// On the exact linear-Gaussian model and the reference engine, with the
+// same random stream, the two samples agree to rounding.
+func TestRefineWithAPriorMeanIsTheShiftedProblem(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	lik := correlatedRegression(rng, 20, 3, 0.5, 0.5)
+	lik.exact = true
+	m := []float64{0.8, -1.2, 0.3}
+	shifted := &linearGaussian{noiseVar: lik.noiseVar, exact: true}
+	for i, x := range lik.x {
+		var f float64
+		for j := range x {
+			f += x[j] * m[j]
+		}
+		shifted.x = append(shifted.x, x)
+		shifted.y = append(shifted.y, lik.y[i]-f)
+	}
+	q0 := NewMeanField(3, 0, []float64{0.7, 1.1, 0.4}, 0.2)
+	q0.PriorMean = slices.Clone(m)
+	copy(q0.Mu, []float64{1.1, -0.9, 0.1})
+	q0s := q0.Clone()
+	q0s.PriorMean = nil
+	for j := range q0s.Mu {
+		q0s.Mu[j] -= m[j]
+	}
+	cfg := RefineConfig{K: 3, Ratio: 0.6, Iterations: 200, LR: 0.02, Reference: true}
+	r1, err := NewRefiner(lik, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := NewRefiner(shifted, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range 5 {
+		w1, _, err := r1.Refine(context.Background(), nil, q0, rand.New(rand.NewPCG(uint64(s), 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w2, _, err := r2.Refine(context.Background(), nil, q0s, rand.New(rand.NewPCG(uint64(s), 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range w1 {
+			if d := math.Abs(w1[j] - (w2[j] + m[j])); d > 1e-9 {
+				t.Errorf("sample %d, weight %d: %.12f under the prior mean, %.12f shifted back", s, j, w1[j], w2[j]+m[j])
+			}
+		}
 	}
 }

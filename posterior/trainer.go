@@ -64,6 +64,17 @@ type TrainConfig struct {
 	// DefaultNGVIStep. With FinalLR set it decays in proportion to the
 	// learning rate.
 	NGVIStep float64
+	// SigmaLR, when greater than LR, is Adam's learning rate for the
+	// softplus parameters rho of the standard deviations, the means
+	// keeping LR (both decay together under FinalLR); zero means LR.
+	// Adam moves a parameter by about its learning rate per iteration
+	// whatever the gradient's size, so at LR 1e-3 a standard deviation
+	// changes by a factor of at most about e^0.001 per iteration and
+	// takes thousands of iterations to go from its initial value to
+	// where the data put it: the posterior's width then follows the
+	// iteration count, not the data. A larger rate for rho lets the
+	// widths settle within a retraining. Only OptimizerAdam.
+	SigmaLR float64
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
@@ -107,6 +118,8 @@ func (c TrainConfig) validate() error {
 		return fmt.Errorf("posterior: optimizer %s with a point estimate, want adam", c.Optimizer)
 	case !(c.NGVIStep > 0 && c.NGVIStep <= 1):
 		return fmt.Errorf("posterior: natural-gradient step %g, want in (0, 1]", c.NGVIStep)
+	case c.SigmaLR < 0 || math.IsInf(c.SigmaLR, 0) || math.IsNaN(c.SigmaLR):
+		return fmt.Errorf("posterior: sigma learning rate %g, want >= 0", c.SigmaLR)
 	}
 	return nil
 }
@@ -137,12 +150,13 @@ type Trainer struct {
 	fast *fastState // fast engine only
 	col  collapsed  // the collapsed bound's constants (Bound != BoundELBO)
 
-	hp    HyperPrior // the likelihood's, if it has one
-	hpd   []float64  // gradient of log p(hyper)
-	grad  []float64  // gradient of -ELBO w.r.t. [mu | rho | hyper]
-	sigma []float64  // softplus(rho)
-	sgm   []float64  // sigmoid(rho), the softplus' derivative
-	rows  []int
+	hp     HyperPrior // the likelihood's, if it has one
+	hpd    []float64  // gradient of log p(hyper)
+	grad   []float64  // gradient of -ELBO w.r.t. [mu | rho | hyper]
+	sigma  []float64  // softplus(rho)
+	sgm    []float64  // sigmoid(rho), the softplus' derivative
+	rhoOld []float64  // rho before an Adam step (SigmaLR)
+	rows   []int
 }
 
 // NewTrainer returns a Trainer for posteriors over lik's parameters.
@@ -153,16 +167,17 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 	}
 	n, nh := lik.NumParams(), lik.NumHyper()
 	t := &Trainer{
-		cfg:   cfg,
-		lik:   lik,
-		eval:  lik.NewEvaluator(cfg.BatchSize),
-		lr:    cfg.LR,
-		grad:  make([]float64, 2*n+nh),
-		sigma: make([]float64, n),
-		sgm:   make([]float64, n),
-		rows:  make([]int, cfg.BatchSize),
-		col:   newCollapsed(cfg.Bound, cfg.CollapsedReg, cfg.CollapsedShape),
-		hpd:   make([]float64, nh),
+		cfg:    cfg,
+		lik:    lik,
+		eval:   lik.NewEvaluator(cfg.BatchSize),
+		lr:     cfg.LR,
+		grad:   make([]float64, 2*n+nh),
+		sigma:  make([]float64, n),
+		sgm:    make([]float64, n),
+		rhoOld: make([]float64, n),
+		rows:   make([]int, cfg.BatchSize),
+		col:    newCollapsed(cfg.Bound, cfg.CollapsedReg, cfg.CollapsedShape),
+		hpd:    make([]float64, nh),
 	}
 	t.hp, _ = lik.(HyperPrior)
 	if cfg.Reference {
@@ -366,8 +381,28 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	}
 	t.hyperGrad(dHyper, q.Hyper, scale)
 	t.adam.LR = t.lr
+	if c := t.sigmaScale(); c > 1 {
+		copy(t.rhoOld, q.Rho)
+		t.adam.Step(q.params, t.grad)
+		for j, r := range t.rhoOld {
+			q.Rho[j] = r + c*(q.Rho[j]-r)
+		}
+		return ll, scale
+	}
 	t.adam.Step(q.params, t.grad)
 	return ll, scale
+}
+
+// sigmaScale is SigmaLR/LR when it exceeds 1 for a trainer of rho with
+// Adam, else 1: the step Adam takes on rho at the means' learning rate
+// is stretched by this factor, which is Adam at learning rate SigmaLR for
+// rho (its moment estimates are of the gradient, which the stretch does
+// not change).
+func (t *Trainer) sigmaScale() float64 {
+	if t.cfg.Point || t.cfg.Optimizer != OptimizerAdam || t.cfg.SigmaLR <= t.cfg.LR {
+		return 1
+	}
+	return t.cfg.SigmaLR / t.cfg.LR
 }
 
 // RunStats summarizes a Run. Under TrainConfig.Point the "ELBO" fields

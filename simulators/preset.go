@@ -68,7 +68,7 @@ func Presets() map[string]Preset {
 				Likelihood: bandit.LikelihoodGaussian, Noise: bandit.NoiseShared, NoisePrior: &bandit.NoisePrior{}},
 			Training: bandit.TrainingConfig{
 				Iterations: 500, IterationsPerReward: 500, StopTolerance: new(float64),
-				BatchSize: 64, LR: 1e-3, Bound: "elbo",
+				BatchSize: 64, LR: 1e-3, SigmaLR: 1e-3, Bound: "elbo",
 			},
 			Refinement: bandit.RefinementConfig{
 				Fractions:  []float64{0.7, 0.3},
@@ -84,6 +84,7 @@ func Presets() map[string]Preset {
 	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound) on the paper's 2x100 ReLU network, optimizer, refinement fractions and samples per decision; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
 	fast.Bandit.Model = bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1}
 	fast.Bandit.Training.Bound = ""
+	fast.Bandit.Training.SigmaLR = 0
 	fast.TrainEvery = 10
 	fast.Bandit.Training.Iterations = 100
 	fast.Bandit.Training.IterationsPerReward = 10
