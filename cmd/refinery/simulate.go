@@ -55,11 +55,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
 	bound := fs.String("bound", "", "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of seed 004) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
 	optimizer := fs.String("optimizer", "", "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, seed 002) (default: the preset's, adam)")
+	var sets setFlags
+	fs.Var(&sets, "set", "set one field of the preset's bandit configuration, as a JSON path and value: --set model.noise=per-arm --set training.sigma_lr=0.01 (repeatable; the value is JSON, or a string when it does not parse as JSON)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
 	merge := fs.String("merge", "", "combine the outputs of earlier simulations in the comma-separated DIRs (same env, steps and preset; each run from one of them) into --out, as one simulation of all their runs, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--optimizer adam|ngvi] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T]")
+			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--optimizer adam|ngvi] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T] [--set PATH=VALUE]...")
 			fmt.Fprintln(stdout, "       refinery simulate --merge DIR,DIR,... --out DIR")
 			fmt.Fprintln(stdout, "       refinery simulate --replot DIR")
 			fmt.Fprintln(stdout)
@@ -126,6 +128,14 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageError{fmt.Errorf("--optimizer %q: want one of \"adam\", \"ngvi\"", *optimizer)}
 		}
 		preset.Bandit.Training.Optimizer = *optimizer
+	}
+	if len(sets) > 0 {
+		if *banditConfig != "" {
+			return usageError{errors.New("--set: the --bandit-config file sets the configuration")}
+		}
+		if err := sets.apply(&preset.Bandit); err != nil {
+			return usageError{err}
+		}
 	}
 	var specs []simulators.PolicySpec
 	var err error
@@ -228,5 +238,66 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(sum.Errors) > 0 {
 		return fmt.Errorf("%d runs failed: %s", len(sum.Errors), sum.Errors[0])
 	}
+	return nil
+}
+
+// setFlags are the --set PATH=VALUE overrides of simulate, in order.
+type setFlags []string
+
+func (s *setFlags) String() string { return strings.Join(*s, ",") }
+
+func (s *setFlags) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("want PATH=VALUE, got %q", v)
+	}
+	*s = append(*s, v)
+	return nil
+}
+
+// apply sets each PATH=VALUE in c, a preset's bandit configuration, by
+// way of its JSON: PATH names nested object members with dots
+// ("model.noise"), VALUE is JSON (a number, true, an object) or else a
+// string. The result is decoded strictly, so an unknown field or a value
+// of the wrong type is an error naming it; validation comes later, with
+// the policy's defaults filled in.
+func (s setFlags) apply(c *bandit.Config) error {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return err
+	}
+	for _, kv := range s {
+		path, val, _ := strings.Cut(kv, "=")
+		var v any
+		if err := json.Unmarshal([]byte(val), &v); err != nil {
+			v = val
+		}
+		keys := strings.Split(path, ".")
+		obj := m
+		for _, k := range keys[:len(keys)-1] {
+			next, ok := obj[k].(map[string]any)
+			if !ok {
+				if obj[k] != nil {
+					return fmt.Errorf("--set %s: %s is not an object", kv, k)
+				}
+				next = map[string]any{}
+				obj[k] = next
+			}
+			obj = next
+		}
+		obj[keys[len(keys)-1]] = v
+	}
+	raw, err = json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var out bandit.Config
+	if err := bandit.DecodeStrict(raw, &out); err != nil {
+		return fmt.Errorf("--set: %w", err)
+	}
+	*c = out
 	return nil
 }
