@@ -183,6 +183,20 @@ func FitLastLayer(p *nn.Predictor, lik *nn.Likelihood, w, hyper []float64, cfg L
 		b.MulVec(vecs[k].T(), mat.NewVecDense(D, ll.XtY[k*D:(k+1)*D]))
 		b.ScaleVec(1/s2, b)
 		proj[k] = b.RawVector().Data
+		// Directions the arm's features never span have eigenvalue 0;
+		// rounding leaves them ~1e-16 of the largest and a projection
+		// of the same order, whose share of |m|^2 grows as 1/alpha^2
+		// and can drive the fixed point below to alpha = 0. They carry
+		// no data: zero them.
+		top := 0.0
+		for _, v := range vals[k] {
+			top = max(top, v)
+		}
+		for j, v := range vals[k] {
+			if v <= 1e-12*top {
+				vals[k][j], proj[k][j] = 0, 0
+			}
+		}
 	}
 	// |m|^2 and gamma at alpha, in the eigenbasis: m = V diag(1/(lambda+alpha)) V^T Phi^T t / s2.
 	stats := func(alpha float64) (msq, gamma float64) {
@@ -205,6 +219,12 @@ func FitLastLayer(p *nn.Predictor, lik *nn.Likelihood, w, hyper []float64, cfg L
 			}
 			next := gamma / msq
 			done := math.Abs(next-alpha) <= 1e-12*alpha
+			if next < minLastLayerAlpha {
+				// The evidence keeps rising as the prior widens: the
+				// features fit the rewards with no shrinkage needed.
+				// Stop at a prior of standard deviation 1e4.
+				next, done = minLastLayerAlpha, true
+			}
 			alpha = next
 			if done {
 				break
@@ -233,6 +253,11 @@ func FitLastLayer(p *nn.Predictor, lik *nn.Likelihood, w, hyper []float64, cfg L
 	ll.LogEvidence = ll.logEvidence(alpha, vals)
 	return ll, nil
 }
+
+// minLastLayerAlpha is the least prior precision FitLastLayer's evidence
+// maximization returns (a prior standard deviation of 1e4 in
+// standardized reward units per weight).
+const minLastLayerAlpha = 1e-8
 
 // logEvidence returns log p(t | alpha, s2) for the means in ll.Base.
 func (ll *LastLayer) logEvidence(alpha float64, vals [][]float64) float64 {
