@@ -1144,6 +1144,9 @@ func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error
 	if !(math.Abs(value) <= MaxRewardAbs) {
 		return invalid("value", fmt.Sprintf("%g, want a finite number in [-%g, %g]", value, MaxRewardAbs, MaxRewardAbs))
 	}
+	if a.cfg.Model.Likelihood == LikelihoodBernoulli && a.likelihoodChoice() && !(value >= 0 && value <= 1) {
+		return invalid("value", fmt.Sprintf("%g, want a number in [0, 1]: the bandit's model.likelihood is bernoulli", value))
+	}
 	if a.step != nil {
 		a.stepMu.Lock()
 		defer a.stepMu.Unlock()

@@ -50,3 +50,6 @@ func (a *Agent) RefinementPrior() (mean, variance []float64) {
 // TrainingData is the agent's training rows so far, in the order it
 // read them: encoded contexts, arms and rewards.
 func (a *Agent) TrainingData() nn.View { return a.data.View() }
+
+// Family is the likelihood family of the published posterior.
+func (a *Agent) Family() nn.Family { return a.model.Load().fam }
