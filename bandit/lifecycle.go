@@ -374,7 +374,7 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Bandit: a.name, Version: m.version + 1, Params: params, Metrics: metrics}, nil
+	return &Snapshot{Bandit: a.name, Version: nextVersion(m.version), Params: params, Metrics: metrics}, nil
 }
 
 // Update applies a patch to the named bandit and returns its agent and

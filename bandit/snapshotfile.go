@@ -152,6 +152,9 @@ func (s *Service) Import(ctx context.Context, f *SnapshotFile) (*Agent, error) {
 	if cfg.Policy.Kind.posteriorInRows() {
 		return nil, fail("bandit.policy.kind", "a %s posterior is rebuilt from the stored rewards, which a snapshot does not carry", cfg.Policy.Kind)
 	}
+	if f.ModelVersion < 0 || f.ModelVersion > MaxModelVersion {
+		return nil, fail("model_version", "%d: want 0 to %d (2^53 - 1), so that the versions after it cannot overflow", f.ModelVersion, int64(MaxModelVersion))
+	}
 	var snap *Snapshot
 	if f.ModelVersion > 0 && cfg.Policy.Kind != Uniform {
 		snap = &Snapshot{Bandit: cfg.Name, Version: f.ModelVersion, Params: f.Posterior, Metrics: f.PosteriorMeta}
@@ -164,8 +167,6 @@ func (s *Service) Import(ctx context.Context, f *SnapshotFile) (*Agent, error) {
 		if _, _, err := probe.decodeSnapshot(snap); err != nil {
 			return nil, fail("posterior", "the posterior does not fit the configuration: %v", err)
 		}
-	} else if f.ModelVersion < 0 {
-		return nil, fail("model_version", "%d: want 0 or more", f.ModelVersion)
 	}
 	return s.create(ctx, cfg, snap)
 }
