@@ -221,6 +221,13 @@ type Config struct {
 	// KeyCacheTTL is how long a checked key is remembered; zero means
 	// DefaultKeyCacheTTL.
 	KeyCacheTTL time.Duration
+	// AllowedHosts, when not empty, are the only host names the Host
+	// header may carry (compared without the port, case-insensitively;
+	// "::1" matches "[::1]:8080"); any other is a 421 problem. serve sets
+	// it on its open loopback default (localhost, 127.0.0.1, ::1 and the
+	// --addr host), so that a page whose name rebinds to 127.0.0.1 is
+	// not served (DNS rebinding; issue 31, finding 10). Empty: any Host.
+	AllowedHosts []string
 }
 
 // Defaults of Config.
@@ -253,9 +260,10 @@ type Server struct {
 	// store was unavailable; /readyz is 503 for storeFailureWindow after.
 	storeFailedAt atomic.Int64
 
-	requireKeys bool
-	keys        keys.Store
-	keyCache    keyCache
+	requireKeys  bool
+	keys         keys.Store
+	keyCache     keyCache
+	allowedHosts map[string]bool // nil: any Host
 }
 
 // storeFailureWindow is how long after a request failed on an
@@ -302,6 +310,12 @@ func New(cfg Config) *Server {
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
 		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL}}
+	for _, h := range cfg.AllowedHosts {
+		if s.allowedHosts == nil {
+			s.allowedHosts = map[string]bool{}
+		}
+		s.allowedHosts[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
 	go s.dash.run(s.svc)
 	if s.metrics != nil {
 		s.metrics.Watch(s.svc)
@@ -311,7 +325,7 @@ func New(cfg Config) *Server {
 	if s.metrics != nil {
 		r.Use(s.metrics.instrument)
 	}
-	r.Use(s.crossOrigin, s.authenticate) // auth.go
+	r.Use(s.checkHost, s.crossOrigin, s.authenticate) // auth.go
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, withDetail(errNoRoute, "no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -590,7 +604,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz is 200 when the store answers with a current schema, every
 // stored bandit is loaded, and the server is not draining; 503
-// otherwise. The body says which check failed.
+// otherwise. The body says which check failed; with keys required (every
+// address beyond loopback) it does not say why the store failed, which
+// names the database's user, name and host:port, only that it is
+// unavailable: the route is open, and the error goes to the log (issue
+// 31, finding 11).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
@@ -598,6 +616,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ready := true
 	if err := s.svc.Store().Ping(ctx); err != nil {
 		checks["store"] = err.Error()
+		if s.requireKeys {
+			checks["store"] = "unavailable"
+			if s.logs.allow() {
+				s.log.WarnContext(r.Context(), "readyz: the store is unavailable", "request_id", requestID(r.Context()), "err", err, "suppressed", s.logs.suppressed())
+			}
+		}
 		ready = false
 	} else if at := s.storeFailedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < storeFailureWindow {
 		checks["store"] = "requests failed on an unavailable database in the last " + storeFailureWindow.String()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -236,9 +238,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 
 // Guard wraps h (a handler outside the API's router, such as serve's
 // /debug/pprof/) so that it needs a key with scope, when keys are
-// required.
+// required, and a Host of Config.AllowedHosts, when they are set.
 func (s *Server) Guard(scope keys.Scope, h http.Handler) http.Handler {
-	return s.requestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.requestID(s.checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.requireKeys {
 			if err := s.authorize(r, scope); err != nil {
 				s.writeProblem(w, r, err)
@@ -246,7 +248,7 @@ func (s *Server) Guard(scope keys.Scope, h http.Handler) http.Handler {
 			}
 		}
 		h.ServeHTTP(w, r)
-	}))
+	})))
 }
 
 var loginTemplate = template.Must(template.ParseFS(dashboardFS, "dashboard/login.html"))
@@ -316,6 +318,40 @@ func pageHeaders(w http.ResponseWriter) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// checkHost answers 421 to a request whose Host is not one of
+// Config.AllowedHosts (when they are set): on the open loopback default
+// a page whose name rebinds to 127.0.0.1 sends its own name as Host, and
+// as Origin, so that the cross-origin check alone lets it write.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.allowedHosts != nil && !s.allowedHosts[hostName(r.Host)] {
+			w.Header().Set("Connection", "close")
+			s.writeProblem(w, r, withDetail(errHost, "this server answers to %s only, not to Host %q", s.hostList(), r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostName is the lower-case name of a Host header without its port and
+// brackets.
+func hostName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.ToLower(strings.Trim(host, "[]"))
+}
+
+// hostList lists the allowed hosts, sorted, for a message.
+func (s *Server) hostList() string {
+	hs := make([]string, 0, len(s.allowedHosts))
+	for h := range s.allowedHosts {
+		hs = append(hs, h)
+	}
+	slices.Sort(hs)
+	return strings.Join(hs, ", ")
 }
 
 // crossOrigin refuses a browser's cross-origin write

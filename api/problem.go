@@ -32,6 +32,8 @@ var (
 	errBodyTimeout = errors.New("api: request body timeout")
 	// errOverloaded: no room for the request within AdmissionWait.
 	errOverloaded = errors.New("api: overloaded")
+	// errHost: a Host header outside Config.AllowedHosts.
+	errHost = errors.New("api: misdirected request")
 )
 
 // Limits on what an error answer echoes (issue 16, finding 8): a 1 MB
@@ -58,6 +60,7 @@ var problemTable = []struct {
 	{errNoKey, http.StatusUnauthorized},
 	{errScope, http.StatusForbidden},
 	{errCrossOrigin, http.StatusForbidden},
+	{errHost, http.StatusMisdirectedRequest},
 	{errTooLarge, http.StatusRequestEntityTooLarge},
 	{errMediaType, http.StatusUnsupportedMediaType},
 	{errNoRoute, http.StatusNotFound},
