@@ -129,8 +129,10 @@
 // a deleted bandit's kept log) / event decided
 // with another context / reward with another value / decision on an
 // archived bandit, 413 body over the route's limit (MaxConfigBytes,
-// MaxDecisionBytes, MaxRewardBytes), 415, 429 at capacity
-// (Config.MaxInFlight; with Retry-After, nothing was done), 503 with
+// MaxDecisionBytes, MaxRewardBytes), 415, 421 a Host outside
+// Config.AllowedHosts, 429 at capacity (Config.MaxInFlight) or past the
+// budget of lookups of unknown API keys (auth.go; with Retry-After,
+// nothing was done), 503 with
 // Retry-After while loading or shutting down, when the database is
 // unavailable (store.IsUnavailable) or the request ran past
 // Config.RequestTimeout, and 500 for anything else, logged (at most a
@@ -160,6 +162,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -201,7 +204,9 @@ type Config struct {
 	// to AdmissionWait (zero: DefaultAdmissionWait) in a queue of at
 	// most 4 x MaxInFlight, and is otherwise answered at once 429 with
 	// Retry-After: load is shed, not queued without bound (issue 16,
-	// finding 6). /healthz, /readyz and /metrics are not counted.
+	// finding 6). /healthz, /readyz and /metrics are not counted. A
+	// request's body (but a snapshot's) is read before it takes a slot
+	// (readFirst), and its key checked before that (auth.go).
 	MaxInFlight   int
 	AdmissionWait time.Duration
 	// RequestTimeout bounds the handling of one /v1/ request; past it
@@ -259,6 +264,7 @@ type Server struct {
 	// storeFailedAt is when (UnixNano) a request last failed because the
 	// store was unavailable; /readyz is 503 for storeFailureWindow after.
 	storeFailedAt atomic.Int64
+	ping          pingCache
 
 	requireKeys  bool
 	keys         keys.Store
@@ -339,26 +345,31 @@ func New(cfg Config) *Server {
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.json", s.openapi)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	// Every /v1/ route is admitted (admit); a route with a body reads it
+	// first (readFirst), so that a body arriving slowly holds no slot
+	// (issue 31, finding 1), and a route of a bandit finds it first
+	// (loadBandit, in memory): an unknown one is a 404 before its body.
 	r.Route("/v1/bandits", func(r chi.Router) {
-		r.Use(s.admit)
-		r.Post("/", s.createBandit)
-		r.Get("/", s.listBandits)
+		r.With(s.readFirst(MaxConfigBytes), s.admit).Post("/", s.createBandit)
+		r.With(s.admit).Get("/", s.listBandits)
 		r.Route("/{name}", func(r chi.Router) {
 			// DELETE finds its bandit itself: with ?purge=true it also
 			// purges the kept log of a bandit deleted before.
-			r.Delete("/", s.deleteBandit)
+			r.With(s.admit).Delete("/", s.deleteBandit)
 			r.Group(func(r chi.Router) {
 				r.Use(s.loadBandit)
-				r.Get("/", s.getBandit)
-				r.Patch("/", s.patchBandit)
-				r.Post("/decisions", s.decide)
-				r.Post("/events/{event_id}/reward", s.reward)
-				r.Get("/snapshot", s.snapshot)
-				r.Get("/decisions", s.listDecisions)
-				r.Get("/decisions/{event_id}", s.getDecision)
+				r.With(s.admit).Get("/", s.getBandit)
+				r.With(s.readFirst(MaxConfigBytes), s.admit).Patch("/", s.patchBandit)
+				r.With(s.readFirst(MaxDecisionBytes), s.admit).Post("/decisions", s.decide)
+				r.With(s.readFirst(MaxRewardBytes), s.admit).Post("/events/{event_id}/reward", s.reward)
+				r.With(s.admit).Get("/snapshot", s.snapshot)
+				r.With(s.admit).Get("/decisions", s.listDecisions)
+				r.With(s.admit).Get("/decisions/{event_id}", s.getDecision)
 			})
 		})
 	})
+	// A snapshot (admin only, up to MaxSnapshotBytes) is read within its
+	// slot, so that at most MaxInFlight of them are held in memory.
 	r.With(s.admit).Post("/v1/snapshots", s.importSnapshot)
 	s.router = r
 	_ = chi.Walk(r, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
@@ -440,6 +451,10 @@ type reqState struct {
 	id    string
 	agent *bandit.Agent
 	keyID string // the API key's ID, when keys are required
+	// body is the request body once read in full (bodyRead), by
+	// readFirst or the handler's readBody.
+	body     []byte
+	bodyRead bool
 }
 
 func state(ctx context.Context) *reqState {
@@ -464,10 +479,27 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 	})
 }
 
+// readFirst reads the request body (readBody: its content type, its size
+// limit, BodyReadTimeout) before the request is admitted: a body that
+// arrives a byte at a time holds a connection (serve's --max-conns) but
+// no slot of MaxInFlight, which took every slot from the honest clients
+// (issue 31, finding 1). The handler's readBody returns the body read.
+func (s *Server) readFirst(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := s.readBody(w, r, limit); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // admit bounds the requests in flight (Config.MaxInFlight): a request
 // waits at most AdmissionWait for room, in a bounded queue, and is
 // otherwise answered 429 at once. An admitted request runs under
-// RequestTimeout.
+// RequestTimeout. Routes with a body read it before (readFirst).
 func (s *Server) admit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -554,6 +586,10 @@ func agentFrom(ctx context.Context) *bandit.Agent { return state(ctx).agent }
 // and a JSON content type makes a cross-origin page ask first with a
 // CORS preflight this server does not answer), 413 past the limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	st := state(r.Context())
+	if st != nil && st.bodyRead {
+		return st.body, nil // readFirst's
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		if ct == "" {
 			return nil, withDetail(errMediaType, "no Content-Type: want application/json")
@@ -566,12 +602,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	// The body must arrive within BodyReadTimeout of the handler's
 	// start (the server's ReadTimeout is the backstop where the
 	// connection does not support deadlines).
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
 	case err == nil:
+		// The body is in: lift the deadline, which would otherwise end
+		// the server's watch of the connection while the request waits
+		// for a slot or runs, and cancel its context.
+		_ = rc.SetReadDeadline(time.Time{})
+		if st != nil {
+			st.body, st.bodyRead = body, true
+		}
 		return body, nil
 	case errors.As(err, &tooLarge):
 		return nil, withDetail(errTooLarge, "the body exceeds %d bytes", limit)
@@ -610,11 +654,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // unavailable: the route is open, and the error goes to the log (issue
 // 31, finding 11).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
-	defer cancel()
 	checks := map[string]string{"store": "ok", "bandits": "loaded"}
 	ready := true
-	if err := s.svc.Store().Ping(ctx); err != nil {
+	if err := s.ping.check(r.Context(), s.svc.Store(), s.timeout); err != nil {
 		checks["store"] = err.Error()
 		if s.requireKeys {
 			checks["store"] = "unavailable"
@@ -640,6 +682,35 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		status, code = "not ready", http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, code, map[string]any{"status": status, "checks": checks, "ephemeral_store": s.svc.Store().Ephemeral()})
+}
+
+// pingCache shares the store's Ping among /readyz requests: one at a
+// time, its answer reused for readyPingTTL, so that a flood of /readyz
+// costs at most a few database round trips a second, not one each
+// (issue 31, finding 7).
+type pingCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// readyPingTTL is how long /readyz reuses the store's answer.
+const readyPingTTL = 250 * time.Millisecond
+
+// check returns the store's Ping, at most readyPingTTL old; a Ping
+// takes at most timeout, and is not cut short by the request that runs
+// it going away (others wait for it).
+func (p *pingCache) check(ctx context.Context, st bandit.Store, timeout time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && time.Since(p.at) < readyPingTTL {
+		return p.err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	p.err = st.Ping(ctx)
+	p.at = time.Now()
+	return p.err
 }
 
 // banditView is a bandit in responses: its configuration with defaults

@@ -109,46 +109,131 @@ func scopeFor(method, path string) keys.Scope {
 	return keys.Admin
 }
 
-// keyCache remembers checked keys for a while, so that a decision costs
-// no key lookup in the database; unknown secrets are remembered too, so
-// that a client repeating a wrong key does not cost one per request.
+// keyCache remembers checked keys, so that a decision costs no key
+// lookup in the database, and bounds what keys it does not know can cost
+// (issue 31, finding 7: a flood of random keys cost a query each, and
+// cut honest throughput from 4,372/s to 240/s):
+//
+//   - a key found (revoked or not) is remembered for ttl, then looked up
+//     again (a revoked key stops working within ttl), one lookup at a
+//     time per key; known keys are few (the keys table) and always get
+//     their lookup;
+//   - a secret found in no key is remembered for ttl, among at most
+//     maxUnknownKeys such secrets (past it they start afresh, without
+//     touching the known keys);
+//   - lookups of secrets not known are at most unknownLookupRate a
+//     second (a burst of as many); past that the request is refused 429
+//     with Retry-After, without a query.
 type keyCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[[32]byte]cachedKey
+	ttl     time.Duration
+	mu      sync.Mutex
+	known   map[[32]byte]cachedKey
+	unknown map[[32]byte]time.Time
+	// inflight shares one lookup of a hash among concurrent requests.
+	inflight map[[32]byte]*keyLookup
+	// tokens and refilled are the token bucket of lookups of secrets not
+	// known.
+	tokens   float64
+	refilled time.Time
 }
 
 type cachedKey struct {
-	k  *keys.Key // nil: no such key
+	k  *keys.Key
 	at time.Time
 }
 
-// maxCachedKeys bounds the cache; at the bound it starts afresh.
-const maxCachedKeys = 10_000
+// keyLookup is one lookup in flight; done closes when k and err are set.
+type keyLookup struct {
+	done chan struct{}
+	k    *keys.Key
+	err  error
+}
+
+// Bounds of keyCache.
+const (
+	// maxUnknownKeys bounds the unknown secrets remembered.
+	maxUnknownKeys = 10_000
+	// unknownLookupRate bounds the database lookups of secrets the cache
+	// does not know, per second; as many may come at once.
+	unknownLookupRate = 50
+)
+
+// errKeyLookups: too many lookups of unknown keys (429).
+var errKeyLookups = errors.New("api: too many key lookups")
 
 // lookup returns the key whose secret hashes to h, nil if none.
 func (c *keyCache) lookup(ctx context.Context, st keys.Store, h [32]byte) (*keys.Key, error) {
 	now := time.Now()
 	c.mu.Lock()
-	e, ok := c.m[h]
-	c.mu.Unlock()
-	if ok && now.Sub(e.at) < c.ttl {
+	if e, ok := c.known[h]; ok && now.Sub(e.at) < c.ttl {
+		c.mu.Unlock()
 		return e.k, nil
+	}
+	if at, ok := c.unknown[h]; ok && now.Sub(at) < c.ttl {
+		c.mu.Unlock()
+		return nil, nil
+	}
+	l, ok := c.inflight[h]
+	if !ok {
+		if _, known := c.known[h]; !known && !c.take(now) {
+			c.mu.Unlock()
+			return nil, withDetail(errKeyLookups, "too many requests with API keys this server does not know; retry after a second")
+		}
+		l = &keyLookup{done: make(chan struct{})}
+		if c.inflight == nil {
+			c.inflight = map[[32]byte]*keyLookup{}
+		}
+		c.inflight[h] = l
+	}
+	c.mu.Unlock()
+	if ok {
+		select {
+		case <-l.done:
+			return l.k, l.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	k, err := st.KeyByHash(ctx, h)
 	if errors.Is(err, keys.ErrNotFound) {
 		k, err = nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedKeys {
-		c.m = map[[32]byte]cachedKey{}
+	delete(c.inflight, h)
+	switch {
+	case err != nil:
+	case k != nil:
+		if c.known == nil {
+			c.known = map[[32]byte]cachedKey{}
+		}
+		c.known[h] = cachedKey{k: k, at: now}
+	default:
+		delete(c.known, h) // deleted from the store
+		if c.unknown == nil || len(c.unknown) >= maxUnknownKeys {
+			c.unknown = map[[32]byte]time.Time{}
+		}
+		c.unknown[h] = now
 	}
-	c.m[h] = cachedKey{k: k, at: now}
 	c.mu.Unlock()
-	return k, nil
+	l.k, l.err = k, err
+	close(l.done)
+	return k, err
+}
+
+// take takes a token of the lookups of unknown secrets, if there is one;
+// c.mu is held.
+func (c *keyCache) take(now time.Time) bool {
+	if c.refilled.IsZero() {
+		c.tokens = unknownLookupRate
+	} else {
+		c.tokens = min(unknownLookupRate, c.tokens+now.Sub(c.refilled).Seconds()*unknownLookupRate)
+	}
+	c.refilled = now
+	if c.tokens < 1 {
+		return false
+	}
+	c.tokens--
+	return true
 }
 
 // credential returns the secret the request presents and whether it

@@ -66,6 +66,7 @@ var problemTable = []struct {
 	{errNoRoute, http.StatusNotFound},
 	{errBodyTimeout, http.StatusRequestTimeout},
 	{errOverloaded, http.StatusTooManyRequests},
+	{errKeyLookups, http.StatusTooManyRequests},
 	{bandit.ErrLimit, http.StatusForbidden},
 	{errMethod, http.StatusMethodNotAllowed},
 	{bandit.ErrNotFound, http.StatusNotFound},
