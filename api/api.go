@@ -129,7 +129,8 @@
 // a deleted bandit's kept log) / event decided
 // with another context / reward with another value / decision on an
 // archived bandit, 413 body over the route's limit (MaxConfigBytes,
-// MaxDecisionBytes, MaxRewardBytes), 415, 421 a Host outside
+// MaxDecisionBytes, MaxRewardBytes; by Content-Length before any of the
+// body is read, without 100 Continue), 415, 421 a Host outside
 // Config.AllowedHosts, 429 at capacity (Config.MaxInFlight) or past the
 // budget of lookups of unknown API keys (auth.go; with Retry-After,
 // nothing was done), 503 with
@@ -475,6 +476,13 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header()["X-Request-Id"] = []string{id}
+		if r.ContentLength != 0 {
+			// Whatever answers the request, its body may take no longer
+			// than BodyReadTimeout to arrive or to be drained after an
+			// answer that did not read it (the server's ReadTimeout is
+			// 30s; issue 31, finding 12).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey, &reqState{id: id})))
 	})
 }
@@ -598,6 +606,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return nil, withDetail(errMediaType, "content type %q: want application/json", ct)
 		}
+	}
+	if r.ContentLength > limit {
+		// Known too large before a byte is read: no 100 Continue to an
+		// Expect: 100-continue, and no wait for a body to refuse
+		// (issue 31, finding 12).
+		return nil, withDetail(errTooLarge, "the body exceeds %d bytes (Content-Length %d)", limit, r.ContentLength)
 	}
 	// The body must arrive within BodyReadTimeout of the handler's
 	// start (the server's ReadTimeout is the backstop where the

@@ -327,6 +327,9 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a cursor this API did not make is a 400 naming cursor", "GET", decide + "?cursor=abc", "", "", 400, "cursor"},
 		{"an unknown query parameter is a 400 naming it", "GET", decide + "?offset=10", "", "", 400, "offset"},
 		{"a repeated query parameter is a 400 naming it", "GET", decide + "?limit=1&limit=2", "", "", 400, "limit"},
+		{"parameters separated by ';' are a 400 naming the first", "GET", decide + "?limit=5;limit=6", "", "", 400, "limit"},
+		{"a DELETE with purge=true;x is a 400 naming purge (it deleted the bandit)", "DELETE", "/v1/bandits/toy?purge=true;x=1", "", "", 400, "purge"},
+		{"a malformed escape in the query is a 400 naming its parameter", "GET", decide + "?limit=%zz", "", "", 400, "limit"},
 		{"an unknown decision is a 404", "GET", decide + "/nope", "", "", 404, none},
 		{"a decision of an unknown bandit is a 404", "GET", "/v1/bandits/nope/decisions/d1", "", "", 404, none},
 	}

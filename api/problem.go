@@ -157,6 +157,13 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
+	if st := state(r.Context()); r.ContentLength != 0 && (st == nil || !st.bodyRead) {
+		// Answered before its body was read (401, 404, 413, ...): close
+		// the connection after the answer rather than wait for the rest
+		// of the body to drain it (issue 31, finding 12).
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 	w.Header().Set("Content-Type", ProblemContentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)

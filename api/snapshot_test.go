@@ -118,3 +118,33 @@ func problemOf(t *testing.T, body []byte) api.Problem {
 	}
 	return p
 }
+
+// TestSnapshotImportRefusesCreatedAtBefore1970: a snapshot made in year
+// 0 (its checksum made again) is a 400 naming created_at, and nothing is
+// created (issue 31, finding 12). On both stores.
+func TestSnapshotImportRefusesCreatedAtBefore1970(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(*testing.T) bandit.Store
+	}{
+		{"on the in-memory store", memoryStore},
+		{"on PostgreSQL", postgresStore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.store(t))
+			snap := trainedSnapshot(t, f)
+			for _, at := range []time.Time{{}, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC)} {
+				body := renamed(t, snap, "ancient", func(s *bandit.SnapshotFile) { s.CreatedAt = at })
+				resp, out := f.call(t, "POST", "/v1/snapshots", "application/json", body)
+				if p := problemOf(t, out); resp.StatusCode != 400 || p.Field == nil || *p.Field != "created_at" {
+					t.Errorf("import created at %v: %d %s, want 400 naming created_at", at, resp.StatusCode, out)
+				}
+			}
+			if resp, _ := f.call(t, "GET", "/v1/bandits/ancient", "", ""); resp.StatusCode != 404 {
+				t.Errorf("GET of the refused import: %d, want 404", resp.StatusCode)
+			}
+			body := renamed(t, snap, "recent", func(s *bandit.SnapshotFile) { s.CreatedAt = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC) })
+			f.must(t, http.StatusCreated, "POST", "/v1/snapshots", body)
+		})
+	}
+}

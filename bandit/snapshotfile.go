@@ -92,6 +92,10 @@ func (f *SnapshotFile) Verify() error {
 		return fail("model_layout", "the snapshot's model is of layout %d; this service reads layout %d only: export the bandit again from a service of this version", f.ModelLayout, ModelLayout)
 	case f.SHA256 != f.Sum():
 		return fail("sha256", "checksum mismatch: the snapshot was altered or truncated (computed %s)", f.Sum())
+	case f.CreatedAt.Year() < 1970:
+		// No snapshot was made before Refinery was (issue 31,
+		// finding 12: year 0 was accepted).
+		return fail("created_at", "%s: want the time the snapshot was made, in 1970 or later", f.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
