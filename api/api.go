@@ -43,7 +43,9 @@
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema, no request
 //	                                                  failed on an unavailable database in the last 2s, and every
-//	                                                  bandit is loaded; 503 otherwise (and while draining)
+//	                                                  bandit is loaded; 503 otherwise (and while draining); the
+//	                                                  store's answer is shared for 250ms, and with keys required
+//	                                                  a failure is "unavailable", without the database's error
 //	GET  /                                            the dashboard (HTML; polls GET /v1/dashboard every 2s)
 //	GET  /v1/dashboard                                the dashboard's data: per bandit the counts, rates,
 //	                                                  rolling reward, arm mix, regret (simulated traffic),
