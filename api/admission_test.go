@@ -138,6 +138,12 @@ func TestSlowBodiesDoNotStarveHonestClients(t *testing.T) {
 	}
 }
 
+// lookupsPerSecond is the budget of lookups of unknown keys in
+// TestUnknownKeysAndReadyzCostBoundedQueries: well below what even a
+// loaded machine's flood sends (at 720ebf2, 300 a second), so that the
+// bound shows.
+const lookupsPerSecond = 10
+
 // countingKeys counts the lookups of a keys.Store.
 type countingKeys struct {
 	keys.Store
@@ -163,12 +169,11 @@ func (c *countingPings) Ping(ctx context.Context) error {
 // TestUnknownKeysAndReadyzCostBoundedQueries: 8 clients sending random
 // well-formed keys as fast as they can (at least 1,000 of them), and 4
 // polling /readyz (at least 200 times), beside 2 honest clients with a
-// key: every random key is refused 401 or
-// 429, the key lookups in the store stay within the cache's budget of
-// lookups of unknown keys (50 a second, as many at once) instead of one
-// each, /readyz pings the store at most every 250ms, and the honest
-// clients' decisions are at least 95% 201 (issue 31, finding 7). On both
-// stores.
+// key: every random key is refused 401 or 429, the key lookups in the
+// store stay within the cache's budget of lookups of unknown keys
+// (lookupsPerSecond, as many at once) instead of one each, /readyz pings
+// the store at most every 250ms, and the honest clients' decisions are
+// at least 95% 201 (issue 31, finding 7). On both stores.
 func TestUnknownKeysAndReadyzCostBoundedQueries(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -188,7 +193,7 @@ func TestUnknownKeysAndReadyzCostBoundedQueries(t *testing.T) {
 				t.Fatal(err)
 			}
 			pings := &countingPings{Store: st}
-			f := newFixtureWith(t, pings, func(c *api.Config) { c.RequireKeys, c.Keys = true, ks })
+			f := newFixtureWith(t, pings, func(c *api.Config) { c.RequireKeys, c.Keys, c.UnknownKeyLookups = true, ks, lookupsPerSecond })
 			if resp, out := f.send(t, "POST", "/v1/bandits", toyBandit, bearer(secret)...); resp.StatusCode != http.StatusCreated {
 				t.Fatalf("create: %d %s", resp.StatusCode, out)
 			}
@@ -262,11 +267,11 @@ func TestUnknownKeysAndReadyzCostBoundedQueries(t *testing.T) {
 			}
 			// The budget, the honest key's lookup every TTL, and slack
 			// for the measurement's edges.
-			budget := int64(50*elapsed) + 50 + 5
-			if n := ks.lookups.Load(); n > budget || refused.Load() < 2*n {
-				t.Errorf("%d requests with random keys cost %d key lookups, want at most %d (and far fewer than requests)", refused.Load(), n, budget)
+			budget := int64(lookupsPerSecond*elapsed) + lookupsPerSecond + 5
+			if n := ks.lookups.Load(); n > budget {
+				t.Errorf("%d requests with random keys cost %d key lookups, want at most %d", refused.Load(), n, budget)
 			}
-			if n, max := pings.pings.Load(), int64(elapsed/0.25)+2; n > max || probes.Load() < 2*n {
+			if n, max := pings.pings.Load(), int64(elapsed/0.25)+2; n > max {
 				t.Errorf("%d /readyz cost %d pings, want at most %d", probes.Load(), n, max)
 			}
 			if sent < 20 || float64(ok) < 0.95*float64(sent) {

@@ -229,6 +229,11 @@ type Config struct {
 	// KeyCacheTTL is how long a checked key is remembered; zero means
 	// DefaultKeyCacheTTL.
 	KeyCacheTTL time.Duration
+	// UnknownKeyLookups bounds the lookups in Keys of secrets the key
+	// cache does not know, a second (as many at once); past it such a
+	// request is a 429, without a query (auth.go). Zero means
+	// DefaultUnknownKeyLookups.
+	UnknownKeyLookups int
 	// AllowedHosts, when not empty, are the only host names the Host
 	// header may carry (compared without the port, case-insensitively;
 	// "::1" matches "[::1]:8080"); any other is a 421 problem. serve sets
@@ -315,10 +320,13 @@ func New(cfg Config) *Server {
 	if cfg.KeyCacheTTL <= 0 {
 		cfg.KeyCacheTTL = DefaultKeyCacheTTL
 	}
+	if cfg.UnknownKeyLookups <= 0 {
+		cfg.UnknownKeyLookups = DefaultUnknownKeyLookups
+	}
 	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
-		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL}}
+		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)}}
 	for _, h := range cfg.AllowedHosts {
 		if s.allowedHosts == nil {
 			s.allowedHosts = map[string]bool{}

@@ -121,11 +121,12 @@ func scopeFor(method, path string) keys.Scope {
 //   - a secret found in no key is remembered for ttl, among at most
 //     maxUnknownKeys such secrets (past it they start afresh, without
 //     touching the known keys);
-//   - lookups of secrets not known are at most unknownLookupRate a
-//     second (a burst of as many); past that the request is refused 429
-//     with Retry-After, without a query.
+//   - lookups of secrets not known are at most rate a second
+//     (Config.UnknownKeyLookups, a burst of as many); past that the
+//     request is refused 429 with Retry-After, without a query.
 type keyCache struct {
 	ttl     time.Duration
+	rate    float64
 	mu      sync.Mutex
 	known   map[[32]byte]cachedKey
 	unknown map[[32]byte]time.Time
@@ -153,9 +154,9 @@ type keyLookup struct {
 const (
 	// maxUnknownKeys bounds the unknown secrets remembered.
 	maxUnknownKeys = 10_000
-	// unknownLookupRate bounds the database lookups of secrets the cache
-	// does not know, per second; as many may come at once.
-	unknownLookupRate = 50
+	// DefaultUnknownKeyLookups is the default of
+	// Config.UnknownKeyLookups.
+	DefaultUnknownKeyLookups = 50
 )
 
 // errKeyLookups: too many lookups of unknown keys (429).
@@ -224,9 +225,9 @@ func (c *keyCache) lookup(ctx context.Context, st keys.Store, h [32]byte) (*keys
 // c.mu is held.
 func (c *keyCache) take(now time.Time) bool {
 	if c.refilled.IsZero() {
-		c.tokens = unknownLookupRate
+		c.tokens = c.rate
 	} else {
-		c.tokens = min(unknownLookupRate, c.tokens+now.Sub(c.refilled).Seconds()*unknownLookupRate)
+		c.tokens = min(c.rate, c.tokens+now.Sub(c.refilled).Seconds()*c.rate)
 	}
 	c.refilled = now
 	if c.tokens < 1 {
