@@ -30,7 +30,7 @@ test: lint ## lint, then every test, then nn and posterior again on the portable
 	$(GO) test -count=1 -tags purego ./nn/kern/
 
 .PHONY: fuzz
-fuzz: ## every fuzz target of the decoders of outside input for 60s each (about 11 minutes), results into bench/fuzz.md
+fuzz: ## every fuzz target of the decoders of outside input for 60s each (about 13 minutes), results into bench/fuzz.md
 	LOAD_BEFORE="$$(cut -d' ' -f1-3 /proc/loadavg)" FUZZTIME=60s OUT=bench/fuzz.md GO=$(GO) sh bench/fuzz.sh
 
 .PHONY: fuzz-short

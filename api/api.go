@@ -43,7 +43,9 @@
 //	GET  /healthz                                     200 {"status": "ok"} while the process serves
 //	GET  /readyz                                      200 when the store answers with a current schema, no request
 //	                                                  failed on an unavailable database in the last 2s, and every
-//	                                                  bandit is loaded; 503 otherwise (and while draining)
+//	                                                  bandit is loaded; 503 otherwise (and while draining); the
+//	                                                  store's answer is shared for 250ms, and with keys required
+//	                                                  a failure is "unavailable", without the database's error
 //	GET  /                                            the dashboard (HTML; polls GET /v1/dashboard every 2s)
 //	GET  /v1/dashboard                                the dashboard's data: per bandit the counts, rates,
 //	                                                  rolling reward, arm mix, regret (simulated traffic),
@@ -129,8 +131,11 @@
 // a deleted bandit's kept log) / event decided
 // with another context / reward with another value / decision on an
 // archived bandit, 413 body over the route's limit (MaxConfigBytes,
-// MaxDecisionBytes, MaxRewardBytes), 415, 429 at capacity
-// (Config.MaxInFlight; with Retry-After, nothing was done), 503 with
+// MaxDecisionBytes, MaxRewardBytes; by Content-Length before any of the
+// body is read, without 100 Continue), 415, 421 a Host outside
+// Config.AllowedHosts, 429 at capacity (Config.MaxInFlight) or past the
+// budget of lookups of unknown API keys (auth.go; with Retry-After,
+// nothing was done), 503 with
 // Retry-After while loading or shutting down, when the database is
 // unavailable (store.IsUnavailable) or the request ran past
 // Config.RequestTimeout, and 500 for anything else, logged (at most a
@@ -160,6 +165,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -201,7 +207,9 @@ type Config struct {
 	// to AdmissionWait (zero: DefaultAdmissionWait) in a queue of at
 	// most 4 x MaxInFlight, and is otherwise answered at once 429 with
 	// Retry-After: load is shed, not queued without bound (issue 16,
-	// finding 6). /healthz, /readyz and /metrics are not counted.
+	// finding 6). /healthz, /readyz and /metrics are not counted. A
+	// request's body (but a snapshot's) is read before it takes a slot
+	// (readFirst), and its key checked before that (auth.go).
 	MaxInFlight   int
 	AdmissionWait time.Duration
 	// RequestTimeout bounds the handling of one /v1/ request; past it
@@ -221,6 +229,18 @@ type Config struct {
 	// KeyCacheTTL is how long a checked key is remembered; zero means
 	// DefaultKeyCacheTTL.
 	KeyCacheTTL time.Duration
+	// UnknownKeyLookups bounds the lookups in Keys of secrets the key
+	// cache does not know, a second (as many at once); past it such a
+	// request is a 429, without a query (auth.go). Zero means
+	// DefaultUnknownKeyLookups.
+	UnknownKeyLookups int
+	// AllowedHosts, when not empty, are the only host names the Host
+	// header may carry (compared without the port, case-insensitively;
+	// "::1" matches "[::1]:8080"); any other is a 421 problem. serve sets
+	// it on its open loopback default (localhost, 127.0.0.1, ::1 and the
+	// --addr host), so that a page whose name rebinds to 127.0.0.1 is
+	// not served (DNS rebinding; issue 31, finding 10). Empty: any Host.
+	AllowedHosts []string
 }
 
 // Defaults of Config.
@@ -252,10 +272,12 @@ type Server struct {
 	// storeFailedAt is when (UnixNano) a request last failed because the
 	// store was unavailable; /readyz is 503 for storeFailureWindow after.
 	storeFailedAt atomic.Int64
+	ping          pingCache
 
-	requireKeys bool
-	keys        keys.Store
-	keyCache    keyCache
+	requireKeys  bool
+	keys         keys.Store
+	keyCache     keyCache
+	allowedHosts map[string]bool // nil: any Host
 }
 
 // storeFailureWindow is how long after a request failed on an
@@ -298,10 +320,19 @@ func New(cfg Config) *Server {
 	if cfg.KeyCacheTTL <= 0 {
 		cfg.KeyCacheTTL = DefaultKeyCacheTTL
 	}
+	if cfg.UnknownKeyLookups <= 0 {
+		cfg.UnknownKeyLookups = DefaultUnknownKeyLookups
+	}
 	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
-		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL}}
+		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)}}
+	for _, h := range cfg.AllowedHosts {
+		if s.allowedHosts == nil {
+			s.allowedHosts = map[string]bool{}
+		}
+		s.allowedHosts[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
 	go s.dash.run(s.svc)
 	if s.metrics != nil {
 		s.metrics.Watch(s.svc)
@@ -311,7 +342,7 @@ func New(cfg Config) *Server {
 	if s.metrics != nil {
 		r.Use(s.metrics.instrument)
 	}
-	r.Use(s.crossOrigin, s.authenticate) // auth.go
+	r.Use(s.checkHost, s.crossOrigin, s.authenticate) // auth.go
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, withDetail(errNoRoute, "no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -325,26 +356,31 @@ func New(cfg Config) *Server {
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.json", s.openapi)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	// Every /v1/ route is admitted (admit); a route with a body reads it
+	// first (readFirst), so that a body arriving slowly holds no slot
+	// (issue 31, finding 1), and a route of a bandit finds it first
+	// (loadBandit, in memory): an unknown one is a 404 before its body.
 	r.Route("/v1/bandits", func(r chi.Router) {
-		r.Use(s.admit)
-		r.Post("/", s.createBandit)
-		r.Get("/", s.listBandits)
+		r.With(s.readFirst(MaxConfigBytes), s.admit).Post("/", s.createBandit)
+		r.With(s.admit).Get("/", s.listBandits)
 		r.Route("/{name}", func(r chi.Router) {
 			// DELETE finds its bandit itself: with ?purge=true it also
 			// purges the kept log of a bandit deleted before.
-			r.Delete("/", s.deleteBandit)
+			r.With(s.admit).Delete("/", s.deleteBandit)
 			r.Group(func(r chi.Router) {
 				r.Use(s.loadBandit)
-				r.Get("/", s.getBandit)
-				r.Patch("/", s.patchBandit)
-				r.Post("/decisions", s.decide)
-				r.Post("/events/{event_id}/reward", s.reward)
-				r.Get("/snapshot", s.snapshot)
-				r.Get("/decisions", s.listDecisions)
-				r.Get("/decisions/{event_id}", s.getDecision)
+				r.With(s.admit).Get("/", s.getBandit)
+				r.With(s.readFirst(MaxConfigBytes), s.admit).Patch("/", s.patchBandit)
+				r.With(s.readFirst(MaxDecisionBytes), s.admit).Post("/decisions", s.decide)
+				r.With(s.readFirst(MaxRewardBytes), s.admit).Post("/events/{event_id}/reward", s.reward)
+				r.With(s.admit).Get("/snapshot", s.snapshot)
+				r.With(s.admit).Get("/decisions", s.listDecisions)
+				r.With(s.admit).Get("/decisions/{event_id}", s.getDecision)
 			})
 		})
 	})
+	// A snapshot (admin only, up to MaxSnapshotBytes) is read within its
+	// slot, so that at most MaxInFlight of them are held in memory.
 	r.With(s.admit).Post("/v1/snapshots", s.importSnapshot)
 	s.router = r
 	_ = chi.Walk(r, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
@@ -426,6 +462,10 @@ type reqState struct {
 	id    string
 	agent *bandit.Agent
 	keyID string // the API key's ID, when keys are required
+	// body is the request body once read in full (bodyRead), by
+	// readFirst or the handler's readBody.
+	body     []byte
+	bodyRead bool
 }
 
 func state(ctx context.Context) *reqState {
@@ -446,14 +486,38 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header()["X-Request-Id"] = []string{id}
+		if r.ContentLength != 0 {
+			// Whatever answers the request, its body may take no longer
+			// than BodyReadTimeout to arrive or to be drained after an
+			// answer that did not read it (the server's ReadTimeout is
+			// 30s; issue 31, finding 12).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey, &reqState{id: id})))
 	})
+}
+
+// readFirst reads the request body (readBody: its content type, its size
+// limit, BodyReadTimeout) before the request is admitted: a body that
+// arrives a byte at a time holds a connection (serve's --max-conns) but
+// no slot of MaxInFlight, which took every slot from the honest clients
+// (issue 31, finding 1). The handler's readBody returns the body read.
+func (s *Server) readFirst(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := s.readBody(w, r, limit); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // admit bounds the requests in flight (Config.MaxInFlight): a request
 // waits at most AdmissionWait for room, in a bounded queue, and is
 // otherwise answered 429 at once. An admitted request runs under
-// RequestTimeout.
+// RequestTimeout. Routes with a body read it before (readFirst).
 func (s *Server) admit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -540,6 +604,10 @@ func agentFrom(ctx context.Context) *bandit.Agent { return state(ctx).agent }
 // and a JSON content type makes a cross-origin page ask first with a
 // CORS preflight this server does not answer), 413 past the limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	st := state(r.Context())
+	if st != nil && st.bodyRead {
+		return st.body, nil // readFirst's
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		if ct == "" {
 			return nil, withDetail(errMediaType, "no Content-Type: want application/json")
@@ -549,15 +617,29 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 			return nil, withDetail(errMediaType, "content type %q: want application/json", ct)
 		}
 	}
+	if r.ContentLength > limit {
+		// Known too large before a byte is read: no 100 Continue to an
+		// Expect: 100-continue, and no wait for a body to refuse
+		// (issue 31, finding 12).
+		return nil, withDetail(errTooLarge, "the body exceeds %d bytes (Content-Length %d)", limit, r.ContentLength)
+	}
 	// The body must arrive within BodyReadTimeout of the handler's
 	// start (the server's ReadTimeout is the backstop where the
 	// connection does not support deadlines).
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
 	case err == nil:
+		// The body is in: lift the deadline, which would otherwise end
+		// the server's watch of the connection while the request waits
+		// for a slot or runs, and cancel its context.
+		_ = rc.SetReadDeadline(time.Time{})
+		if st != nil {
+			st.body, st.bodyRead = body, true
+		}
 		return body, nil
 	case errors.As(err, &tooLarge):
 		return nil, withDetail(errTooLarge, "the body exceeds %d bytes", limit)
@@ -590,14 +672,22 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz is 200 when the store answers with a current schema, every
 // stored bandit is loaded, and the server is not draining; 503
-// otherwise. The body says which check failed.
+// otherwise. The body says which check failed; with keys required (every
+// address beyond loopback) it does not say why the store failed, which
+// names the database's user, name and host:port, only that it is
+// unavailable: the route is open, and the error goes to the log (issue
+// 31, finding 11).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
-	defer cancel()
 	checks := map[string]string{"store": "ok", "bandits": "loaded"}
 	ready := true
-	if err := s.svc.Store().Ping(ctx); err != nil {
+	if err := s.ping.check(r.Context(), s.svc.Store(), s.timeout); err != nil {
 		checks["store"] = err.Error()
+		if s.requireKeys {
+			checks["store"] = "unavailable"
+			if s.logs.allow() {
+				s.log.WarnContext(r.Context(), "readyz: the store is unavailable", "request_id", requestID(r.Context()), "err", err, "suppressed", s.logs.suppressed())
+			}
+		}
 		ready = false
 	} else if at := s.storeFailedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < storeFailureWindow {
 		checks["store"] = "requests failed on an unavailable database in the last " + storeFailureWindow.String()
@@ -616,6 +706,35 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		status, code = "not ready", http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, code, map[string]any{"status": status, "checks": checks, "ephemeral_store": s.svc.Store().Ephemeral()})
+}
+
+// pingCache shares the store's Ping among /readyz requests: one at a
+// time, its answer reused for readyPingTTL, so that a flood of /readyz
+// costs at most a few database round trips a second, not one each
+// (issue 31, finding 7).
+type pingCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// readyPingTTL is how long /readyz reuses the store's answer.
+const readyPingTTL = 250 * time.Millisecond
+
+// check returns the store's Ping, at most readyPingTTL old; a Ping
+// takes at most timeout, and is not cut short by the request that runs
+// it going away (others wait for it).
+func (p *pingCache) check(ctx context.Context, st bandit.Store, timeout time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && time.Since(p.at) < readyPingTTL {
+		return p.err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	p.err = st.Ping(ctx)
+	p.at = time.Now()
+	return p.err
 }
 
 // banditView is a bandit in responses: its configuration with defaults

@@ -274,6 +274,16 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"an explicit 0s reward wait with a default is a 400 (not replaced by 10m)", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "reward": {"wait": "0s", "default": 0}}`, 400, "reward.wait"},
 		{"a default reward of 1e308 is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "reward": {"wait": "1m", "default": 1e308}}`, 400, "reward.default"},
 		{"a numeric scale of 1e-300 is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric", "scale": 1e-300}]}`, 400, "features[0].scale"},
+		// Issue 31, finding 3: numbers PostgreSQL's jsonb cannot store
+		// (contexts are kept as sent), or no float64 holds.
+		{"a context number that underflows a float64 is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "red", "size": 1e-400}}`, 400, "context.size"},
+		{"a context number with a 20,000-digit mantissa is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "red", "size": 0.` + strings.Repeat("0", 20_000) + `1}}`, 400, "context.size"},
+		{"a context zero with a five-digit exponent is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "red", "size": 0e-20000}}`, 400, "context.size"},
+		{"an unknown feature holding 1e-400 is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red", "size": 1, "weight": 1e-400}}`, 400, "context.weight"},
+		{"a reward that underflows a float64 is a 400 naming value", "POST", reward, json_, `{"value": 1e-400}`, 400, "value"},
+		{"a reward with a 3,000-digit mantissa is a 400 naming value", "POST", reward, json_, `{"value": 1.` + strings.Repeat("0", 3000) + `}`, 400, "value"},
+		{"an epsilon of 1e-400 is a 400 naming it", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "eps-greedy", "epsilon": 1e-400}}`, 400, "policy.epsilon"},
+		{"an epsilon of 0e-20000 on PATCH is a 400 naming it", "PATCH", "/v1/bandits/toy", json_, `{"policy": {"epsilon": 0e-20000}}`, 400, "policy.epsilon"},
 		{"an unknown route is a 404", "GET", "/v2/bandits", "", "", 404, none},
 		{"a wrong method is a 405", "DELETE", "/v1/bandits", "", "", 405, none},
 		{"PUT on a bandit is a 405", "PUT", "/v1/bandits/toy", json_, `{}`, 405, none},
@@ -317,6 +327,9 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a cursor this API did not make is a 400 naming cursor", "GET", decide + "?cursor=abc", "", "", 400, "cursor"},
 		{"an unknown query parameter is a 400 naming it", "GET", decide + "?offset=10", "", "", 400, "offset"},
 		{"a repeated query parameter is a 400 naming it", "GET", decide + "?limit=1&limit=2", "", "", 400, "limit"},
+		{"parameters separated by ';' are a 400 naming the first", "GET", decide + "?limit=5;limit=6", "", "", 400, "limit"},
+		{"a DELETE with purge=true;x is a 400 naming purge (it deleted the bandit)", "DELETE", "/v1/bandits/toy?purge=true;x=1", "", "", 400, "purge"},
+		{"a malformed escape in the query is a 400 naming its parameter", "GET", decide + "?limit=%zz", "", "", 400, "limit"},
 		{"an unknown decision is a 404", "GET", decide + "/nope", "", "", 404, none},
 		{"a decision of an unknown bandit is a 404", "GET", "/v1/bandits/nope/decisions/d1", "", "", 404, none},
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -80,12 +81,41 @@ func decodeCursor(c string) (time.Time, int64, bool) {
 	return time.UnixMicro(t).UTC(), n, true
 }
 
+// strictQuery parses the request's query as URL.Query does, except that
+// a parameter holding a ';' (which URL.Query drops without a word, so
+// that ?limit=5;limit=6 read as no limit at all) or a malformed escape
+// is a field error naming it (issue 31, finding 12).
+func strictQuery(r *http.Request) (url.Values, []bandit.FieldError) {
+	vals := url.Values{}
+	var errs []bandit.FieldError
+	for seg := range strings.SplitSeq(r.URL.RawQuery, "&") {
+		if seg == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(seg, "=")
+		key, errK := url.QueryUnescape(k)
+		if errK != nil {
+			key = k
+		}
+		if name, _, semi := strings.Cut(key, ";"); semi || strings.Contains(v, ";") {
+			errs = append(errs, bandit.FieldError{Field: bandit.Shorten(name, 64), Detail: "a ';' in the query: separate parameters with '&'"})
+			continue
+		}
+		val, errV := url.QueryUnescape(v)
+		if errK != nil || errV != nil {
+			errs = append(errs, bandit.FieldError{Field: bandit.Shorten(key, 64), Detail: "malformed percent-encoding in the query"})
+			continue
+		}
+		vals[key] = append(vals[key], val)
+	}
+	return vals, errs
+}
+
 // parseDecisionQuery reads ?since, ?until, ?limit and ?cursor; every
 // problem is a field error named by its parameter.
 func parseDecisionQuery(r *http.Request) (bandit.DecisionQuery, error) {
 	q := bandit.DecisionQuery{Limit: DefaultDecisionPage}
-	var errs []bandit.FieldError
-	vals := r.URL.Query()
+	vals, errs := strictQuery(r)
 	for k := range vals {
 		switch k {
 		case "since", "until", "limit", "cursor":
@@ -228,7 +258,11 @@ func (s *Server) patchBandit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteBandit(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
 	purge := false
-	vals := r.URL.Query()
+	vals, errs := strictQuery(r)
+	if len(errs) > 0 {
+		s.writeProblem(w, r, &bandit.ValidationError{Errors: errs})
+		return
+	}
 	for k := range vals {
 		if k != "purge" {
 			s.writeProblem(w, r, &bandit.ValidationError{Errors: []bandit.FieldError{{Field: k, Detail: "unknown query parameter: want purge"}}})

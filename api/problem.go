@@ -32,6 +32,8 @@ var (
 	errBodyTimeout = errors.New("api: request body timeout")
 	// errOverloaded: no room for the request within AdmissionWait.
 	errOverloaded = errors.New("api: overloaded")
+	// errHost: a Host header outside Config.AllowedHosts.
+	errHost = errors.New("api: misdirected request")
 )
 
 // Limits on what an error answer echoes (issue 16, finding 8): a 1 MB
@@ -58,11 +60,13 @@ var problemTable = []struct {
 	{errNoKey, http.StatusUnauthorized},
 	{errScope, http.StatusForbidden},
 	{errCrossOrigin, http.StatusForbidden},
+	{errHost, http.StatusMisdirectedRequest},
 	{errTooLarge, http.StatusRequestEntityTooLarge},
 	{errMediaType, http.StatusUnsupportedMediaType},
 	{errNoRoute, http.StatusNotFound},
 	{errBodyTimeout, http.StatusRequestTimeout},
 	{errOverloaded, http.StatusTooManyRequests},
+	{errKeyLookups, http.StatusTooManyRequests},
 	{bandit.ErrLimit, http.StatusForbidden},
 	{errMethod, http.StatusMethodNotAllowed},
 	{bandit.ErrNotFound, http.StatusNotFound},
@@ -152,6 +156,13 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	}
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
+	}
+	if st := state(r.Context()); r.ContentLength != 0 && (st == nil || !st.bodyRead) {
+		// Answered before its body was read (401, 404, 413, ...): close
+		// the connection after the answer rather than wait for the rest
+		// of the body to drain it (issue 31, finding 12).
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 	w.Header().Set("Content-Type", ProblemContentType)
 	w.WriteHeader(status)

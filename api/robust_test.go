@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -136,5 +137,58 @@ func TestSlowBodyIs408(t *testing.T) {
 	}
 	if !strings.HasPrefix(line, "HTTP/1.1 408") || time.Since(start) > 5*time.Second {
 		t.Errorf("status line %q after %v, want 408 after about 200ms", strings.TrimSpace(line), time.Since(start))
+	}
+}
+
+// earlyAnswer sends req on a fresh connection (its body cut short, so
+// that the rest is still to come) and returns the status line and how
+// long the server took to close the connection after it; fails after 5s.
+func earlyAnswer(t *testing.T, addr, req string) (line string, closedAfter time.Duration) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	line, err = br.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	answered := time.Now()
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatalf("the connection was not closed within 5s of the answer %q: %v", strings.TrimSpace(line), err)
+	}
+	return strings.TrimSpace(line), time.Since(answered)
+}
+
+// TestEarlyAnswersDoNotWaitForTheBody: a request answered before its body
+// has arrived (404 unknown bandit, 401 no key, 413 by Content-Length) is
+// answered and closed at once, not held until the body arrives or the
+// read timeout (30s under serve); Expect: 100-continue with a length
+// over the limit is a 413 without 100 Continue (issue 31, finding 12).
+func TestEarlyAnswersDoNotWaitForTheBody(t *testing.T) {
+	open := newFixture(t, memoryStore(t))
+	open.must(t, http.StatusCreated, "POST", "/v1/bandits", toyBandit)
+	keyed := newKeyFixture(t, memoryStore(t))
+	const partial = "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"context\": {"
+	for _, tc := range []struct {
+		name, addr, req, want string
+	}{
+		{"a decision for an unknown bandit", open.srv.URL, "POST /v1/bandits/nope/decisions HTTP/1.1\r\nHost: x\r\n" + partial, "HTTP/1.1 404"},
+		{"a decision without a key", keyed.srv.URL, "POST /v1/bandits/toy/decisions HTTP/1.1\r\nHost: x\r\n" + partial, "HTTP/1.1 401"},
+		{"a decision of 10 MiB by Content-Length", open.srv.URL, "POST /v1/bandits/toy/decisions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\n\r\n{\"context\": {", "HTTP/1.1 413"},
+		{"a decision of 10 MiB with Expect: 100-continue", open.srv.URL, "POST /v1/bandits/toy/decisions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\nExpect: 100-continue\r\n\r\n", "HTTP/1.1 413"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, after := earlyAnswer(t, strings.TrimPrefix(tc.addr, "http://"), tc.req)
+			if !strings.HasPrefix(line, tc.want) || after > 2*time.Second {
+				t.Errorf("status line %q, connection closed %v after it; want %s and a close within 2s", line, after, tc.want)
+			}
+		})
 	}
 }

@@ -82,8 +82,19 @@ func (s *scanner) plainString() ([]byte, bool) {
 	return nil, false
 }
 
-// number reads a number as JSON's grammar has it and returns its text.
+// number reads a number as JSON's grammar has it that CheckJSON accepts
+// (numberProblem) and returns its text.
 func (s *scanner) number() ([]byte, bool) {
+	num, ok := s.numberText()
+	if !ok || numberProblem(num) != "" {
+		return nil, false
+	}
+	return num, true
+}
+
+// numberText reads a number as JSON's grammar has it and returns its
+// text.
+func (s *scanner) numberText() ([]byte, bool) {
 	s.ws()
 	start := s.i
 	digits := func() int {

@@ -113,7 +113,7 @@ var fastDecisionBodies = []string{
 	`{"event_id": "e\u0031", "context": {}}`,
 	`{"excluded_arms": null, "context": {}}`,
 	`{"excluded_arms": ["a", 1], "context": {}}`,
-	`{"context": {"size": 1e400}}`, // taken: the context is Encode's to refuse
+	`{"context": {"size": 1e400}}`, // refused: no float64 holds it (CheckJSON's numberProblem)
 	`{"context": {}} {}`,
 	`{"context": [1]}`,
 	"{\"context\": {\"a\": \"\x00\"}}",
@@ -150,8 +150,8 @@ func TestParseDecisionBodyAgreesWithDecodeStrict(t *testing.T) {
 			fast++
 		}
 	}
-	if fast != 6 {
-		t.Errorf("ParseDecisionBody took %d bodies, want the 6 plain ones", fast)
+	if fast != 5 {
+		t.Errorf("ParseDecisionBody took %d bodies, want the 5 plain ones", fast)
 	}
 }
 

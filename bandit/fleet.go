@@ -354,8 +354,7 @@ func (s *Service) reconcileLater(name string) {
 // configuration loaded anew (with the posterior the changing replica
 // stored, Service.Update).
 func (s *Service) reconcile(ctx context.Context, name string) error {
-	s.life.Lock()
-	defer s.life.Unlock()
+	defer s.lockLife(name)()
 	if s.closed.Load() {
 		return nil
 	}

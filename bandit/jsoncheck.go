@@ -1,7 +1,9 @@
 package bandit
 
 import (
+	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -25,12 +27,20 @@ const (
 	// reward: the mean and variance of rewards near 1e308 overflow
 	// (issue 16, finding 1).
 	MaxRewardAbs = 1e12
+	// MaxNumberBytes bounds the text of any JSON number. A float64 needs
+	// at most 24 characters ("-2.2250738585072014e-308"); PostgreSQL's
+	// jsonb stores numbers as numeric, which refuses more than 16,383
+	// digits after the point ("value overflows numeric format"), so a
+	// mantissa of thousands of digits reached the store as a 500 (issue
+	// 31, finding 3).
+	MaxNumberBytes = 64
 )
 
 // CheckJSON checks the raw bytes of a JSON document for what decoding
 // would hide: invalid UTF-8, the escapes \u0000 and lone surrogates,
-// raw NUL bytes, duplicate keys in any object, and nesting deeper than
-// MaxJSONDepth. It returns a *ValidationError naming the field (as a
+// raw NUL bytes, duplicate keys in any object, nesting deeper than
+// MaxJSONDepth, and numbers that no float64 holds or the store cannot
+// keep as sent (numberProblem). It returns a *ValidationError naming the field (as a
 // JSON path such as "context.color" or "features[2].name"), or nil. It
 // does not check the syntax otherwise: malformed JSON it cannot follow
 // is left to the decoder, which reports it.
@@ -143,9 +153,11 @@ func (c *jsonChecker) value(field string, depth int) {
 		c.str(field)
 	default:
 		// A number or literal: skip to the next delimiter.
+		start := c.pos
 		for c.pos < len(c.data) {
 			switch b := c.data[c.pos]; {
 			case b == ',' || b == '}' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r':
+				c.number(field, c.data[start:c.pos])
 				return
 			case b == 0:
 				c.fail(field, "contains a NUL byte")
@@ -153,7 +165,78 @@ func (c *jsonChecker) value(field string, depth int) {
 			}
 			c.pos++
 		}
+		c.number(field, c.data[start:c.pos])
 	}
+}
+
+// number checks tok, a token that is not a string, object or array, at
+// field: if it is a JSON number (anything else is left to the decoder),
+// numberProblem must find nothing wrong with it.
+func (c *jsonChecker) number(field string, tok []byte) {
+	if len(tok) == 0 || (tok[0] != '-' && (tok[0] < '0' || tok[0] > '9')) {
+		return
+	}
+	s := scanner{b: tok}
+	if _, ok := s.numberText(); !ok || s.i != len(tok) {
+		return // malformed: the decoder reports it
+	}
+	if msg := numberProblem(tok); msg != "" {
+		c.fail(field, msg)
+	}
+}
+
+// numberProblem says what is wrong with num, a number as JSON's grammar
+// has it, or returns "" if nothing is: every JSON number accepted must
+// fit a float64 (what every reader of it decodes to) without overflow to
+// an infinity or underflow of a non-zero mantissa to 0 (1e400, 1e-400),
+// have an exponent of at most 3 digits (0e-20000), and be at most
+// MaxNumberBytes long. Such a number is also one PostgreSQL's jsonb
+// keeps (at most 64 + 999 digits after the point, of the 16,383 it
+// allows), so that contexts, which the store keeps as sent, never fail
+// there (issue 31, finding 3).
+func numberProblem(num []byte) string {
+	if len(num) > MaxNumberBytes {
+		return fmt.Sprintf("number %s has %d characters: at most %d are accepted (a float64 needs at most 24)", Shorten(string(num), 32), len(num), MaxNumberBytes)
+	}
+	// Without an exponent, 17 characters or fewer can neither overflow
+	// nor underflow: skip the parse on the common path.
+	if len(num) <= 17 && bytes.IndexAny(num, "eE") < 0 {
+		return ""
+	}
+	if e := bytes.IndexAny(num, "eE"); e >= 0 && exponentDigits(num[e+1:]) > 3 {
+		// 0e-20000 is 0 to a float64 and more digits after the point
+		// than jsonb holds.
+		return fmt.Sprintf("number %s has an exponent beyond %d digits", Shorten(string(num), 32), 3)
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	switch {
+	case math.IsInf(f, 0) || err != nil:
+		return fmt.Sprintf("number %s is beyond the range of a float64: want a magnitude of at most %.4g", num, math.MaxFloat64)
+	case f == 0 && nonZeroMantissa(num):
+		return fmt.Sprintf("number %s underflows a float64 to 0: want 0 or a magnitude of at least %g", num, math.SmallestNonzeroFloat64)
+	}
+	return ""
+}
+
+// exponentDigits counts the digits of a JSON number's exponent, without
+// its sign and leading zeros.
+func exponentDigits(exp []byte) int {
+	exp = bytes.TrimLeft(exp, "+-")
+	return len(bytes.TrimLeft(exp, "0"))
+}
+
+// nonZeroMantissa reports whether a JSON number has a non-zero digit
+// before its exponent.
+func nonZeroMantissa(num []byte) bool {
+	for _, b := range num {
+		switch {
+		case b == 'e' || b == 'E':
+			return false
+		case b >= '1' && b <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // next reads what follows a member or element: a comma (true: another

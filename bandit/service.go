@@ -86,9 +86,10 @@ type Service struct {
 	mu     sync.RWMutex
 	agents map[string]*Agent
 
-	// life serializes the changes of bandits (Update, Delete, and
-	// those of other replicas: reconcile).
-	life sync.Mutex
+	// life serializes the changes of each bandit (Update, Delete, and
+	// those of other replicas: reconcile), by name (lockLife): a slow
+	// change of one bandit holds no other's (issue 31, finding 6).
+	life lifeLocks
 
 	fleetState
 }
@@ -377,4 +378,40 @@ func migrateConfig(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return out
+}
+
+// lifeLocks are the mutexes of lockLife, one per name while in use.
+type lifeLocks struct {
+	mu sync.Mutex
+	m  map[string]*lifeLock
+}
+
+type lifeLock struct {
+	sync.Mutex
+	users int // holders and waiters; guarded by lifeLocks.mu
+}
+
+// lockLife locks the changes of the named bandit and returns the unlock.
+func (s *Service) lockLife(name string) (unlock func()) {
+	l := &s.life
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*lifeLock{}
+	}
+	ll := l.m[name]
+	if ll == nil {
+		ll = &lifeLock{}
+		l.m[name] = ll
+	}
+	ll.users++
+	l.mu.Unlock()
+	ll.Lock()
+	return func() {
+		ll.Unlock()
+		l.mu.Lock()
+		if ll.users--; ll.users == 0 {
+			delete(l.m, name)
+		}
+		l.mu.Unlock()
+	}
 }

@@ -92,6 +92,10 @@ func (f *SnapshotFile) Verify() error {
 		return fail("model_layout", "the snapshot's model is of layout %d; this service reads layout %d only: export the bandit again from a service of this version", f.ModelLayout, ModelLayout)
 	case f.SHA256 != f.Sum():
 		return fail("sha256", "checksum mismatch: the snapshot was altered or truncated (computed %s)", f.Sum())
+	case f.CreatedAt.Year() < 1970:
+		// No snapshot was made before Refinery was (issue 31,
+		// finding 12: year 0 was accepted).
+		return fail("created_at", "%s: want the time the snapshot was made, in 1970 or later", f.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -152,6 +156,9 @@ func (s *Service) Import(ctx context.Context, f *SnapshotFile) (*Agent, error) {
 	if cfg.Policy.Kind.posteriorInRows() {
 		return nil, fail("bandit.policy.kind", "a %s posterior is rebuilt from the stored rewards, which a snapshot does not carry", cfg.Policy.Kind)
 	}
+	if f.ModelVersion < 0 || f.ModelVersion > MaxModelVersion {
+		return nil, fail("model_version", "%d: want 0 to %d (2^53 - 1), so that the versions after it cannot overflow", f.ModelVersion, int64(MaxModelVersion))
+	}
 	var snap *Snapshot
 	if f.ModelVersion > 0 && cfg.Policy.Kind != Uniform {
 		snap = &Snapshot{Bandit: cfg.Name, Version: f.ModelVersion, Params: f.Posterior, Metrics: f.PosteriorMeta}
@@ -164,8 +171,6 @@ func (s *Service) Import(ctx context.Context, f *SnapshotFile) (*Agent, error) {
 		if _, _, err := probe.decodeSnapshot(snap); err != nil {
 			return nil, fail("posterior", "the posterior does not fit the configuration: %v", err)
 		}
-	} else if f.ModelVersion < 0 {
-		return nil, fail("model_version", "%d: want 0 or more", f.ModelVersion)
 	}
 	return s.create(ctx, cfg, snap)
 }

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
@@ -174,7 +175,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var base *bandit.Config
 	var lg *evalLog
 	if f.logFile != "" {
-		b, err := os.ReadFile(f.configFile)
+		b, err := readBounded(f.configFile, api.MaxConfigBytes+64<<10)
 		if err != nil {
 			return fmt.Errorf("--bandit-config: %w", err)
 		}
@@ -232,7 +233,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if f.jsonOut != "" {
-		b, err := json.MarshalIndent(&out, "", "  ")
+		b, err := marshalIndentFinite(&out)
 		if err != nil {
 			return err
 		}
@@ -295,7 +296,8 @@ func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, arms int,
 	if x == nil {
 		var err error
 		if x, err = enc.Encode(rec.Context); err != nil {
-			return fmt.Errorf("%s: decision %s: its context does not fit the bandit's features: %w", where, rec.EventID, err)
+			// The encoder's messages quote the values; a file's are cut.
+			return fmt.Errorf("%s: decision %s: its context does not fit the bandit's features: %s", where, rec.EventID, bandit.Shorten(err.Error(), 4*maxEcho))
 		}
 	}
 	if len(x) != enc.Dim() && rec.Context != nil {

@@ -324,16 +324,29 @@ func writeOBP(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) erro
 // Propensities are put back in the bandit's arm order from a and p, 0 for
 // the arms added after the decision.
 func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.DecisionRecord) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
+	sc := bufio.NewScanner(&lineLimiter{r: r, max: maxLogLine})
+	sc.Buffer(make([]byte, 64<<10), maxLogLine+1)
+	n := 1
+	for ; sc.Scan(); n++ {
+		if sc.Err() != nil {
+			break // the line was cut by a read error (lineLimiter's)
+		}
 		b := sc.Bytes()
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
+		// What the API refuses in a body: duplicate keys, invalid
+		// UTF-8, NUL, lone surrogates, deep nesting, numbers no float64
+		// holds.
+		if err := bandit.CheckJSON(b); err != nil {
+			return fmt.Errorf("line %d: %v", n, err)
+		}
 		var l dsjsonLine
 		if err := json.Unmarshal(b, &l); err != nil {
 			return fmt.Errorf("line %d: not a DSJSON decision: %v", n, err)
+		}
+		if err := checkEventID(l.EventID); err != nil {
+			return fmt.Errorf("line %d: EventId: %v", n, err)
 		}
 		k := len(l.C.Multi) // the arms when it decided
 		if k == 0 || k > len(arms) {
@@ -341,7 +354,7 @@ func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.Decisi
 		}
 		for i, a := range l.C.Multi {
 			if a.Arm.Name != arms[i] {
-				return fmt.Errorf("line %d: arm %d is %q in _multi, the bandit's is %q", n, i+1, a.Arm.Name, arms[i])
+				return fmt.Errorf("line %d: arm %d is %s in _multi, the bandit's is %q", n, i+1, echo(a.Arm.Name), arms[i])
 			}
 		}
 		if len(l.A) != k || len(l.P) != k {
@@ -358,7 +371,7 @@ func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.Decisi
 		if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
 			rec.CreatedAt = t
 		} else {
-			return fmt.Errorf("line %d: Timestamp %q: want RFC 3339", n, l.Timestamp)
+			return fmt.Errorf("line %d: Timestamp %s: want RFC 3339", n, echo(l.Timestamp))
 		}
 		if m, err := strconv.ParseInt(l.VWState.M, 10, 64); err == nil {
 			rec.ModelVersion = m
@@ -370,13 +383,19 @@ func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.Decisi
 			if *l.Index != rec.Arm {
 				return fmt.Errorf("line %d: _labelIndex %d is not the first action's (%d)", n, *l.Index, rec.Arm)
 			}
+			if !(math.Abs(*l.Cost) <= bandit.MaxRewardAbs) {
+				return fmt.Errorf("line %d: _label_cost %g: want a magnitude of at most %g", n, *l.Cost, bandit.MaxRewardAbs)
+			}
 			rec.Reward = &bandit.Reward{EventID: l.EventID, Value: 0 - *l.Cost}
 		}
 		if err := fn(n, rec); err != nil {
 			return err
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("line %d: %v", n, err)
+	}
+	return nil
 }
 
 // obpHeader is the fixed start of writeOBPHeader's header.
@@ -388,7 +407,7 @@ var obpHeader = []string{"event_id", "timestamp", "action", "reward", "pscore"}
 // the context columns, Context is nil, and Reward is nil where the
 // reward column is empty.
 func readOBP(r io.Reader, arms int, fn func(line int, rec *bandit.DecisionRecord) error) error {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(&lineLimiter{r: r, max: maxLogLine})
 	cr.ReuseRecord = false
 	head, err := cr.Read()
 	if err == io.EOF {
@@ -397,7 +416,10 @@ func readOBP(r io.Reader, arms int, fn func(line int, rec *bandit.DecisionRecord
 		return fmt.Errorf("line 1: %v", err)
 	}
 	if len(head) < len(obpHeader) || !slices.Equal(head[:len(obpHeader)], obpHeader) {
-		return fmt.Errorf("line 1: header %q, want %s,context_0,...", strings.Join(head, ","), strings.Join(obpHeader, ","))
+		return fmt.Errorf("line 1: header %s, want %s,context_0,...", echo(strings.Join(head, ",")), strings.Join(obpHeader, ","))
+	}
+	if err := checkFields(nil, head); err != nil {
+		return fmt.Errorf("line 1: %v", err)
 	}
 	dim := len(head) - len(obpHeader)
 	for n := 2; ; n++ {
@@ -407,16 +429,22 @@ func readOBP(r io.Reader, arms int, fn func(line int, rec *bandit.DecisionRecord
 		} else if err != nil {
 			return fmt.Errorf("line %d: %v", n, err)
 		}
+		if err := checkFields(head, rec); err != nil {
+			return fmt.Errorf("line %d: %v", n, err)
+		}
+		if err := checkEventID(rec[0]); err != nil {
+			return fmt.Errorf("line %d: event_id: %v", n, err)
+		}
 		d := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: rec[0], Encoded: make([]float64, dim)}}
 		if d.CreatedAt, err = time.Parse(time.RFC3339Nano, rec[1]); err != nil {
-			return fmt.Errorf("line %d: timestamp %q: want RFC 3339", n, rec[1])
+			return fmt.Errorf("line %d: timestamp %s: want RFC 3339", n, echo(rec[1]))
 		}
 		if d.Arm, err = strconv.Atoi(rec[2]); err != nil || d.Arm < 0 || d.Arm >= arms {
-			return fmt.Errorf("line %d: action %q: want an arm index in [0, %d)", n, rec[2], arms)
+			return fmt.Errorf("line %d: action %s: want an arm index in [0, %d)", n, echo(rec[2]), arms)
 		}
-		p, err := strconv.ParseFloat(rec[4], 64)
-		if err != nil {
-			return fmt.Errorf("line %d: pscore %q: not a number", n, rec[4])
+		p, ok := finite(rec[4], 1)
+		if !ok || p < 0 {
+			return fmt.Errorf("line %d: pscore %s: want a number in [0, 1]", n, echo(rec[4]))
 		}
 		d.Propensities = make([]float64, arms)
 		for i := range d.Propensities {
@@ -424,15 +452,16 @@ func readOBP(r io.Reader, arms int, fn func(line int, rec *bandit.DecisionRecord
 		}
 		d.Propensities[d.Arm] = p
 		if rec[3] != "" {
-			v, err := strconv.ParseFloat(rec[3], 64)
-			if err != nil {
-				return fmt.Errorf("line %d: reward %q: not a number", n, rec[3])
+			v, ok := finite(rec[3], bandit.MaxRewardAbs)
+			if !ok {
+				return fmt.Errorf("line %d: reward %s: want a number of magnitude at most %g", n, echo(rec[3]), bandit.MaxRewardAbs)
 			}
 			d.Reward = &bandit.Reward{EventID: d.EventID, Value: v}
 		}
 		for i := range dim {
-			if d.Encoded[i], err = strconv.ParseFloat(rec[len(obpHeader)+i], 64); err != nil {
-				return fmt.Errorf("line %d: %s %q: not a number", n, head[len(obpHeader)+i], rec[len(obpHeader)+i])
+			var ok bool
+			if d.Encoded[i], ok = finite(rec[len(obpHeader)+i], bandit.MaxNumericAbs); !ok {
+				return fmt.Errorf("line %d: %s %s: want a number of magnitude at most %g", n, bandit.Shorten(head[len(obpHeader)+i], maxEcho), echo(rec[len(obpHeader)+i]), bandit.MaxNumericAbs)
 			}
 		}
 		if err := fn(n, d); err != nil {

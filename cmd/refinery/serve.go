@@ -53,6 +53,13 @@ loopback with --require-keys; a loopback server without them is open to
 every program on the machine, which its log and dashboard say. Without a
 database the keys live in memory: serve then makes one admin key and prints
 it once. /metrics needs the read scope, --pprof's /debug/pprof/ admin.
+/healthz and /readyz are open; with keys required /readyz says which check
+failed but not the database's error (which names its user and host).
+
+On the open loopback default (no keys), a request must name the server as
+Host: localhost, 127.0.0.1, [::1] or the --addr host, with any port; any
+other Host is a 421, so that a web page whose name rebinds to 127.0.0.1 (DNS
+rebinding) cannot use the API from the browser.
 
 --simulate starts a built-in client that drives the service over its own
 HTTP API with an environment's contexts and rewards: it creates two bandits
@@ -284,8 +291,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		scfg.Fleet = m.fleet
 	}
 	m.Service = bandit.NewService(m.Store, scfg)
-	m.API = api.New(api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout,
-		RequireKeys: m.KeysRequired, Keys: ks})
+	acfg := api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout,
+		RequireKeys: m.KeysRequired, Keys: ks}
+	if !m.KeysRequired {
+		acfg.AllowedHosts = loopbackHosts(m.Addr)
+	}
+	m.API = api.New(acfg)
 	ln, err := net.Listen("tcp", m.Addr)
 	if err != nil {
 		m.API.Close()
@@ -358,6 +369,17 @@ func loopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackHosts are the names an open loopback server answers to (the
+// Host header, api.Config.AllowedHosts): localhost, 127.0.0.1, ::1 and
+// the host of addr.
+func loopbackHosts(addr string) []string {
+	hs := []string{"localhost", "127.0.0.1", "::1"}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		hs = append(hs, host)
+	}
+	return hs
 }
 
 // makeKeys makes the keys serve itself needs when keys are required: on
