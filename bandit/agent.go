@@ -924,7 +924,7 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 	if n == 0 && a.data.Len() <= prev.rows {
 		return rerr
 	}
-	m := &model{version: prev.version + 1, rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
+	m := &model{version: nextVersion(prev.version), rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
 	iters := 0
 	if a.q != nil {
 		st, err := a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
