@@ -3,6 +3,7 @@ package bandit
 import (
 	"math"
 	mrand "math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sync"
 
@@ -48,7 +49,7 @@ const (
 	// last-layer posteriors (laplace-ts last-layer, flow-ts), shared by
 	// every context.
 	LockInDraws       = 16
-	LockInSharedDraws = 256
+	LockInSharedDraws = 1024
 	// lockInRefresh is how many new decisions make a cached lock-in
 	// figure stale within one posterior version.
 	lockInRefresh = LockInWindow / 20
@@ -275,17 +276,29 @@ func (r *decisionRing) recentDecisions() (arms []int, xs [][]float64, ex [][]boo
 	return arms, xs, ex, r.total
 }
 
-// Health returns the health of the published posterior.
-func (a *Agent) Health() *Health {
+// Health returns the health of the published posterior. The spread and
+// noise are computed once per version, the lock-in figures once per
+// version and every lockInRefresh (25) decisions, by the first call that
+// needs them (a greedy bandit's Laplace posterior reads every training
+// row); concurrent calls wait for it. A fault in them is logged and
+// leaves the figures out: health must not take a status request down.
+func (a *Agent) Health() (out *Health) {
 	m := a.model.Load()
 	h := &a.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			a.log.Error("computing the posterior's health panicked", "panic", v, "stack", string(debug.Stack()))
+			out = &Health{ModelVersion: m.version}
+		}
+	}()
 	if h.staticM != m {
 		h.static = Health{ModelVersion: m.version, Layers: a.layerHealth(m), Noise: a.noiseHealth(m)}
 		h.staticM = m
 	}
-	out := h.static
+	out = new(Health)
+	*out = h.static
 	out.HeldOut = m.heldOut
 	arms, xs, ex, total := h.ring.recentDecisions()
 	if !h.lockDone || h.lockM != m || total-h.lockN >= lockInRefresh {
@@ -296,7 +309,7 @@ func (a *Agent) Health() *Health {
 	if out.LockIn.BestProbability != nil {
 		out.LockIn.BestProbability = cloneMap(h.lock.BestProbability)
 	}
-	return &out
+	return out
 }
 
 func cloneMap(m map[string]float64) map[string]float64 {
@@ -515,7 +528,14 @@ func calibrationError(scores []rowScore) float64 {
 // the next version to them, and returns the figures for that version;
 // nil when prev has no trained network (version 0, the kinds without
 // one). It is called by the trainer only.
-func (a *Agent) scoreHeldOut(prev *model) *HeldOutHealth {
+func (a *Agent) scoreHeldOut(prev *model) (ho *HeldOutHealth) {
+	// A fault here must not stop the training it precedes.
+	defer func() {
+		if v := recover(); v != nil {
+			a.log.Error("scoring the held-out rewards panicked", "panic", v, "stack", string(debug.Stack()))
+			ho = nil
+		}
+	}()
 	v := a.data.View()
 	lo := max(prev.rows, v.Len()-HeldOutRows)
 	if prev.version == 0 || prev.lik == nil || prev.q == nil || lo >= v.Len() {
@@ -550,7 +570,7 @@ func (a *Agent) scoreHeldOut(prev *model) *HeldOutHealth {
 		}
 	}
 	h.scoredTo = max(h.scoredTo, v.Len())
-	ho := &HeldOutHealth{ScoredBy: prev.version, Draws: pr.draws, Rewards: len(scores), RecentRewards: len(h.recent)}
+	ho = &HeldOutHealth{ScoredBy: prev.version, Draws: pr.draws, Rewards: len(scores), RecentRewards: len(h.recent)}
 	ho.LogLikPerReward, ho.CalibrationError = summarize(scores)
 	ho.RecentLogLikPerReward, ho.RecentCalibrationError = summarize(h.recent)
 	return ho

@@ -168,3 +168,12 @@ func TestRewardVarianceByHand(t *testing.T) {
 		t.Errorf("arm 1: %v over %d, want none over 1", s, n)
 	}
 }
+
+// BestProbabilityOfRecent is P_best (LockInHealth) under the published
+// posterior on the newest n decisions' contexts, whatever their shares,
+// for tests.
+func (a *Agent) BestProbabilityOfRecent(n int) []float64 {
+	_, xs, ex, _ := a.health.ring.recentDecisions()
+	k := len(xs) - n
+	return a.bestProbability(a.model.Load(), xs[k:], ex[k:])
+}
