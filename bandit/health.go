@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
 
@@ -51,8 +52,12 @@ const (
 	LockInDraws       = 16
 	LockInSharedDraws = 1024
 	// lockInRefresh is how many new decisions make a cached lock-in
-	// figure stale within one posterior version.
+	// figure stale within one posterior version; lockInEvery is the
+	// least time between two computations on a live service (a greedy
+	// bandit's Laplace posterior reads every training row, and the
+	// dashboard and /metrics ask every few seconds).
 	lockInRefresh = LockInWindow / 20
+	lockInEvery   = 10 * time.Second
 )
 
 // Streams of the health figures' generators (PCG(seed, stream |
@@ -203,7 +208,8 @@ type HeldOutHealth struct {
 // ignores its uncertainty (greedy), samples that are stale or too few,
 // or a posterior that has widened since the decisions were made. A
 // posterior that is confidently wrong does not raise it. uniform has no
-// posterior and no alarm.
+// posterior and no alarm. On a live service BestProbability may be up
+// to 10 s old (Agent.Health).
 type LockInHealth struct {
 	// Decisions is the number of newest decisions looked at; TopArm took
 	// TopShare of them (absent before any decision).
@@ -231,13 +237,14 @@ type healthState struct {
 	recentAt int
 	scoredTo int
 
-	mu       sync.Mutex // guards the caches below
-	staticM  *model
-	static   Health // Layers and Noise of staticM
-	lockM    *model
-	lockN    int64 // decisions seen when lock was computed
-	lock     LockInHealth
-	lockDone bool
+	mu      sync.Mutex // guards the caches below
+	staticM *model
+	static  Health    // Layers and Noise of staticM
+	pbM     *model    // the posterior of pb
+	pbN     int64     // decisions recorded when pb was computed
+	pbAt    time.Time // when (wall clock)
+	pb      []float64 // P_best, nil if not computed or unavailable
+	pbDone  bool
 }
 
 // decisionRing holds the newest LockInWindow decisions' arms, contexts
@@ -277,10 +284,12 @@ func (r *decisionRing) recentDecisions() (arms []int, xs [][]float64, ex [][]boo
 }
 
 // Health returns the health of the published posterior. The spread and
-// noise are computed once per version, the lock-in figures once per
-// version and every lockInRefresh (25) decisions, by the first call that
-// needs them (a greedy bandit's Laplace posterior reads every training
-// row); concurrent calls wait for it. A fault in them is logged and
+// noise are computed once per version and the arms' shares of the
+// recent decisions on every call; the probabilities of being best
+// (LockInHealth), when the shares call for them, anew for a new version
+// or after lockInRefresh (25) more decisions, on a live service at most
+// every lockInEvery (10 s; in step mode whenever they are stale), by the
+// first call that needs them, for which concurrent calls wait. A fault in them is logged and
 // leaves the figures out: health must not take a status request down.
 func (a *Agent) Health() (out *Health) {
 	m := a.model.Load()
@@ -301,23 +310,15 @@ func (a *Agent) Health() (out *Health) {
 	*out = h.static
 	out.HeldOut = m.heldOut
 	arms, xs, ex, total := h.ring.recentDecisions()
-	if !h.lockDone || h.lockM != m || total-h.lockN >= lockInRefresh {
-		h.lock = a.lockIn(m, arms, xs, ex)
-		h.lockM, h.lockN, h.lockDone = m, total, true
-	}
-	out.LockIn = h.lock
-	if out.LockIn.BestProbability != nil {
-		out.LockIn.BestProbability = cloneMap(h.lock.BestProbability)
-	}
+	out.LockIn = a.lockIn(arms, func() []float64 {
+		stale := h.pbM != m || total-h.pbN >= lockInRefresh
+		if !h.pbDone || stale && (a.step != nil || time.Since(h.pbAt) >= lockInEvery) {
+			h.pb = a.bestProbability(m, xs, ex)
+			h.pbM, h.pbN, h.pbAt, h.pbDone = m, total, time.Now(), true
+		}
+		return h.pb
+	})
 	return out
-}
-
-func cloneMap(m map[string]float64) map[string]float64 {
-	c := make(map[string]float64, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // layerHealth returns the spread per layer of m's posterior for the kinds
@@ -576,9 +577,10 @@ func (a *Agent) scoreHeldOut(prev *model) (ho *HeldOutHealth) {
 	return ho
 }
 
-// lockIn computes the lock-in alarm of m on the decisions given oldest
-// first (LockInHealth).
-func (a *Agent) lockIn(m *model, arms []int, xs [][]float64, ex [][]bool) LockInHealth {
+// lockIn computes the lock-in alarm on the decisions' arms, with the
+// probabilities of being best that bestP returns (called only when the
+// share condition holds; nil: none).
+func (a *Agent) lockIn(arms []int, bestP func() []float64) LockInHealth {
 	var l LockInHealth
 	l.Decisions = len(arms)
 	if len(arms) == 0 {
@@ -600,7 +602,7 @@ func (a *Agent) lockIn(m *model, arms []int, xs [][]float64, ex [][]bool) LockIn
 	if len(arms) < LockInMinDecisions || l.TopShare < LockInShare {
 		return l
 	}
-	pb := a.bestProbability(m, xs, ex)
+	pb := bestP()
 	if pb == nil {
 		return l
 	}

@@ -593,9 +593,9 @@ type statusHealth struct {
 // each reward waits for the trainer to have trained on it, so that
 // every decision acts on a posterior of all the rewards before it, as in
 // step mode. "mf" is an mf-ts bandit on real rewards (a noise variance,
-// its spread per layer). Once both are idle the page's figures (four
-// significant digits, shares as percentages to 0.1) must be the
-// status's to their rounding.
+// its spread per layer). Once both have been idle for 10 s, the page's
+// figures (four significant digits, shares as percentages to 0.1) must
+// be the status's to their rounding.
 func TestDashboardHealthInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	m := startMain(t, func(m *Main) { m.DashboardEvery = 200 * time.Millisecond })
@@ -649,6 +649,12 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 		c.must(204, "POST", fmt.Sprintf("/v1/bandits/mf/events/e%d/reward", i), map[string]any{"value": 0.5 + float64(i%3)})
 	}
 	caughtUp("mf", 40)
+	// On a live service the probabilities of being best are recomputed
+	// at most every 10 s (bandit.Agent.Health): after 10 s idle the next
+	// status has those of the last posterior on the last decisions, which
+	// stay as they are.
+	time.Sleep(10*time.Second + 500*time.Millisecond)
+	status("locked")
 	want := map[string]statusHealth{"locked": status("locked"), "mf": status("mf")}
 	if l := want["locked"].Status.Health.LockIn; !l.Alarm {
 		t.Fatalf("the greedy bandit did not lock in: %+v", l)
