@@ -289,8 +289,9 @@ func (r *decisionRing) recentDecisions() (arms []int, xs [][]float64, ex [][]boo
 // (LockInHealth), when the shares call for them, anew for a new version
 // or after lockInRefresh (25) more decisions, on a live service at most
 // every lockInEvery (10 s; in step mode whenever they are stale), by the
-// first call that needs them, for which concurrent calls wait. A fault in them is logged and
-// leaves the figures out: health must not take a status request down.
+// first call that needs them, for which concurrent calls wait. A fault
+// in them is logged and leaves the figures out: health must not take a
+// status request down.
 func (a *Agent) Health() (out *Health) {
 	m := a.model.Load()
 	h := &a.health
@@ -472,6 +473,8 @@ func scoreRows(dst []rowScore, p *nn.Predictor, pr predictive, v nn.View, rows [
 	return dst
 }
 
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
 // logMeanExp returns log(1/n sum_i exp(v_i)) without overflow.
 func logMeanExp(v []float64) float64 {
 	mx := slices.Max(v)
@@ -574,6 +577,12 @@ func (a *Agent) scoreHeldOut(prev *model) (ho *HeldOutHealth) {
 	ho = &HeldOutHealth{ScoredBy: prev.version, Draws: pr.draws, Rewards: len(scores), RecentRewards: len(h.recent)}
 	ho.LogLikPerReward, ho.CalibrationError = summarize(scores)
 	ho.RecentLogLikPerReward, ho.RecentCalibrationError = summarize(h.recent)
+	if !finite(ho.LogLikPerReward) || !finite(ho.RecentLogLikPerReward) {
+		// JSON has no NaN or infinity; a non-finite prediction is the
+		// trainer's to report.
+		a.log.Warn("held-out log-likelihood is not finite: left out", "version", prev.version, "log_lik", ho.LogLikPerReward, "recent", ho.RecentLogLikPerReward)
+		return nil
+	}
 	return ho
 }
 
