@@ -518,7 +518,30 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	do(exchange{"GET", "/v1/bandits/ts", "", "", 200})
+	// More rewards until a version carries the held-out figures of the
+	// rewards it was trained on (status.health.heldout, issue 28), which
+	// takes a retraining on rewards an earlier version had not seen.
+	for i := 0; ; i++ {
+		var v struct {
+			Status struct {
+				Health struct {
+					HeldOut json.RawMessage `json:"heldout"`
+				} `json:"health"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(do(exchange{"GET", "/v1/bandits/ts", "", "", 200}), &v); err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Status.Health.HeldOut) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no held-out figures after %d more rewards", i)
+		}
+		do(exchange{"POST", "/v1/bandits/ts/decisions", "", fmt.Sprintf(`{"event_id": "h%d", "context": {"color": "red"}}`, i), 201})
+		do(exchange{"POST", fmt.Sprintf("/v1/bandits/ts/events/h%d/reward", i), "", `{"value": 1}`, 204})
+		time.Sleep(5 * time.Millisecond)
+	}
 	// The posteriors fitted at the MAP report themselves once fitted on
 	// rewards.
 	for _, name := range []string{"diag", "last", "flow"} {
