@@ -69,6 +69,9 @@ type dashBandit struct {
 	// refined-ts), "map" (the point-estimate kinds: log-likelihood +
 	// log-prior) or absent (uniform, linear-ts: no network).
 	Objective string `json:"objective,omitempty"`
+	// Health is the published posterior's health (bandit.Status.Health):
+	// the card's health panel, and its lock-in badge.
+	Health *bandit.Health `json:"health"`
 }
 
 // dashPanels is what the dashboard shows of a bandit of one policy kind.
@@ -216,7 +219,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	panels := panelsFor(cfg.Policy)
 	b := &dashBandit{Name: a.Name(), Policy: string(cfg.Policy.Kind), Arms: cfg.Arms, ModelVersion: st.ModelVersion, ELBO: st.ELBO,
 		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Posterior: st.Posterior, Recent: []dashDecision{},
-		Panels: panels.charts, Charts: map[string]string{}, Objective: panels.objective}
+		Panels: panels.charts, Charts: map[string]string{}, Objective: panels.objective, Health: st.Health}
 	if panels.spread != "" {
 		b.Layers = a.Spread()
 	}

@@ -42,6 +42,7 @@ type Metrics struct {
 	rewardSum        *prometheus.GaugeVec
 	buildInfo        *prometheus.GaugeVec
 	trainerLag       *serviceCollector
+	health           *healthCollector
 }
 
 var (
@@ -144,6 +145,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		"CPU time of the service's background work, per OS thread: training (every trainer's fitting) and refinement (the refinement workers). The process's CPU (process_cpu_seconds_total) less these is serving's: the requests, the store and the runtime.",
 		[]string{"activity"}, nil)}
 	reg.MustRegister(m.cpu)
+	m.health = newHealthCollector()
+	reg.MustRegister(m.health)
 	reg.MustRegister(m.sampleUses, m.sampleAge, m.sampleBehind, m.beyondBounds)
 	m.atZero = &seriesAtZero{decisions: m.decisions, rewards: m.rewards}
 	reg.MustRegister(m.atZero, m.decisionSeconds, m.trainerIters, m.elbo, m.modelVersion,
@@ -157,6 +160,7 @@ func (m *Metrics) Watch(svc *bandit.Service) {
 	m.atZero.svc.Store(svc)
 	m.cpu.svc.Store(svc)
 	m.trainerLag.svc.Store(svc)
+	m.health.svc.Store(svc)
 }
 
 // SetBuildInfo sets refinery_build_info{version, goversion, kernels} to 1

@@ -70,6 +70,10 @@ type model struct {
 	// made once per model when it differs from q's own.
 	refOnce sync.Once
 	refQ    *posterior.MeanField
+
+	// heldOut is how the previous version predicted the rows this one
+	// was trained on (scoreHeldOut); nil when not scored here.
+	heldOut *HeldOutHealth
 }
 
 // weights returns the posterior means made ready for the fast engine
@@ -179,6 +183,8 @@ type Agent struct {
 	refiner *posterior.Refiner
 	refLik  *nn.Likelihood
 	pending int // rewards since the last training
+
+	health healthState // Health: recent decisions, held-out scores, caches
 }
 
 // newAgent builds the agent of a validated configuration. It does not
@@ -926,6 +932,7 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 	}
 	m := &model{version: nextVersion(prev.version), rows: a.data.Len(), cursor: a.cursor, elbo: math.NaN(), superseded: make(chan struct{}), trainedAt: a.clock.Now()}
 	iters := 0
+	m.heldOut = a.scoreHeldOut(prev) // before training on the new rows
 	if a.q != nil {
 		st, err := a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
 		if err != nil {
@@ -1337,6 +1344,7 @@ func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error)
 		return &Outcome{Decision: stored, Created: false}, nil
 	}
 	a.obs.Decided(a.name, a.cfg.Arms[d.Arm], d.Sample)
+	a.health.decided(d.Arm, x, excluded)
 	return &Outcome{Decision: stored, Created: true, Propensity: prop}, nil
 }
 
@@ -1529,6 +1537,8 @@ type Status struct {
 	// holds the bandit's trainer lock, while the others install the
 	// versions it persists.
 	Trainer bool `json:"trainer"`
+	// Health is the published posterior's health (Agent.Health).
+	Health *Health `json:"health"`
 }
 
 // BankStatus describes a bank of refined samples.
@@ -1553,7 +1563,7 @@ type BankStatus struct {
 // Status returns the agent's live state.
 func (a *Agent) Status() Status {
 	m := a.model.Load()
-	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m), Trainer: a.Leading()}
+	st := Status{ModelVersion: m.version, TrainedRows: m.rows, Posterior: a.posteriorStatus(m), Trainer: a.Leading(), Health: a.Health()}
 	if e := a.trainErr.Load(); e != nil {
 		st.TrainerError = *e
 	}

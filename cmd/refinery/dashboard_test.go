@@ -545,3 +545,232 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// statusHealth is the part of GET /v1/bandits/{name} the health panel
+// shows.
+type statusHealth struct {
+	Status struct {
+		ModelVersion int64 `json:"model_version"`
+		TrainedRows  int64 `json:"trained_rows"`
+		Rewards      int64 `json:"rewards"`
+		Health       struct {
+			ModelVersion int64 `json:"model_version"`
+			Layers       []struct {
+				Layer        int     `json:"layer"`
+				MedianSigma  float64 `json:"median_sigma"`
+				AtPriorShare float64 `json:"at_prior_share"`
+			} `json:"layers"`
+			Noise *struct {
+				Likelihood string `json:"likelihood"`
+				Variances  []struct {
+					NoiseVariance  float64  `json:"noise_variance"`
+					RewardVariance *float64 `json:"reward_variance"`
+				} `json:"variances"`
+			} `json:"noise"`
+			HeldOut *struct {
+				LogLikPerReward        float64  `json:"log_lik_per_reward"`
+				CalibrationError       *float64 `json:"calibration_error"`
+				RecentLogLikPerReward  float64  `json:"recent_log_lik_per_reward"`
+				RecentCalibrationError *float64 `json:"recent_calibration_error"`
+			} `json:"heldout"`
+			LockIn struct {
+				Decisions       int                `json:"decisions"`
+				TopShare        float64            `json:"top_share"`
+				BestProbability map[string]float64 `json:"best_probability"`
+				Alarm           bool               `json:"alarm"`
+			} `json:"lock_in"`
+		} `json:"health"`
+	} `json:"status"`
+}
+
+// TestDashboardHealthInBrowser: the health panel (issue 28) in headless
+// chromium shows the figures of GET /v1/bandits/{name}'s status.health,
+// and the lock-in badge appears on the bandit driven into a lock-in and
+// on no other. "locked" is a greedy bandit whose arm b is excluded for
+// its first 60 decisions (arm a pays 1 on seven in ten, b 1 on the
+// right): it then plays a on all of 500 more (bandit
+// .TestLockInAlarmFiresOnAGreedyLockIn is the same lock-in in step mode);
+// each reward waits for the trainer to have trained on it, so that
+// every decision acts on a posterior of all the rewards before it, as in
+// step mode. "mf" is an mf-ts bandit on real rewards (a noise variance,
+// its spread per layer). Once both have been idle for 10 s, the page's
+// figures (four significant digits, shares as percentages to 0.1) must
+// be the status's to their rounding.
+func TestDashboardHealthInBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	m := startMain(t, func(m *Main) { m.DashboardEvery = 200 * time.Millisecond })
+	c := newClient(t, m.URL())
+	for _, b := range []struct{ name, kind string }{{"locked", "greedy"}, {"mf", "mf-ts"}} {
+		c.must(201, "POST", "/v1/bandits", map[string]any{"name": b.name, "arms": []string{"a", "b"},
+			"features": []map[string]any{{"name": "side", "type": "categorical", "values": []string{"left", "right"}}},
+			"policy":   map[string]any{"kind": b.kind}, "model": map[string]any{"hidden": []int{8}},
+			"training": map[string]any{"iterations": 50, "iterations_per_reward": 50, "min_interval": "1ms", "cpu_share": 1}})
+	}
+	status := func(name string) statusHealth {
+		t.Helper()
+		var s statusHealth
+		if err := json.Unmarshal(c.must(200, "GET", "/v1/bandits/"+name, nil), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	caughtUp := func(name string, rewards int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if s := status(name); s.Status.TrainedRows >= rewards {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the trainer has not trained on %d rewards after 10s", name, rewards)
+			}
+		}
+	}
+	for i := range 560 {
+		side := []string{"left", "right"}[i%2]
+		body := map[string]any{"event_id": fmt.Sprint("e", i), "context": map[string]any{"side": side}}
+		if i < 60 {
+			body["excluded_arms"] = []string{"b"}
+		}
+		var d struct {
+			Arm string `json:"arm"`
+		}
+		if err := json.Unmarshal(c.must(201, "POST", "/v1/bandits/locked/decisions", body), &d); err != nil {
+			t.Fatal(err)
+		}
+		r := 0
+		if d.Arm == "a" && i%10 < 7 || d.Arm == "b" && side == "right" {
+			r = 1
+		}
+		c.must(204, "POST", fmt.Sprintf("/v1/bandits/locked/events/e%d/reward", i), map[string]any{"value": r})
+		caughtUp("locked", int64(i+1))
+	}
+	for i := range 40 {
+		c.must(201, "POST", "/v1/bandits/mf/decisions", map[string]any{"event_id": fmt.Sprint("e", i), "context": map[string]any{"side": "left"}})
+		c.must(204, "POST", fmt.Sprintf("/v1/bandits/mf/events/e%d/reward", i), map[string]any{"value": 0.5 + float64(i%3)})
+	}
+	caughtUp("mf", 40)
+	// On a live service the probabilities of being best are recomputed
+	// at most every 10 s (bandit.Agent.Health): after 10 s idle the next
+	// status has those of the last posterior on the last decisions, which
+	// stay as they are.
+	time.Sleep(10*time.Second + 500*time.Millisecond)
+	status("locked")
+	want := map[string]statusHealth{"locked": status("locked"), "mf": status("mf")}
+	if l := want["locked"].Status.Health.LockIn; !l.Alarm {
+		t.Fatalf("the greedy bandit did not lock in: %+v", l)
+	}
+	if l := want["mf"].Status.Health.LockIn; l.Alarm {
+		t.Fatalf("the mf-ts bandit raised the alarm: %+v", l)
+	}
+
+	ctx, errs := startBrowser(t, chromium, 40*time.Second)
+	card := func(name, rest string) chromedp.CSS { return chromedp.CSS(`.card[data-bandit="` + name + `"]` + rest) }
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(m.URL()+"/"),
+		chromedp.WaitVisible(card("locked", ` [data-field="lockin-badge"]`)),
+		chromedp.WaitVisible(card("locked", ` [data-field="lockin-alarm"]`)),
+		chromedp.WaitVisible(card("mf", ` [data-field="health"]`)),
+	); err != nil {
+		t.Fatalf("the dashboard did not show the health panels and the lock-in badge: %v (browser errors: %q)", err, errs())
+	}
+	// The figures on the page: every data-field of each card's health
+	// panel, by name, once the page shows the status's model version.
+	const fields = `(() => {
+  const out = {};
+  for (const card of document.querySelectorAll(".card")) {
+    const f = {};
+    for (const el of card.querySelectorAll("[data-field]")) f[el.dataset.field] = el.textContent;
+    out[card.dataset.bandit] = f;
+  }
+  return out;
+})()`
+	var page map[string]map[string]string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var err error
+		if page, err = chromedp.Run(ctx, chromedp.Evaluate[map[string]map[string]string](fields)); err != nil {
+			t.Fatal(err)
+		}
+		ok := true
+		for name, s := range want {
+			ok = ok && page[name]["model_version"] == strconv.FormatInt(s.Status.ModelVersion, 10)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page's model versions %q, %q never reached the status's %d, %d", page["locked"]["model_version"], page["mf"]["model_version"],
+				want["locked"].Status.ModelVersion, want["mf"].Status.ModelVersion)
+		}
+	}
+	// A figure to four significant digits is within half a unit of its
+	// fourth digit; a percentage to 0.1 within 0.05.
+	near := func(name, field string, want float64, percent bool) {
+		t.Helper()
+		text, ok := page[name][field]
+		if !ok {
+			t.Errorf("%s: no %s on the page", name, field)
+			return
+		}
+		got, err := strconv.ParseFloat(strings.ReplaceAll(text, ",", ""), 64)
+		if err != nil {
+			t.Errorf("%s: %s = %q, not a number", name, field, text)
+			return
+		}
+		tol := 0.5e-3 * math.Abs(want) * 1.0001
+		if percent {
+			got, tol = got/100, 0.0005
+		}
+		if math.Abs(got-want) > tol {
+			t.Errorf("%s: the page's %s is %s, the status's %g", name, field, text, want)
+		}
+	}
+	lk := want["locked"].Status.Health
+	near("locked", "lockin-top-share", lk.LockIn.TopShare, true)
+	for arm, p := range lk.LockIn.BestProbability {
+		near("locked", "best-probability-"+arm, p, false)
+	}
+	if lk.HeldOut == nil || lk.HeldOut.CalibrationError == nil {
+		t.Fatalf("locked: held-out figures %+v, want them with an ECE (0/1 rewards)", lk.HeldOut)
+	}
+	near("locked", "heldout-loglik", lk.HeldOut.LogLikPerReward, false)
+	near("locked", "calibration-error", *lk.HeldOut.CalibrationError, false)
+	near("locked", "recent-loglik", lk.HeldOut.RecentLogLikPerReward, false)
+	near("locked", "recent-calibration-error", *lk.HeldOut.RecentCalibrationError, false)
+	if _, ok := page["locked"]["noise"]; !ok {
+		t.Errorf("locked: the page does not say the Bernoulli likelihood has no noise: %q", page["locked"])
+	}
+
+	mf := want["mf"].Status.Health
+	if _, ok := page["mf"]["lockin-badge"]; ok {
+		t.Error("mf: a lock-in badge on a bandit without the alarm")
+	}
+	if len(mf.Layers) != 2 || mf.Noise == nil || len(mf.Noise.Variances) != 1 || mf.HeldOut == nil {
+		t.Fatalf("mf: health %+v, want 2 layers, a noise variance and held-out figures", mf)
+	}
+	for _, l := range mf.Layers {
+		near("mf", fmt.Sprint("sigma-median-", l.Layer), l.MedianSigma, false)
+		near("mf", fmt.Sprint("at-prior-", l.Layer), l.AtPriorShare, true)
+	}
+	near("mf", "noise-variance", mf.Noise.Variances[0].NoiseVariance, false)
+	near("mf", "reward-variance", *mf.Noise.Variances[0].RewardVariance, false)
+	near("mf", "heldout-loglik", mf.HeldOut.LogLikPerReward, false)
+	near("mf", "recent-loglik", mf.HeldOut.RecentLogLikPerReward, false)
+	near("mf", "lockin-top-share", mf.LockIn.TopShare, true)
+
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "api", "testdata", "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dashboard-health.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs() {
+		t.Errorf("browser: %s", e)
+	}
+}

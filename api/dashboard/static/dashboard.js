@@ -25,8 +25,67 @@
     return b.arms.map((a) => esc(a) + " " + num(100 * (b.arm_share[a] || 0), 0) + "%").join(" · ");
   }
 
+  // fig shows a health figure to four significant digits.
+  function fig(v) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "–";
+    return Number(v).toPrecision(4);
+  }
+  function field(name, text) {
+    return '<span data-field="' + esc(name) + '">' + text + "</span>";
+  }
+
+  // health is the card's posterior health panel (status.health, issue
+  // 28): the spread per layer against the prior's, the noise against the
+  // rewards' variance, the held-out figures and the lock-in alarm.
+  function health(b) {
+    const hl = b.health;
+    if (!hl) return "";
+    let h = '<div class="health" data-field="health">';
+    const l = hl.lock_in;
+    if (l.alarm) {
+      const others = Object.entries(l.best_probability || {}).filter((e) => e[0] !== l.top_arm).sort((x, y) => y[1] - x[1]);
+      h += '<div class="alarm" data-field="lockin-alarm" role="alert">Lock-in: ' + esc(l.top_arm) + " took " + num(100 * l.top_share, 1) + "% of the last " + l.decisions +
+        " decisions while the posterior gives " + others.filter((e) => e[1] > 0.05).map((e) => esc(e[0]) + " a probability of being best of " + fig(e[1])).join(", ") + "</div>";
+    }
+    if (hl.layers) {
+      h += "<div>posterior σ per layer (median · share at ≥ 0.9 of the prior's): " + hl.layers.map((y) =>
+        (y.layer === hl.layers.length ? "out" : "layer " + y.layer) + " " + field("sigma-median-" + y.layer, fig(y.median_sigma)) + " · " + field("at-prior-" + y.layer, num(100 * y.at_prior_share, 1)) + "%").join("; ") + "</div>";
+    }
+    if (hl.noise) {
+      if (hl.noise.likelihood === "bernoulli") {
+        h += '<div data-field="noise">noise: none (Bernoulli likelihood, p(y=1) = sigmoid(f))</div>';
+      } else {
+        h += "<div>noise variance vs the rewards' (reward units²): " + (hl.noise.variances || []).map((v) => {
+          const k = v.arm ? "-" + v.arm : "";
+          return (v.arm ? esc(v.arm) + " " : "") + field("noise-variance" + k, fig(v.noise_variance)) + " vs " + field("reward-variance" + k, fig(v.reward_variance)) + " (" + num(v.rewards, 0) + " rewards)";
+        }).join("; ") + "</div>";
+      }
+    }
+    const o = hl.heldout;
+    if (o) {
+      let line = "held out, before training (v" + o.scored_by + ", " + o.draws + (o.draws === 1 ? " draw, the MAP" : " draws") + "): " + o.rewards + " newest: log-lik/reward " + field("heldout-loglik", fig(o.log_lik_per_reward));
+      if (o.calibration_error !== undefined) line += " · ECE " + field("calibration-error", fig(o.calibration_error));
+      line += " · last " + o.recent_rewards + ": " + field("recent-loglik", fig(o.recent_log_lik_per_reward));
+      if (o.recent_calibration_error !== undefined) line += " · ECE " + field("recent-calibration-error", fig(o.recent_calibration_error));
+      h += "<div>" + line + "</div>";
+    } else if (hl.noise) {
+      h += '<div data-field="heldout-none">held out: no version scored yet</div>';
+    }
+    let lock = "lock-in check: ";
+    if (l.decisions === 0) {
+      lock += "no decisions yet";
+    } else {
+      lock += esc(l.top_arm) + " took " + field("lockin-top-share", num(100 * l.top_share, 1)) + "% of the last " + field("lockin-decisions", l.decisions) + " decisions";
+      if (l.best_probability) lock += " · P(best) " + Object.entries(l.best_probability).map((e) => esc(e[0]) + " " + field("best-probability-" + e[0], fig(e[1]))).join(", ");
+      lock += l.alarm ? " · ALARM" : " · no alarm";
+    }
+    h += "<div>" + lock + "</div>";
+    return h + "</div>";
+  }
+
   function card(b) {
-    let h = '<h2>' + esc(b.name) + '<span class="policy">' + esc(b.policy) + " · arms " + esc(b.arms.join(", ")) + "</span></h2>";
+    let h = '<h2>' + esc(b.name) + '<span class="policy">' + esc(b.policy) + " · arms " + esc(b.arms.join(", ")) + "</span>" +
+      (b.health && b.health.lock_in.alarm ? '<span class="badge" data-field="lockin-badge" title="lock-in alarm: see the health panel">lock-in</span>' : "") + "</h2>";
     h += '<div class="kpis">';
     h += kpi("decisions", "decisions", num(b.decisions, 0));
     h += kpi("decisions_per_second", "decisions/s", num(b.decisions_per_second));
@@ -54,6 +113,7 @@
       if (p.kind === "neural-linear") line += " · linear-ts posterior on the MAP's last hidden features";
       h += '<div class="bankline" data-field="posterior">' + line + "</div>";
     }
+    h += health(b);
     h += '<div class="charts">';
     for (const c of b.panels) {
       if (b.charts[c]) h += '<div class="chart" data-chart="' + c + '">' + b.charts[c] + "</div>";

@@ -1,0 +1,791 @@
+package bandit
+
+import (
+	"math"
+	mrand "math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/posterior"
+)
+
+// Posterior health (issue 28): per published posterior version, the
+// spread of the posterior per layer against the prior's, the learned
+// noise against the rewards' variance, how well the posterior predicted
+// the newest rewards before it was trained on them, and a lock-in alarm
+// on the recent decisions. Status reports it as Health, the api package
+// as gauges and on the dashboard.
+
+// Constants of the health figures.
+const (
+	// AtPriorFraction: a parameter's posterior standard deviation is "at
+	// the prior" when it is at least this fraction of the prior's.
+	AtPriorFraction = 0.9
+	// HeldOutRows bounds the newest rewards scored before each training
+	// and the window of scored rewards behind the "recent" figures.
+	HeldOutRows = 512
+	// HeldOutDraws is the number of posterior draws the predictive
+	// density and p(y = 1) average over (mean-field and diagonal-Laplace
+	// posteriors; the other kinds predict with the MAP).
+	HeldOutDraws = 16
+	// CalibrationBins is the number of equal-width bins of the predicted
+	// p(y = 1) behind the expected calibration error.
+	CalibrationBins = 10
+	// LockInWindow is the number of newest decisions the lock-in alarm
+	// looks at (all of them when fewer), LockInMinDecisions the fewest
+	// it needs, LockInShare the share of them one arm must take and
+	// LockInLevel the probability of being best another arm must exceed.
+	LockInWindow       = 500
+	LockInMinDecisions = 100
+	LockInShare        = 0.99
+	LockInLevel        = 0.05
+	// LockInDraws is the number of posterior draws per decision context
+	// behind the probability of being best (per context: mean-field,
+	// Laplace and linear posteriors); LockInSharedDraws the draws of the
+	// last-layer posteriors (laplace-ts last-layer, flow-ts), shared by
+	// every context.
+	LockInDraws       = 16
+	LockInSharedDraws = 1024
+	// lockInRefresh is how many new decisions make a cached lock-in
+	// figure stale within one posterior version; lockInEvery is the
+	// least time between two computations on a live service (a greedy
+	// bandit's Laplace posterior reads every training row, and the
+	// dashboard and /metrics ask every few seconds).
+	lockInRefresh = LockInWindow / 20
+	lockInEvery   = 10 * time.Second
+)
+
+// Streams of the health figures' generators (PCG(seed, stream |
+// version)): apart from every other stream of the agent (newAgent,
+// fitPosterior), so that computing them changes no decision.
+const (
+	heldOutStream uint64 = 1 << 57
+	lockInStream  uint64 = 1 << 56
+)
+
+// Health is the health of the published posterior (GET
+// /v1/bandits/{name}'s status.health).
+type Health struct {
+	// ModelVersion is the posterior version the figures describe.
+	ModelVersion int64 `json:"model_version"`
+	// Layers is the posterior spread per affine layer: for mf-ts and
+	// refined-ts the mean-field posterior's, for laplace-ts "diagonal"
+	// the Laplace variances; absent for the other kinds, whose network
+	// is a point estimate.
+	Layers []LayerHealth `json:"layers,omitempty"`
+	// Noise is the likelihood's noise against the rewards; absent for
+	// the kinds without a network (uniform, linear-ts).
+	Noise *NoiseHealth `json:"noise,omitempty"`
+	// HeldOut is how well the previous version predicted the rewards
+	// this one was then trained on; absent for version 0, for the kinds
+	// without a network, and for versions this replica did not train (a
+	// version loaded at start-up or installed from another replica).
+	HeldOut *HeldOutHealth `json:"heldout,omitempty"`
+	// LockIn is the lock-in alarm on the newest decisions.
+	LockIn LockInHealth `json:"lock_in"`
+}
+
+// LayerHealth is the posterior spread of one affine layer.
+type LayerHealth struct {
+	// Layer numbers the affine layers from 1 (the first hidden layer)
+	// to the output layer, as LayerSpread does.
+	Layer      int `json:"layer"`
+	In         int `json:"in"`
+	Out        int `json:"out"`
+	Parameters int `json:"parameters"`
+	// MedianSigma is the median posterior standard deviation over the
+	// layer's weights and biases, in the network's units.
+	MedianSigma float64 `json:"median_sigma"`
+	// AtPriorShare is the share of them whose standard deviation is at
+	// least AtPriorFraction (0.9) of the prior's (model.prior,
+	// model.prior_variance: priorVars), the share the data has not
+	// narrowed.
+	AtPriorShare float64 `json:"at_prior_share"`
+}
+
+// NoiseHealth is the likelihood's noise against the rewards trained on.
+type NoiseHealth struct {
+	// Likelihood is the family the posterior was trained under:
+	// "gaussian", or "bernoulli", which has no noise variance
+	// (p(y = 1) = sigmoid(f)) and then Variances is absent.
+	Likelihood string `json:"likelihood"`
+	// Variances holds one entry per learned noise variance: one shared
+	// by every arm (Arm absent) or one per arm (model.noise "per-arm").
+	Variances []NoiseVariance `json:"variances,omitempty"`
+}
+
+// NoiseVariance is one learned noise variance beside the sample variance
+// of the rewards it explains.
+type NoiseVariance struct {
+	// Arm is the arm of a per-arm noise; absent for a shared one.
+	Arm string `json:"arm,omitempty"`
+	// NoiseVariance is exp(hyper), in squared reward units.
+	NoiseVariance float64 `json:"noise_variance"`
+	// RewardVariance is the sample variance (n - 1 denominator) of the
+	// rewards the posterior was trained on (the arm's, for a per-arm
+	// noise), in squared reward units; null with fewer than two. A
+	// noise variance near it means the network explains little of the
+	// rewards and attributes the rest to noise.
+	RewardVariance *float64 `json:"reward_variance"`
+	// Rewards is the number of rewards behind RewardVariance.
+	Rewards int `json:"rewards"`
+}
+
+// HeldOutHealth is how well the published posterior predicted rewards it
+// had not been trained on. Before each training the trainer scores the
+// version still published on the rewards that arrived since it was
+// trained (the newest HeldOutRows of them) and attaches the figures to
+// the version it then publishes. The predictive density of a reward y of
+// arm a at context x is
+//
+//	p(y | x) = 1/S sum_s p(y | f_a(x; w_s)),   w_s ~ the posterior,
+//
+// with S = HeldOutDraws draws for mf-ts, refined-ts (its mean-field
+// posterior) and laplace-ts "diagonal", and S = 1, w = the MAP, for the
+// kinds whose network is a point estimate (greedy, eps-greedy, laplace-ts
+// "last-layer", flow-ts, neural-linear); p(y | f) is the likelihood the
+// version was trained under with its learned noise (nn.Likelihood
+// .LogDensity). For 0/1 rewards, with p_i the predicted p(y = 1) of the
+// played arm (the mean over the draws of sigmoid(f) under the Bernoulli
+// likelihood, of f clipped to [0, 1] under the Gaussian), the expected
+// calibration error over B = CalibrationBins equal-width bins of p,
+//
+//	ECE = sum_b n_b/N |mean_{i in b} y_i - mean_{i in b} p_i|
+//
+// (Naeini, Cooper & Hauskrecht 2015; Guo et al. 2017, Eq. 3).
+type HeldOutHealth struct {
+	// ScoredBy is the version that made the predictions (the previous
+	// one); Draws is S.
+	ScoredBy int64 `json:"scored_by"`
+	Draws    int   `json:"draws"`
+	// Rewards is the number of rewards this version's figures are over:
+	// those that arrived since ScoredBy was trained (at most
+	// HeldOutRows, the newest).
+	Rewards int `json:"rewards"`
+	// LogLikPerReward is the mean log predictive density of those
+	// rewards, in nats per reward (a density for Gaussian rewards, a
+	// probability for Bernoulli ones).
+	LogLikPerReward float64 `json:"log_lik_per_reward"`
+	// CalibrationError is the ECE over those rewards, absent unless
+	// every one is 0 or 1.
+	CalibrationError *float64 `json:"calibration_error,omitempty"`
+	// The same over the newest RecentRewards (at most HeldOutRows)
+	// rewards scored so far by this replica's trainer, each by the
+	// version published when it arrived: steadier than one version's
+	// few rewards when the trainer retrains after every few.
+	RecentRewards          int      `json:"recent_rewards"`
+	RecentLogLikPerReward  float64  `json:"recent_log_lik_per_reward"`
+	RecentCalibrationError *float64 `json:"recent_calibration_error,omitempty"`
+}
+
+// LockInHealth is the lock-in alarm: over the newest decisions (at most
+// LockInWindow, at least LockInMinDecisions), one arm took at least
+// LockInShare (99%) of them while the published posterior gives another
+// arm a probability of being best above LockInLevel (0.05), averaged
+// over those decisions' contexts:
+//
+//	P_best(k) = 1/N sum_i P_{theta ~ posterior}(k = argmax_{j allowed at i} f_j(x_i; theta)),
+//
+// the probability that one posterior draw's predicted rewards rank k
+// first among the arms decision i allowed, which is Thompson sampling's
+// probability with policy.samples = 1. The contexts are the decisions'
+// own, kept in memory (a ring of the last LockInWindow per agent; none
+// survive a restart); the posterior is the published version's,
+// whatever posterior the decisions were made with. It is estimated from
+// LockInDraws fresh draws per context (from the mean-field posterior for
+// mf-ts and refined-ts, the Laplace variances for laplace-ts "diagonal",
+// the diagonal Laplace posterior at the MAP, posterior.LaplaceDiag, for
+// greedy and eps-greedy, whose own network has none; the exact
+// Normal-inverse-gamma posterior for linear-ts and neural-linear), or
+// from LockInSharedDraws draws shared by the contexts (the last-layer
+// posteriors of laplace-ts "last-layer" and flow-ts). The alarm means
+// that the play has stopped following the posterior: a policy that
+// ignores its uncertainty (greedy), samples that are stale or too few,
+// or a posterior that has widened since the decisions were made. A
+// posterior that is confidently wrong does not raise it. uniform has no
+// posterior and no alarm. On a live service BestProbability may be up
+// to 10 s old (Agent.Health).
+type LockInHealth struct {
+	// Decisions is the number of newest decisions looked at; TopArm took
+	// TopShare of them (absent before any decision).
+	Decisions int     `json:"decisions"`
+	TopArm    string  `json:"top_arm,omitempty"`
+	TopShare  float64 `json:"top_share"`
+	// BestProbability is P_best of every arm, computed only when the
+	// share condition holds (Decisions >= 100, TopShare >= 0.99) and
+	// the policy has a posterior.
+	BestProbability map[string]float64 `json:"best_probability,omitempty"`
+	// Alarm is true when TopShare >= LockInShare over at least
+	// LockInMinDecisions decisions and another arm's P_best exceeds
+	// LockInLevel.
+	Alarm bool `json:"alarm"`
+}
+
+// healthState is an agent's part in its health figures.
+type healthState struct {
+	ring decisionRing
+
+	// Owned by the trainer: the scores of the newest held-out rewards
+	// (a ring of HeldOutRows) and the index of the first training row
+	// not yet scored.
+	recent   []rowScore
+	recentAt int
+	scoredTo int
+
+	mu      sync.Mutex // guards the caches below
+	staticM *model
+	static  Health    // Layers and Noise of staticM
+	pbM     *model    // the posterior of pb
+	pbN     int64     // decisions recorded when pb was computed
+	pbAt    time.Time // when (wall clock)
+	pb      []float64 // P_best, nil if not computed or unavailable
+	pbDone  bool
+}
+
+// decisionRing holds the newest LockInWindow decisions' arms, contexts
+// and exclusions. Decide adds to it under a short lock; the contexts are
+// the decisions' own encodings, not copies (they are not modified).
+type decisionRing struct {
+	mu    sync.Mutex
+	arm   [LockInWindow]int
+	x     [LockInWindow][]float64
+	ex    [LockInWindow][]bool
+	next  int
+	total int64
+}
+
+// decided records a stored decision for the lock-in alarm.
+func (h *healthState) decided(arm int, x []float64, excluded []bool) {
+	r := &h.ring
+	r.mu.Lock()
+	r.arm[r.next], r.x[r.next], r.ex[r.next] = arm, x, excluded
+	r.next = (r.next + 1) % LockInWindow
+	r.total++
+	r.mu.Unlock()
+}
+
+// recentDecisions returns the ring's decisions, oldest first, and the
+// number of decisions ever recorded.
+func (r *decisionRing) recentDecisions() (arms []int, xs [][]float64, ex [][]bool, total int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := int(min(r.total, LockInWindow))
+	arms, xs, ex = make([]int, n), make([][]float64, n), make([][]bool, n)
+	for i := range n {
+		j := (r.next - n + i + LockInWindow) % LockInWindow
+		arms[i], xs[i], ex[i] = r.arm[j], r.x[j], r.ex[j]
+	}
+	return arms, xs, ex, r.total
+}
+
+// Health returns the health of the published posterior. The spread and
+// noise are computed once per version and the arms' shares of the
+// recent decisions on every call; the probabilities of being best
+// (LockInHealth), when the shares call for them, anew for a new version
+// or after lockInRefresh (25) more decisions, on a live service at most
+// every lockInEvery (10 s; in step mode whenever they are stale), by the
+// first call that needs them, for which concurrent calls wait. A fault
+// in them is logged and leaves the figures out: health must not take a
+// status request down.
+func (a *Agent) Health() (out *Health) {
+	m := a.model.Load()
+	h := &a.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			a.log.Error("computing the posterior's health panicked", "panic", v, "stack", string(debug.Stack()))
+			out = &Health{ModelVersion: m.version}
+		}
+	}()
+	if h.staticM != m {
+		h.static = Health{ModelVersion: m.version, Layers: a.layerHealth(m), Noise: a.noiseHealth(m)}
+		h.staticM = m
+	}
+	out = new(Health)
+	*out = h.static
+	out.HeldOut = m.heldOut
+	arms, xs, ex, total := h.ring.recentDecisions()
+	out.LockIn = a.lockIn(arms, func() []float64 {
+		stale := h.pbM != m || total-h.pbN >= lockInRefresh
+		if !h.pbDone || stale && (a.step != nil || time.Since(h.pbAt) >= lockInEvery) {
+			h.pb = a.bestProbability(m, xs, ex)
+			h.pbM, h.pbN, h.pbAt, h.pbDone = m, total, time.Now(), true
+		}
+		return h.pb
+	})
+	return out
+}
+
+// layerHealth returns the spread per layer of m's posterior for the kinds
+// that have one over every weight (mf-ts, refined-ts, laplace-ts
+// "diagonal"), nil for the others.
+func (a *Agent) layerHealth(m *model) []LayerHealth {
+	p := a.cfg.Policy
+	if !p.Kind.thompson() && !(p.Kind == LaplaceTS && p.Laplace == LaplaceDiagonal) || m.sig2 == nil || m.q == nil {
+		return nil
+	}
+	return layerSpread(a.arch, m.sig2, m.q.PriorVar)
+}
+
+// layerSpread returns, per layer of arch, the median of sqrt(sig2) and
+// the share of the layer's parameters with sqrt(sig2) >= AtPriorFraction
+// x sqrt(priorVar).
+func layerSpread(arch nn.Arch, sig2, priorVar []float64) []LayerHealth {
+	out := make([]LayerHealth, arch.NumLayers())
+	for l := range out {
+		ly := arch.Layer(l)
+		s := make([]float64, 0, ly.Size())
+		at := 0
+		for j := ly.W; j < ly.End(); j++ {
+			sd := math.Sqrt(sig2[j])
+			s = append(s, sd)
+			if sd >= AtPriorFraction*math.Sqrt(priorVar[j]) {
+				at++
+			}
+		}
+		slices.Sort(s)
+		n := len(s)
+		med := s[n/2]
+		if n%2 == 0 {
+			med = (s[n/2-1] + s[n/2]) / 2
+		}
+		out[l] = LayerHealth{Layer: l + 1, In: ly.In, Out: ly.Out, Parameters: n, MedianSigma: med, AtPriorShare: float64(at) / float64(n)}
+	}
+	return out
+}
+
+// noiseHealth returns m's noise against the variance of the rewards it
+// was trained on, nil for the kinds without a network.
+func (a *Agent) noiseHealth(m *model) *NoiseHealth {
+	if m.q == nil || !a.cfg.Policy.Kind.neural() {
+		return nil
+	}
+	nh := &NoiseHealth{Likelihood: m.fam.String()}
+	if m.fam == nn.Bernoulli || len(m.q.Hyper) == 0 {
+		return nh
+	}
+	var v nn.View
+	if m.lik != nil {
+		v = m.lik.Data()
+	}
+	perArm := len(m.q.Hyper) > 1
+	for k, h := range m.q.Hyper {
+		nv := NoiseVariance{NoiseVariance: math.Exp(h)}
+		arm := -1
+		if perArm {
+			nv.Arm, arm = a.cfg.Arms[k], k
+		}
+		nv.RewardVariance, nv.Rewards = rewardVariance(v, arm)
+		nh.Variances = append(nh.Variances, nv)
+	}
+	return nh
+}
+
+// rewardVariance returns the sample variance of v's rewards (of arm's,
+// unless arm < 0) and their number; nil with fewer than two. Welford's
+// update (Welford 1962) keeps it accurate for rewards far from zero.
+func rewardVariance(v nn.View, arm int) (*float64, int) {
+	var n int
+	var mean, m2 float64
+	for i := range v.Len() {
+		if arm >= 0 && v.Arm(i) != arm {
+			continue
+		}
+		n++
+		y := v.Y(i)
+		d := y - mean
+		mean += d / float64(n)
+		m2 += d * (y - mean)
+	}
+	if n < 2 {
+		return nil, n
+	}
+	s := m2 / float64(n-1)
+	return &s, n
+}
+
+// rowScore is one held-out reward scored by a posterior: the log
+// predictive density, the predicted p(y = 1) of the played arm (NaN
+// unless the reward is 0 or 1) and the reward.
+type rowScore struct {
+	logLik, p, y float64
+}
+
+// predictive is what held-out scoring predicts with: draws from N(mu,
+// diag(sig2)) (sig2 nil: the point mu) through the network, in reward
+// units under std, scored by lik (its family and noise) at hyper.
+type predictive struct {
+	arch  nn.Arch
+	lik   *nn.Likelihood
+	mu    []float64
+	sig2  []float64
+	hyper []float64
+	std   nn.Standardization
+	draws int
+}
+
+// scoreRows scores the rows of v given by rows under pr (HeldOutHealth)
+// and appends the scores to dst.
+func scoreRows(dst []rowScore, p *nn.Predictor, pr predictive, v nn.View, rows []int, rng *mrand.Rand) []rowScore {
+	arms := pr.arch.Out()
+	bern := pr.lik.Family() == nn.Bernoulli
+	var out, x []float64
+	if pr.sig2 == nil { // a point: one batched prediction
+		x = make([]float64, 0, len(rows)*v.Dim())
+		for _, i := range rows {
+			x = append(x, v.X(i)...)
+		}
+		out = p.Predict(nil, pr.mu, x, pr.std)
+	}
+	draws := max(pr.draws, 1)
+	buf := make([]float64, draws*arms)
+	lls := make([]float64, draws)
+	for r, i := range rows {
+		y, a := v.Y(i), v.Arm(i)
+		preds := buf
+		if pr.sig2 == nil {
+			preds, draws = out[r*arms:(r+1)*arms], 1
+		} else {
+			p.SampleLocal(buf, pr.mu, pr.sig2, v.X(i), draws, pr.std, rng)
+		}
+		var psum float64
+		for s := range draws {
+			f := preds[s*arms+a]
+			lls[s] = pr.lik.LogDensity(y, a, f, pr.hyper)
+			if bern {
+				psum += nn.Sigmoid(f)
+			} else {
+				psum += min(max(f, 0), 1)
+			}
+		}
+		sc := rowScore{logLik: logMeanExp(lls[:draws]), p: math.NaN(), y: y}
+		if y == 0 || y == 1 {
+			sc.p = psum / float64(draws)
+		}
+		dst = append(dst, sc)
+	}
+	return dst
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// logMeanExp returns log(1/n sum_i exp(v_i)) without overflow.
+func logMeanExp(v []float64) float64 {
+	mx := slices.Max(v)
+	if math.IsInf(mx, -1) {
+		return mx
+	}
+	var s float64
+	for _, x := range v {
+		s += math.Exp(x - mx)
+	}
+	return mx + math.Log(s/float64(len(v)))
+}
+
+// summarize returns the mean log predictive density of scores and their
+// expected calibration error (nil unless every reward is 0 or 1).
+func summarize(scores []rowScore) (logLik float64, ece *float64) {
+	if len(scores) == 0 {
+		return math.NaN(), nil
+	}
+	binary := true
+	for _, s := range scores {
+		logLik += s.logLik
+		binary = binary && !math.IsNaN(s.p)
+	}
+	logLik /= float64(len(scores))
+	if binary {
+		e := calibrationError(scores)
+		ece = &e
+	}
+	return logLik, ece
+}
+
+// calibrationError is the ECE of 0/1 rewards y_i with predicted p_i over
+// CalibrationBins equal-width bins of p (HeldOutHealth); p = 1 falls in
+// the last bin.
+func calibrationError(scores []rowScore) float64 {
+	var n, sy, sp [CalibrationBins]float64
+	for _, s := range scores {
+		b := min(int(s.p*CalibrationBins), CalibrationBins-1)
+		n[b]++
+		sy[b] += s.y
+		sp[b] += s.p
+	}
+	var e float64
+	for b := range n {
+		if n[b] > 0 {
+			e += n[b] / float64(len(scores)) * math.Abs(sy[b]/n[b]-sp[b]/n[b])
+		}
+	}
+	return e
+}
+
+// scoreHeldOut scores the published version prev on the training rows it
+// has not seen (the newest HeldOutRows of them), before the trainer fits
+// the next version to them, and returns the figures for that version;
+// nil when prev has no trained network (version 0, the kinds without
+// one). It is called by the trainer only.
+func (a *Agent) scoreHeldOut(prev *model) (ho *HeldOutHealth) {
+	// A fault here must not stop the training it precedes.
+	defer func() {
+		if v := recover(); v != nil {
+			a.log.Error("scoring the held-out rewards panicked", "panic", v, "stack", string(debug.Stack()))
+			ho = nil
+		}
+	}()
+	v := a.data.View()
+	lo := max(prev.rows, v.Len()-HeldOutRows)
+	if prev.version == 0 || prev.lik == nil || prev.q == nil || lo >= v.Len() {
+		return nil
+	}
+	pr := predictive{arch: a.arch, lik: prev.lik, mu: prev.q.Mu, hyper: prev.q.Hyper, std: prev.std, draws: 1}
+	p := a.cfg.Policy
+	if p.Kind.thompson() || p.Kind == LaplaceTS && p.Laplace == LaplaceDiagonal {
+		pr.mu, pr.sig2, pr.draws = prev.mu, prev.sig2, HeldOutDraws
+	}
+	rows := make([]int, 0, v.Len()-lo)
+	for i := lo; i < v.Len(); i++ {
+		rows = append(rows, i)
+	}
+	pred := a.predictor()
+	scores := scoreRows(nil, pred, pr, v, rows, mrand.New(mrand.NewPCG(a.seed, heldOutStream|uint64(prev.version))))
+	a.predictors.Put(pred)
+
+	h := &a.health
+	if h.recent == nil {
+		h.recent = make([]rowScore, 0, HeldOutRows)
+	}
+	for k, i := range rows {
+		if i < h.scoredTo {
+			continue // scored before a failed training: in the window already
+		}
+		if len(h.recent) < HeldOutRows {
+			h.recent = append(h.recent, scores[k])
+		} else {
+			h.recent[h.recentAt] = scores[k]
+			h.recentAt = (h.recentAt + 1) % HeldOutRows
+		}
+	}
+	h.scoredTo = max(h.scoredTo, v.Len())
+	ho = &HeldOutHealth{ScoredBy: prev.version, Draws: pr.draws, Rewards: len(scores), RecentRewards: len(h.recent)}
+	ho.LogLikPerReward, ho.CalibrationError = summarize(scores)
+	ho.RecentLogLikPerReward, ho.RecentCalibrationError = summarize(h.recent)
+	if !finite(ho.LogLikPerReward) || !finite(ho.RecentLogLikPerReward) {
+		// JSON has no NaN or infinity; a non-finite prediction is the
+		// trainer's to report.
+		a.log.Warn("held-out log-likelihood is not finite: left out", "version", prev.version, "log_lik", ho.LogLikPerReward, "recent", ho.RecentLogLikPerReward)
+		return nil
+	}
+	return ho
+}
+
+// lockIn computes the lock-in alarm on the decisions' arms, with the
+// probabilities of being best that bestP returns (called only when the
+// share condition holds; nil: none).
+func (a *Agent) lockIn(arms []int, bestP func() []float64) LockInHealth {
+	var l LockInHealth
+	l.Decisions = len(arms)
+	if len(arms) == 0 {
+		return l
+	}
+	count := make([]int, len(a.cfg.Arms))
+	for _, k := range arms {
+		if k >= 0 && k < len(count) {
+			count[k]++
+		}
+	}
+	top := 0
+	for k, c := range count {
+		if c > count[top] {
+			top = k
+		}
+	}
+	l.TopArm, l.TopShare = a.cfg.Arms[top], float64(count[top])/float64(len(arms))
+	if len(arms) < LockInMinDecisions || l.TopShare < LockInShare {
+		return l
+	}
+	pb := bestP()
+	if pb == nil {
+		return l
+	}
+	l.BestProbability = make(map[string]float64, len(pb))
+	for k, v := range pb {
+		l.BestProbability[a.cfg.Arms[k]] = v
+		if k != top && v > LockInLevel {
+			l.Alarm = true
+		}
+	}
+	return l
+}
+
+// bestProbability returns P_best of every arm under m's posterior on the
+// contexts xs with their exclusions (LockInHealth), nil for a policy
+// without a posterior (uniform) or contexts that no longer fit.
+func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64 {
+	arms := len(a.cfg.Arms)
+	dim := a.enc.Dim()
+	for _, x := range xs {
+		if len(x) != dim {
+			return nil // decided before values were added to a feature
+		}
+	}
+	rng := mrand.New(mrand.NewPCG(a.seed, lockInStream|uint64(m.version)))
+	pb := make([]float64, arms)
+	p := a.cfg.Policy
+	switch {
+	case p.Kind == Uniform:
+		return nil
+	case p.Kind == LinearTS || p.Kind == NeuralLinear:
+		return a.linearBest(m, xs, ex, rng)
+	case p.lastLayer():
+		if m.ll == nil {
+			return nil
+		}
+		pred := a.predictor()
+		defer a.predictors.Put(pred)
+		phi := make([][]float64, len(xs))
+		for i, x := range xs {
+			phi[i] = pred.Features(nil, m.q.Mu, x)
+		}
+		theta, eps, scores := make([]float64, m.ll.Base.Dim()), make([]float64, m.ll.Base.Dim()), make([]float64, arms)
+		for range LockInSharedDraws {
+			if m.flow != nil {
+				m.flow.Sample(theta, eps, rng)
+			} else {
+				m.ll.Base.Sample(theta, eps, rng)
+			}
+			for i := range xs {
+				m.ll.Scores(scores, theta, phi[i], m.std)
+				pb[argmaxAllowed(scores, ex[i])]++
+			}
+		}
+		for k := range pb {
+			pb[k] /= float64(LockInSharedDraws * len(xs))
+		}
+		return pb
+	}
+	// A Gaussian over every weight: the published one (mf-ts,
+	// refined-ts, laplace-ts "diagonal"; the prior before any
+	// training), or the diagonal Laplace posterior at the MAP of a
+	// point estimate (greedy, eps-greedy).
+	mu, sig2 := m.mu, m.sig2
+	if p.Kind == Greedy || p.Kind == EpsGreedy {
+		if m.version == 0 || m.lik == nil {
+			mu = make([]float64, len(m.q.Mu))
+			if m.q.PriorMean != nil {
+				copy(mu, m.q.PriorMean)
+			}
+			sig2 = m.q.PriorVar
+		} else {
+			mu, sig2 = m.q.Mu, posterior.LaplaceDiag(nil, m.lik, m.q.Mu, m.q.Hyper, m.q.PriorVar)
+		}
+	}
+	pred := a.predictor()
+	defer a.predictors.Put(pred)
+	buf := make([]float64, LockInDraws*arms)
+	for i, x := range xs {
+		pred.SampleLocal(buf, mu, sig2, x, LockInDraws, m.std, rng)
+		for s := range LockInDraws {
+			pb[argmaxAllowed(buf[s*arms:(s+1)*arms], ex[i])]++
+		}
+	}
+	for k := range pb {
+		pb[k] /= float64(LockInDraws * len(xs))
+	}
+	return pb
+}
+
+// linearBest is bestProbability for the Normal-inverse-gamma posteriors
+// of linear-ts (on the context) and neural-linear (on the MAP's last
+// hidden features): per arm, z^T beta_k | sigma2_k ~ N(z^T mu_k, sigma2_k
+// z^T Lambda_k^-1 z) and sigma2_k ~ InvGamma(a_k, b_k), drawn as
+// policy.Linear draws its decisions, from its own generator.
+func (a *Agent) linearBest(m *model, xs [][]float64, ex [][]bool, rng *mrand.Rand) []float64 {
+	arms := len(a.cfg.Arms)
+	lin := a.lin
+	if a.cfg.Policy.Kind == NeuralLinear {
+		lin = m.lin
+	}
+	if lin == nil {
+		return nil
+	}
+	a.linMu.Lock()
+	post := make([]struct {
+		mean  []float64
+		cov   func(z []float64) float64
+		shape float64
+		rate  float64
+	}, arms)
+	for k := range arms {
+		lp := lin.Posterior(k)
+		if lp.Covariance == nil {
+			a.linMu.Unlock()
+			return nil
+		}
+		c := lp.Covariance
+		post[k].mean, post[k].shape, post[k].rate = lp.Mean, lp.A, lp.B
+		post[k].cov = func(z []float64) float64 {
+			var s float64
+			for i := range z {
+				for j := range z {
+					s += z[i] * c.At(i, j) * z[j]
+				}
+			}
+			return s
+		}
+	}
+	a.linMu.Unlock()
+	var pred *nn.Predictor
+	if a.cfg.Policy.Kind == NeuralLinear {
+		pred = a.predictor()
+		defer a.predictors.Put(pred)
+	}
+	pb := make([]float64, arms)
+	mean, spread, scores := make([]float64, arms), make([]float64, arms), make([]float64, arms)
+	for i, x := range xs {
+		z := x
+		if pred != nil {
+			z = pred.Features(nil, m.q.Mu, x)
+		}
+		z = append(slices.Clip(z), 1)
+		for k := range arms {
+			var mk float64
+			for j, v := range z {
+				mk += v * post[k].mean[j]
+			}
+			mean[k], spread[k] = mk, math.Sqrt(max(post[k].cov(z), 0))
+		}
+		for range LockInDraws {
+			for k := range arms {
+				g := distuv.Gamma{Alpha: post[k].shape, Beta: 1, Src: rng}.Rand()
+				scores[k] = mean[k] + math.Sqrt(post[k].rate/g)*spread[k]*rng.NormFloat64()
+			}
+			pb[argmaxAllowed(scores, ex[i])]++
+		}
+	}
+	for k := range pb {
+		pb[k] /= float64(LockInDraws * len(xs))
+	}
+	return pb
+}
+
+// argmaxAllowed returns the first allowed arm of the largest score.
+func argmaxAllowed(scores []float64, excluded []bool) int {
+	best := -1
+	for k, s := range scores {
+		if k < len(excluded) && excluded[k] {
+			continue
+		}
+		if best < 0 || s > scores[best] {
+			best = k
+		}
+	}
+	return max(best, 0)
+}
