@@ -243,7 +243,9 @@ type ModelConfig struct {
 	// units (standardized rewards, or logits); default 1. See Prior.
 	PriorVariance float64 `json:"prior_variance"`
 	// Prior is the zero-mean Gaussian prior of the weights: "fan-in"
-	// (default) scales each layer's weight variance by its fan-in,
+	// (default for refined-ts and mf-ts; "fixed" for the kinds that fit
+	// a point estimate, eps-greedy, greedy, laplace-ts, flow-ts and
+	// neural-linear) scales each layer's weight variance by its fan-in,
 	// N(0, g v/In) with g = 2 for the layers a ReLU follows and 1 for the
 	// output layer (the scaling of He et al. 2015 that keeps a prior
 	// network's outputs at about unit variance whatever the widths),
@@ -261,7 +263,8 @@ type ModelConfig struct {
 	// rewards, or rewards in [0, 1]: the output is a logit and
 	// p(reward = 1) = sigmoid(output); nn.Bernoulli), "gaussian" (real
 	// rewards, standardized, with Gaussian noise whose variance is
-	// learned per Noise under NoisePrior) or "auto" (default):
+	// learned per Noise under NoisePrior) or "auto" (default for
+	// refined-ts and mf-ts; "gaussian" for the point-estimate kinds):
 	// bernoulli while every reward seen is 0 or 1, gaussian otherwise (a
 	// bandit whose first rewards were 0/1 and which then sees another
 	// value restarts its network from the prior under the Gaussian
@@ -282,8 +285,9 @@ type ModelConfig struct {
 	// NoisePrior is the inverse-gamma prior of each learned noise
 	// variance, in standardized reward units (nn.InvGamma); default
 	// shape 2, rate 0.5 (prior mode 0.17, a quarter of the rewards'
-	// variance at no data, worth four rewards). Shape and rate both 0:
-	// no prior, the maximum-likelihood noise of the paper.
+	// variance at no data, worth four rewards; none for the
+	// point-estimate kinds). Shape and rate both 0: no prior, the
+	// maximum-likelihood noise of the paper.
 	NoisePrior *NoisePrior `json:"noise_prior"`
 }
 
@@ -690,17 +694,30 @@ func (c *Config) SetDefaults() {
 	if m.InitSigma == 0 {
 		m.InitSigma = DefaultInitSigma
 	}
+	// The mean-field Thompson samplers take the model of issue 28; the
+	// kinds that fit a point estimate (the MAP) keep the model they had
+	// (docs/model.md: under the fan-in prior their MAP is regularized 50
+	// to 100 times more strongly and they played 2 to 3 times worse).
 	if m.Prior == "" {
 		m.Prior = PriorFanIn
+		if p.Kind.point() {
+			m.Prior = PriorFixed
+		}
 	}
 	if m.Likelihood == "" {
 		m.Likelihood = LikelihoodAuto
+		if p.Kind.point() {
+			m.Likelihood = LikelihoodGaussian
+		}
 	}
 	if m.Noise == "" {
 		m.Noise = NoiseShared
 	}
 	if m.NoisePrior == nil {
 		m.NoisePrior = &NoisePrior{Shape: DefaultNoiseShape, Rate: DefaultNoiseRate}
+		if p.Kind.point() {
+			m.NoisePrior = &NoisePrior{}
+		}
 	}
 	t := &c.Training
 	if t.Iterations == 0 {
