@@ -58,7 +58,7 @@ func (o *outTerm) start(hyper []float64) {
 //	Bernoulli: y - sigmoid(f).
 func (o *outTerm) row(y float64, a int, f float64) float64 {
 	if o.fam == Bernoulli {
-		o.ll += y*f - softplus1(f)
+		o.ll += y*f - Softplus(f)
 		return y - sigmoid1(f)
 	}
 	k := 0
@@ -89,8 +89,10 @@ func (o *outTerm) finish(dHyper []float64) float64 {
 	return ll
 }
 
-// softplus1 returns log(1 + exp(f)) without overflow.
-func softplus1(f float64) float64 {
+// Softplus returns log(1 + exp(f)) without overflow: the log-partition
+// of the Bernoulli likelihood, and posterior's standard deviation of a
+// softplus parameter.
+func Softplus(f float64) float64 {
 	if f > 0 {
 		return f + math.Log1p(math.Exp(-f))
 	}

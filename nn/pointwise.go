@@ -23,7 +23,7 @@ func (l *Likelihood) LogDensity(y float64, a int, pred float64, hyper []float64)
 		panic("nn: arm out of range")
 	}
 	if l.opt.Family == Bernoulli {
-		return y*pred - softplus1(pred)
+		return y*pred - Softplus(pred)
 	}
 	var s2 float64
 	switch {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/refinery-bandits/refinery/nn"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -237,13 +238,9 @@ func (q *MeanField) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
-// Softplus returns log(1 + exp(x)), computed without overflow.
-func Softplus(x float64) float64 {
-	if x > 0 {
-		return x + math.Log1p(math.Exp(-x))
-	}
-	return math.Log1p(math.Exp(x))
-}
+// Softplus returns log(1 + exp(x)), computed without overflow
+// (nn.Softplus).
+func Softplus(x float64) float64 { return nn.Softplus(x) }
 
 // SoftplusInv returns rho with Softplus(rho) = s for s > 0:
 // rho = log(exp(s) - 1), computed without overflow or cancellation.
