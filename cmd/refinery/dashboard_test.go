@@ -600,10 +600,20 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	m := startMain(t, func(m *Main) { m.DashboardEvery = 200 * time.Millisecond })
 	c := newClient(t, m.URL())
-	for _, b := range []struct{ name, kind string }{{"locked", "greedy"}, {"mf", "mf-ts"}} {
+	// The greedy bandit's model is pinned to the one it locks in under
+	// (the fan-in prior's strong pull on its MAP, and the Bernoulli
+	// likelihood); the point-estimate kinds' defaults are the fixed prior
+	// and the Gaussian likelihood.
+	for _, b := range []struct {
+		name, kind string
+		model      map[string]any
+	}{
+		{"locked", "greedy", map[string]any{"hidden": []int{8}, "prior": "fan-in", "likelihood": "auto"}},
+		{"mf", "mf-ts", map[string]any{"hidden": []int{8}}},
+	} {
 		c.must(201, "POST", "/v1/bandits", map[string]any{"name": b.name, "arms": []string{"a", "b"},
 			"features": []map[string]any{{"name": "side", "type": "categorical", "values": []string{"left", "right"}}},
-			"policy":   map[string]any{"kind": b.kind}, "model": map[string]any{"hidden": []int{8}},
+			"policy":   map[string]any{"kind": b.kind}, "model": b.model,
 			"training": map[string]any{"iterations": 50, "iterations_per_reward": 50, "min_interval": "1ms", "cpu_share": 1}})
 	}
 	status := func(name string) statusHealth {
