@@ -60,17 +60,20 @@ func (c nuContext) json() map[string]any {
 // paid by its own Bernoulli draw with the probability of the arm it
 // chose. The default bandit's expected regret per decision over the last
 // 500 must be at most twice linear TS's and at most a quarter of
-// uniform play's (issue 28). Every 200 decisions the client waits until
+// uniform play's (issue 28). Every 100 decisions the client waits until
 // both bandits' trainers have trained on every reward sent (a service
 // whose traffic its trainer keeps up with, at any machine speed), so
 // that what is measured is the model and not the load of the machine
 // running the test.
 //
-// The issue also asks for at most twice linear TS's regret, which the
-// default bandit does not meet yet: over the last 500 it has been 0.008
-// to 0.039 a decision, linear TS 0.002 to 0.012 (1.5 to 22 times), the
-// more retrainings the lower (docs/model.md). This test holds it to the
-// quarter of uniform play and logs the ratio.
+// The issue also asks for at most twice linear TS's regret. Waiting for
+// the trainers every 100 decisions (20 posterior versions), the default
+// bandit ended at 0.0011 to 0.0183 a decision against linear TS's 0.0054
+// to 0.0069 in five runs (0.2 to 2.7 times; the 2.7 at a load of 10 on
+// two cores, when the refinement workers fell behind); waiting every 200
+// (10 versions) it ended at 0.037 to 0.145 (docs/model.md). So the ratio
+// depends on how often the posterior is renewed and on the machine's
+// load, and is logged, not asserted; the quarter of uniform play is.
 func TestNewUserBanditLearns(t *testing.T) {
 	const steps, window = 2000, 500
 	m := startServe(t, "")
@@ -114,7 +117,7 @@ func TestNewUserBanditLearns(t *testing.T) {
 		}
 	}
 	for i := range steps {
-		if i > 0 && i%200 == 0 {
+		if i > 0 && i%100 == 0 {
 			caughtUp(int64(i))
 		}
 		ctx := pb.draw(env)
