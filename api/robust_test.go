@@ -93,7 +93,7 @@ func TestUnreadableBodies(t *testing.T) {
 // missing value (issue 16, finding 9).
 func TestExplicitZeroWaitIsKept(t *testing.T) {
 	f := newFixture(t, memoryStore(t))
-	out := f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "z", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}, "reward": {"wait": "0s"}}`)
+	out := f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "z", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}, "reward": {"wait": "0s"}}`)
 	var v struct {
 		Reward struct {
 			Wait string `json:"wait"`
@@ -105,7 +105,7 @@ func TestExplicitZeroWaitIsKept(t *testing.T) {
 	if v.Reward.Wait != "0s" {
 		t.Errorf("stored reward.wait = %q, want 0s", v.Reward.Wait)
 	}
-	out = f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "d", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
+	out = f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "d", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatal(err)
 	}

@@ -250,6 +250,9 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if len(cfg.Arms) < MinArms {
+		return nil, invalid("arms", fmt.Sprintf("%d arm, want at least %d arms", len(cfg.Arms), MinArms))
+	}
 	s.mu.Lock()
 	if n := len(s.agents) + s.creating; n >= s.maxBandits {
 		s.mu.Unlock()
