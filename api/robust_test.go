@@ -192,3 +192,22 @@ func TestEarlyAnswersDoNotWaitForTheBody(t *testing.T) {
 		})
 	}
 }
+
+// A problem's detail counts the others in English: "and 1 more problem",
+// not "1 more problems" (issue 30, polish).
+func TestProblemDetailSaysOneMoreProblemInTheSingular(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	for _, tt := range []struct{ body, want string }{
+		{`{"name": "", "arms": [], "features": [{"name": "f", "type": "numeric"}]}`, "name: required (and 1 more problem, see errors)"},
+		{`{"name": "", "arms": [], "features": []}`, "name: required (and 2 more problems, see errors)"},
+	} {
+		resp, out := f.call(t, "POST", "/v1/bandits", "application/json", tt.body)
+		var p api.Problem
+		if err := json.Unmarshal(out, &p); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 400 || p.Detail != tt.want {
+			t.Errorf("POST %s = %d, detail %q; want 400, %q", tt.body, resp.StatusCode, p.Detail, tt.want)
+		}
+	}
+}

@@ -218,3 +218,24 @@ func TestCreateRefusesABanditWithOneArmButLoadsAStoredOne(t *testing.T) {
 		t.Errorf("Create with one arm = %v, want a ValidationError: arms: 1 arm, want at least 2 arms", err)
 	}
 }
+
+// The bandit limit's error counts in English: "1 bandit" (issue 30,
+// polish).
+func TestTheBanditLimitSaysOneBanditInTheSingular(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Workers: 1, MaxBandits: 1})
+	defer svc.Close(ctx)
+	for i, name := range []string{"first", "second"} {
+		cfg, err := bandit.ParseConfig([]byte(`{"name": "` + name + `", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = svc.Create(ctx, cfg)
+		if i == 0 && err != nil {
+			t.Fatal(err)
+		}
+		if want := "the service has 1 bandit, its limit"; i == 1 && (!errors.Is(err, bandit.ErrLimit) || !strings.HasPrefix(err.Error(), want)) {
+			t.Errorf("a second bandit over a limit of 1: %v, want ErrLimit starting %q", err, want)
+		}
+	}
+}

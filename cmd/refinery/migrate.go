@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/refinery-bandits/refinery/internal/plural"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -209,19 +210,11 @@ func refuseDataLoss(ctx context.Context, url string, lowest, current uint) error
 	}
 	var names []string
 	for _, h := range held {
-		s := fmt.Sprintf("%d %s in %s", h.Rows, plural(h.Rows, "row", "rows"), h.Table)
+		s := plural.Count(h.Rows, "row", "rows") + " in " + h.Table
 		if h.Column != "" {
-			s = fmt.Sprintf("%d %s of %s with %s set", h.Rows, plural(h.Rows, "row", "rows"), h.Table, h.Column)
+			s = plural.Count(h.Rows, "row", "rows") + " of " + h.Table + " with " + h.Column + " set"
 		}
 		names = append(names, s)
 	}
 	return fmt.Errorf("refusing to revert: the database holds %s, which reverting deletes; pass --yes to confirm", strings.Join(names, ", "))
-}
-
-// plural returns one when n is 1, else many.
-func plural(n int64, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
