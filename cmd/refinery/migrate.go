@@ -131,13 +131,25 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case url == "":
 		return usageError{errors.New("no database: pass --database-url or set DATABASE_URL")}
 	}
-	if action == "goto" {
-		latest, err := store.LatestMigration()
+	latest, err := store.LatestMigration()
+	if err != nil {
+		return err
+	}
+	if (action == "goto" || action == "force") && n > int(latest) {
+		return usageError{fmt.Errorf("%s %d: the newest migration is %d", action, n, latest)}
+	}
+	// up N and down N beyond what is left: say so rather than
+	// golang-migrate's "file does not exist".
+	if hasN && (action == "up" || action == "down") {
+		current, _, err := store.SchemaVersion(ctx, url)
 		if err != nil {
 			return err
 		}
-		if uint(n) > latest {
-			return usageError{fmt.Errorf("goto %d: the newest migration is %d", n, latest)}
+		if left := int(latest) - int(current); action == "up" && n > left {
+			return fmt.Errorf("up %d: schema version %d, newest migration %d: only %s to apply", n, current, latest, plural.Count(left, "migration", "migrations"))
+		}
+		if action == "down" && n > int(current) {
+			return fmt.Errorf("down %d: schema version %d: only %s to revert", n, current, plural.Count(int(current), "migration", "migrations"))
 		}
 	}
 

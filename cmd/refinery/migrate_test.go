@@ -33,6 +33,7 @@ func TestMigrateCommandLine(t *testing.T) {
 		{"N is a positive integer", []string{"migrate", "down", "0", "--database-url", "postgres://x"}, "refinery migrate: down \"0\": want an integer of at least 1\n"},
 		{"goto needs a version", []string{"migrate", "goto", "--database-url", "postgres://x"}, "refinery migrate: goto needs a version: goto V\n"},
 		{"goto beyond the newest migration", []string{"migrate", "goto", "99", "--database-url", "postgres://x"}, fmt.Sprintf("refinery migrate: goto 99: the newest migration is %d\n", latestMigration(t))},
+		{"force beyond the newest migration", []string{"migrate", "force", "99", "--database-url", "postgres://x"}, fmt.Sprintf("refinery migrate: force 99: the newest migration is %d\n", latestMigration(t))},
 		{"force needs a version", []string{"migrate", "force", "--database-url", "postgres://x"}, "refinery migrate: force needs a version: force V\n"},
 		{"force takes -1 at least", []string{"migrate", "force", "-2", "--database-url", "postgres://x"}, "refinery migrate: force \"-2\": want an integer of at least -1\n"},
 		{"--yes goes with down and goto", []string{"migrate", "up", "--yes", "--database-url", "postgres://x"}, "refinery migrate: --yes goes with down and goto, not up\n"},
@@ -255,5 +256,39 @@ func TestMigrateDownRefusesOnlyWhatItsStepDrops(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run(ctx, []string{"migrate", "down", "2", "--database-url", url}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "1 row in api_keys") {
 		t.Errorf("down 2 with an API key = exit %d, stderr %q; want 1, naming api_keys", code, stderr.String())
+	}
+}
+
+// up N and down N beyond the migrations left say so in one line naming
+// the version, rather than golang-migrate's "file does not exist" (issue
+// 30, polish), and change nothing.
+func TestMigrateUpOrDownBeyondTheMigrationsLeftNamesTheVersion(t *testing.T) {
+	url := storetest.FreshSchemaURL(t)
+	latest := latestMigration(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "99"}, fmt.Sprintf("refinery migrate: up 99: schema version 0, newest migration %d: only %d migrations to apply\n", latest, latest)},
+		{[]string{"down", "2"}, "refinery migrate: down 2: schema version 0: only 0 migrations to revert\n"},
+		{[]string{"up", "1"}, ""},
+		{[]string{"down", "2"}, "refinery migrate: down 2: schema version 1: only 1 migration to revert\n"},
+		{[]string{"up", fmt.Sprint(latest)}, fmt.Sprintf("refinery migrate: up %d: schema version 1, newest migration %d: only %d migrations to apply\n", latest, latest, latest-1)},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, append([]string{"migrate", "--database-url", url}, tt.args...), &stdout, &stderr)
+		if tt.want == "" {
+			if code != 0 {
+				t.Fatalf("migrate %v: exit %d, %q", tt.args, code, stderr.String())
+			}
+			continue
+		}
+		if code != 1 || stderr.String() != tt.want {
+			t.Errorf("migrate %v = exit %d, %q; want 1, %q", tt.args, code, stderr.String(), tt.want)
+		}
+	}
+	if v, _, err := store.SchemaVersion(ctx, url); v != 1 || err != nil {
+		t.Errorf("after the refusals: version %d, %v; want 1", v, err)
 	}
 }
