@@ -211,3 +211,32 @@ func TestProblemDetailSaysOneMoreProblemInTheSingular(t *testing.T) {
 		}
 	}
 }
+
+// HEAD on a GET route answers as GET does, with its status and headers
+// and no body, instead of 405 (issue 30, polish); on a route without GET
+// it stays a 405, and every 405's Allow lists HEAD beside GET.
+func TestHEADAnswersLikeGETWithoutABody(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "h", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
+	for _, tt := range []struct {
+		path string
+		want int
+	}{
+		{"/healthz", 200}, {"/openapi.json", 200}, {"/metrics", 200}, {"/", 200},
+		{"/v1/bandits", 200}, {"/v1/bandits/h", 200}, {"/v1/bandits/h/decisions", 200},
+		{"/v1/bandits/none", 404}, {"/v1/snapshots", 405},
+	} {
+		get, _ := f.call(t, "GET", tt.path, "", "")
+		head, body := f.call(t, "HEAD", tt.path, "", "")
+		if head.StatusCode != tt.want || len(body) != 0 {
+			t.Errorf("HEAD %s = %d with %d bytes, want %d and no body", tt.path, head.StatusCode, len(body), tt.want)
+		}
+		if tt.want != 405 && (get.StatusCode != head.StatusCode || get.Header.Get("Content-Type") != head.Header.Get("Content-Type")) {
+			t.Errorf("HEAD %s = %d %q, GET = %d %q; want the same", tt.path, head.StatusCode, head.Header.Get("Content-Type"), get.StatusCode, get.Header.Get("Content-Type"))
+		}
+	}
+	resp, _ := f.call(t, "PUT", "/v1/bandits/h", "application/json", `{}`)
+	if got, want := resp.Header.Get("Allow"), "GET, HEAD, PATCH, DELETE"; resp.StatusCode != 405 || got != want {
+		t.Errorf("PUT /v1/bandits/h = %d, Allow %q; want 405, %q", resp.StatusCode, got, want)
+	}
+}
