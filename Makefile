@@ -25,9 +25,17 @@ lint: ## gofmt and go vet
 
 .PHONY: test
 test: lint ## lint, then every test, then nn and posterior again on the portable kernels and nn/kern built without assembly (PostgreSQL tests use $DATABASE_URL; under CI=true they fail without it)
+	@$(MAKE) -s test-skips
 	$(GO) test -count=1 -timeout 9m ./...
 	REFINERY_KERN=portable $(GO) test -count=1 -timeout 5m ./nn/... ./posterior/
 	$(GO) test -count=1 -tags purego ./nn/kern/
+	@$(MAKE) -s test-skips
+
+# test-skips says, before and after the tests, that the PostgreSQL tests
+# are skipped when DATABASE_URL is empty (under CI=true they fail instead).
+.PHONY: test-skips
+test-skips:
+	@if [ -z "$$DATABASE_URL" ] && [ "$$CI" != true ]; then echo "make test: DATABASE_URL is not set, so the PostgreSQL tests (store, migrations, serve on PostgreSQL) are skipped; set it to run them, e.g. DATABASE_URL='postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable'"; fi
 
 .PHONY: fuzz
 fuzz: ## every fuzz target of the decoders of outside input for 60s each (about 13 minutes), results into bench/fuzz.md

@@ -343,6 +343,7 @@ func New(cfg Config) *Server {
 		r.Use(s.metrics.instrument)
 	}
 	r.Use(s.checkHost, s.crossOrigin, s.authenticate) // auth.go
+	r.Use(getHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, withDetail(errNoRoute, "no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -403,9 +404,29 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 			allowed = append(allowed, rt.method)
 		}
 	}
+	if slices.Contains(allowed, http.MethodGet) {
+		allowed = append(allowed, http.MethodHead) // getHead
+	}
 	slices.SortFunc(allowed, func(a, b string) int { return methodOrder(a) - methodOrder(b) })
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
 	s.writeProblem(w, r, withDetail(errMethod, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+}
+
+// getHead routes HEAD as GET: a HEAD request is answered by the GET
+// handler of its route, and net/http sends the headers without the body
+// (RFC 9110, Section 9.3.2). chi's middleware.GetHead does this only
+// where Mux.Match finds no HEAD route, and Match reports one for any
+// method under a sub-router (/v1/bandits), so it leaves those at 405; no
+// route here has a HEAD handler of its own.
+func getHead(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				rctx.RouteMethod = http.MethodGet
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // route is one method and pattern the router serves.

@@ -216,6 +216,7 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a bandit config that is broken JSON is a 400 about the body", "POST", "/v1/bandits", json_, `{"name": "x", "arms": [`, 400, ""},
 		{"a bandit config over 1 MiB is a 413", "POST", "/v1/bandits", json_, huge, 413, none},
 		{"a bandit with no arms is a 400 naming arms", "POST", "/v1/bandits", json_, `{"name": "x", "arms": [], "features": [{"name": "f", "type": "numeric"}]}`, 400, "arms"},
+		{"a bandit with one arm is a 400 naming arms", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}]}`, 400, "arms"},
 		{"duplicate arm names are a 400 naming the duplicate", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a", "a"], "features": [{"name": "f", "type": "numeric"}]}`, 400, "arms[1]"},
 		{"duplicate feature names are a 400 naming the duplicate", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}, {"name": "f", "type": "numeric"}]}`, 400, "features[1].name"},
 		{"an unknown policy is a 400 naming policy.kind", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "oracle"}}`, 400, "policy.kind"},

@@ -25,18 +25,18 @@ import (
 )
 
 // Every 405 names, in Allow, exactly the methods the path's route serves
-// (RFC 9110, Section 15.5.6).
+// (RFC 9110, Section 15.5.6), HEAD wherever GET is (getHead).
 func TestMethodNotAllowedListsTheAllowedMethods(t *testing.T) {
 	f := newFixture(t, memoryStore(t))
 	f.must(t, http.StatusCreated, "POST", "/v1/bandits", toyBandit)
 	for _, tt := range []struct{ method, path, allow string }{
-		{"DELETE", "/v1/bandits", "GET, POST"},
-		{"PUT", "/v1/bandits/toy/decisions", "GET, POST"},
-		{"PATCH", "/v1/bandits/toy/decisions/e1", "GET"},
+		{"DELETE", "/v1/bandits", "GET, HEAD, POST"},
+		{"PUT", "/v1/bandits/toy/decisions", "GET, HEAD, POST"},
+		{"PATCH", "/v1/bandits/toy/decisions/e1", "GET, HEAD"},
 		{"GET", "/v1/bandits/toy/events/e1/reward", "POST"},
-		{"POST", "/v1/bandits/toy/snapshot", "GET"},
-		{"POST", "/healthz", "GET"},
-		{"POST", "/v1/bandits/toy", "GET, PATCH, DELETE"},
+		{"POST", "/v1/bandits/toy/snapshot", "GET, HEAD"},
+		{"POST", "/healthz", "GET, HEAD"},
+		{"POST", "/v1/bandits/toy", "GET, HEAD, PATCH, DELETE"},
 	} {
 		resp, body := f.call(t, tt.method, tt.path, "", "")
 		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tt.allow {

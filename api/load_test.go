@@ -196,7 +196,7 @@ func TestClientOrderedCostsAreBounded(t *testing.T) {
 		t.Errorf("linear-ts on 2000 inputs and 100 arms: %d %s, want 400 naming features", resp.StatusCode, body)
 	}
 	for i, want := range []int{201, 201, 403} {
-		body := fmt.Sprintf(`{"name": "b%d", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`, i)
+		body := fmt.Sprintf(`{"name": "b%d", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`, i)
 		if resp, out := post(t, srv.URL+"/v1/bandits", body); resp.StatusCode != want {
 			t.Errorf("bandit %d of a service limited to 2: %d %s, want %d", i+1, resp.StatusCode, out, want)
 		}

@@ -477,7 +477,7 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "diag", `"a", "b", "c"`, `"kind": "laplace-ts", "laplace": "diagonal"`), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"a", "b"`, `"kind": "laplace-ts", "laplace": "last-layer"`), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "flow", `"a", "b"`, `"kind": "flow-ts", "flow": {"length": 2, "iterations": 20, "lr": 0.03}`), 201},
-		{"POST", "/v1/bandits", "", `{"name": "sixth", "arms": ["a"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`, 403},
+		{"POST", "/v1/bandits", "", `{"name": "sixth", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`, 403},
 		{"POST", "/v1/bandits", "", `{"name": "bad", "arms": [], "features": []}`, 400},
 		{"POST", "/v1/bandits", "text/plain", ts, 415},
 		{"POST", "/v1/bandits", "", `{"name": "` + strings.Repeat("x", MaxConfigBytes) + `"}`, 413},

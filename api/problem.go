@@ -12,6 +12,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/plural"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -138,7 +139,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 			p.Detail = f + ": " + p.Detail
 		}
 		if more := len(ve.Errors) + ve.Omitted - 1; more > 0 {
-			p.Detail += fmt.Sprintf(" (and %d more problems, see errors", more)
+			p.Detail += " (and " + plural.Count(more, "more problem", "more problems") + ", see errors"
 			if len(ve.Errors)+ve.Omitted > n {
 				p.Detail += fmt.Sprintf(", which lists the first %d", n)
 			}

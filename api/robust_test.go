@@ -93,7 +93,7 @@ func TestUnreadableBodies(t *testing.T) {
 // missing value (issue 16, finding 9).
 func TestExplicitZeroWaitIsKept(t *testing.T) {
 	f := newFixture(t, memoryStore(t))
-	out := f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "z", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}, "reward": {"wait": "0s"}}`)
+	out := f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "z", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}, "reward": {"wait": "0s"}}`)
 	var v struct {
 		Reward struct {
 			Wait string `json:"wait"`
@@ -105,7 +105,7 @@ func TestExplicitZeroWaitIsKept(t *testing.T) {
 	if v.Reward.Wait != "0s" {
 		t.Errorf("stored reward.wait = %q, want 0s", v.Reward.Wait)
 	}
-	out = f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "d", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
+	out = f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "d", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +190,53 @@ func TestEarlyAnswersDoNotWaitForTheBody(t *testing.T) {
 				t.Errorf("status line %q, connection closed %v after it; want %s and a close within 2s", line, after, tc.want)
 			}
 		})
+	}
+}
+
+// A problem's detail counts the others in English: "and 1 more problem",
+// not "1 more problems" (issue 30, polish).
+func TestProblemDetailSaysOneMoreProblemInTheSingular(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	for _, tt := range []struct{ body, want string }{
+		{`{"name": "", "arms": [], "features": [{"name": "f", "type": "numeric"}]}`, "name: required (and 1 more problem, see errors)"},
+		{`{"name": "", "arms": [], "features": []}`, "name: required (and 2 more problems, see errors)"},
+	} {
+		resp, out := f.call(t, "POST", "/v1/bandits", "application/json", tt.body)
+		var p api.Problem
+		if err := json.Unmarshal(out, &p); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 400 || p.Detail != tt.want {
+			t.Errorf("POST %s = %d, detail %q; want 400, %q", tt.body, resp.StatusCode, p.Detail, tt.want)
+		}
+	}
+}
+
+// HEAD on a GET route answers as GET does, with its status and headers
+// and no body, instead of 405 (issue 30, polish); on a route without GET
+// it stays a 405, and every 405's Allow lists HEAD beside GET.
+func TestHEADAnswersLikeGETWithoutABody(t *testing.T) {
+	f := newFixture(t, memoryStore(t))
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "h", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
+	for _, tt := range []struct {
+		path string
+		want int
+	}{
+		{"/healthz", 200}, {"/openapi.json", 200}, {"/metrics", 200}, {"/", 200},
+		{"/v1/bandits", 200}, {"/v1/bandits/h", 200}, {"/v1/bandits/h/decisions", 200},
+		{"/v1/bandits/none", 404}, {"/v1/snapshots", 405},
+	} {
+		get, _ := f.call(t, "GET", tt.path, "", "")
+		head, body := f.call(t, "HEAD", tt.path, "", "")
+		if head.StatusCode != tt.want || len(body) != 0 {
+			t.Errorf("HEAD %s = %d with %d bytes, want %d and no body", tt.path, head.StatusCode, len(body), tt.want)
+		}
+		if tt.want != 405 && (get.StatusCode != head.StatusCode || get.Header.Get("Content-Type") != head.Header.Get("Content-Type")) {
+			t.Errorf("HEAD %s = %d %q, GET = %d %q; want the same", tt.path, head.StatusCode, head.Header.Get("Content-Type"), get.StatusCode, get.Header.Get("Content-Type"))
+		}
+	}
+	resp, _ := f.call(t, "PUT", "/v1/bandits/h", "application/json", `{}`)
+	if got, want := resp.Header.Get("Allow"), "GET, HEAD, PATCH, DELETE"; resp.StatusCode != 405 || got != want {
+		t.Errorf("PUT /v1/bandits/h = %d, Allow %q; want 405, %q", resp.StatusCode, got, want)
 	}
 }

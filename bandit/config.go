@@ -145,7 +145,8 @@ type Config struct {
 	// Name identifies the bandit in URLs: 1 to 64 characters from
 	// [A-Za-z0-9._-], starting with a letter or digit. Required.
 	Name string `json:"name"`
-	// Arms names the arms, 1 to 100 distinct non-empty names. Required.
+	// Arms names the arms, 2 to 100 distinct non-empty names (a new
+	// bandit needs 2: with one there is nothing to choose). Required.
 	Arms []string `json:"arms"`
 	// Features is the context schema, 1 to 1000 distinct features.
 	// Required.
@@ -492,7 +493,11 @@ var (
 
 // Limits that keep one bandit from exhausting the service.
 const (
-	MaxArms           = 100
+	MaxArms = 100
+	// MinArms is the fewest arms a new bandit may have. Validate lets a
+	// stored configuration with one arm (accepted before issue 30) load;
+	// Service.Create and Import refuse it.
+	MinArms           = 2
 	MaxFeatures       = 1000
 	MaxValues         = 1000
 	MaxNameLen        = 128
@@ -817,7 +822,7 @@ func (c *Config) Validate() error {
 	}
 	switch {
 	case len(c.Arms) == 0:
-		v.add("arms", "want at least one arm")
+		v.add("arms", fmt.Sprintf("want at least %d arms", MinArms))
 	case len(c.Arms) > MaxArms:
 		v.add("arms", fmt.Sprintf("%d arms, want at most %d", len(c.Arms), MaxArms))
 	default:

@@ -192,3 +192,50 @@ func TestServiceLoadsLegacyConfigurations(t *testing.T) {
 		t.Errorf("loaded policy %+v, want max_sample_uses 4 and max_versions_behind 1", p)
 	}
 }
+
+// A new bandit needs two arms (issue 30, finding 11): Create refuses one
+// with a ValidationError naming arms; a one-arm bandit stored before
+// that rule still loads.
+func TestCreateRefusesABanditWithOneArmButLoadsAStoredOne(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	raw := `{"name": "lone", "arms": ["a"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`
+	if err := st.CreateBandit(ctx, &bandit.Bandit{Name: "lone", Config: json.RawMessage(raw)}); err != nil {
+		t.Fatal(err)
+	}
+	svc := bandit.NewService(st, bandit.ServiceConfig{Seed: 1, Workers: 1})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatalf("Load with a stored one-arm bandit: %v", err)
+	}
+	cfg, err := bandit.ParseConfig([]byte(`{"name": "one", "arms": ["a"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Create(ctx, cfg)
+	var ve *bandit.ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != "arms" || ve.Errors[0].Detail != "1 arm, want at least 2 arms" {
+		t.Errorf("Create with one arm = %v, want a ValidationError: arms: 1 arm, want at least 2 arms", err)
+	}
+}
+
+// The bandit limit's error counts in English: "1 bandit" (issue 30,
+// polish).
+func TestTheBanditLimitSaysOneBanditInTheSingular(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Workers: 1, MaxBandits: 1})
+	defer svc.Close(ctx)
+	for i, name := range []string{"first", "second"} {
+		cfg, err := bandit.ParseConfig([]byte(`{"name": "` + name + `", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = svc.Create(ctx, cfg)
+		if i == 0 && err != nil {
+			t.Fatal(err)
+		}
+		if want := "the service has 1 bandit, its limit"; i == 1 && (!errors.Is(err, bandit.ErrLimit) || !strings.HasPrefix(err.Error(), want)) {
+			t.Errorf("a second bandit over a limit of 1: %v, want ErrLimit starting %q", err, want)
+		}
+	}
+}

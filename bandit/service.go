@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/refinery-bandits/refinery/internal/plural"
 )
 
 // ServiceConfig configures a Service. The zero value is ready to use.
@@ -250,10 +252,13 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if len(cfg.Arms) < MinArms {
+		return nil, invalid("arms", fmt.Sprintf("%s, want at least %d arms", plural.Count(len(cfg.Arms), "arm", "arms"), MinArms))
+	}
 	s.mu.Lock()
 	if n := len(s.agents) + s.creating; n >= s.maxBandits {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("the service has %d bandits, its limit: %w", n, ErrLimit)
+		return nil, fmt.Errorf("the service has %s, its limit: %w", plural.Count(n, "bandit", "bandits"), ErrLimit)
 	}
 	s.creating++
 	s.mu.Unlock()

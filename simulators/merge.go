@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/plural"
 )
 
 // Source is one simulation that a merged summary was made from.
@@ -126,7 +127,7 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 			if p.Runs == 0 {
 				continue
 			}
-			described = append(described, fmt.Sprintf("%s %s %s", p.Policy, plural(len(got), "seed", "seeds"), joinInts(got)))
+			described = append(described, fmt.Sprintf("%s %s %s", p.Policy, plural.Word(len(got), "seed", "seeds"), joinInts(got)))
 			a := byName[p.Policy]
 			bj, _ := json.Marshal(p.Bandit)
 			if a == nil {
@@ -213,11 +214,4 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 // would: regret.csv, summary.json, summary.md, regret.png and regret.svg.
 func WriteMerged(dir string, sum Summary, results []*RunResult) error {
 	return WriteOutputs(dir, plotConfig(sum), results, sum)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/plural"
 )
 
 // Summary describes a simulation: its configuration and, per policy, the
@@ -329,7 +330,7 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		}
 		locked := fmt.Sprintf("%d of %d", p.LockedIn, p.Runs)
 		if p.LockedIn > 0 {
-			locked += fmt.Sprintf(" (%s %s)", plural(p.LockedIn, "seed", "seeds"), joinInts(p.LockedInSeeds))
+			locked += fmt.Sprintf(" (%s %s)", plural.Word(p.LockedIn, "seed", "seeds"), joinInts(p.LockedInSeeds))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %s | %.1f | %.1f |\n",
 			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))

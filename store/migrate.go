@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
+	"strings"
 	"sync"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -205,13 +207,51 @@ func ForceVersion(ctx context.Context, databaseURL string, v int) error {
 // LatestMigration returns the version of the newest embedded migration.
 func LatestMigration() (uint, error) { return latestMigration() }
 
-// DataTables are the tables whose rows a down migration would lose, in
-// the order RowCounts reports them.
-var DataTables = []string{"bandits", "decisions", "rewards", "snapshots"}
+// Drop is what the down step of a migration deletes: a whole table
+// (Column empty) or the values of one of its columns.
+type Drop struct {
+	Table  string
+	Column string
+}
 
-// RowCounts returns the number of rows of each of DataTables that exists
-// in the database's search path (a table not there is left out).
-func RowCounts(ctx context.Context, databaseURL string) (map[string]int64, error) {
+// dropStatement matches the statements of a down migration that delete
+// stored data: DROP TABLE [IF EXISTS] t, and ALTER TABLE t DROP COLUMN c.
+var dropStatement = regexp.MustCompile(`(?im)^\s*(?:DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?(\w+)|ALTER\s+TABLE\s+(\w+)\s+DROP\s+COLUMN\s+(?:IF\s+EXISTS\s+)?(\w+))`)
+
+// Drops returns what reverting migration v deletes, read from its embedded
+// down file, in the order the file drops them: nil for a down step that
+// deletes no data (0002 only adds foreign keys back).
+func Drops(v uint) ([]Drop, error) {
+	names, err := fs.Glob(migrations.FS, fmt.Sprintf("%04d_*.down.sql", v))
+	if err != nil || len(names) != 1 {
+		return nil, fmt.Errorf("store: migration %d: want one down file, found %v (%v)", v, names, err)
+	}
+	sql, err := fs.ReadFile(migrations.FS, names[0])
+	if err != nil {
+		return nil, fmt.Errorf("store: migration %d: %w", v, err)
+	}
+	var drops []Drop
+	for _, m := range dropStatement.FindAllStringSubmatch(string(sql), -1) {
+		if m[1] != "" {
+			drops = append(drops, Drop{Table: strings.ToLower(m[1])})
+		} else {
+			drops = append(drops, Drop{Table: strings.ToLower(m[2]), Column: strings.ToLower(m[3])})
+		}
+	}
+	return drops, nil
+}
+
+// Held is how many rows a Drop would delete (a table) or lose a value
+// from (a column: its rows where the column is not null).
+type Held struct {
+	Drop
+	Rows int64
+}
+
+// CountHeld returns, for each of drops whose table exists in the
+// database's search path, the rows it would delete, leaving out those
+// that would delete nothing.
+func CountHeld(ctx context.Context, databaseURL string, drops []Drop) ([]Held, error) {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database URL: %w", err)
@@ -221,20 +261,26 @@ func RowCounts(ctx context.Context, databaseURL string) (map[string]int64, error
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	counts := map[string]int64{}
-	for _, t := range DataTables {
+	var held []Held
+	for _, d := range drops {
 		var exists bool
-		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t).Scan(&exists); err != nil {
-			return nil, fmt.Errorf("store: look up table %s: %w", t, err)
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", d.Table).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("store: look up table %s: %w", d.Table, err)
 		}
 		if !exists {
 			continue
 		}
-		var n int64
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{t}.Sanitize()).Scan(&n); err != nil {
-			return nil, fmt.Errorf("store: count rows of %s: %w", t, err)
+		q := "SELECT count(*) FROM " + pgx.Identifier{d.Table}.Sanitize()
+		if d.Column != "" {
+			q += " WHERE " + pgx.Identifier{d.Column}.Sanitize() + " IS NOT NULL"
 		}
-		counts[t] = n
+		var n int64
+		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+			return nil, fmt.Errorf("store: count rows of %s: %w", d.Table, err)
+		}
+		if n > 0 {
+			held = append(held, Held{Drop: d, Rows: n})
+		}
 	}
-	return counts, nil
+	return held, nil
 }

@@ -164,3 +164,29 @@ func TestOpenPostgresRefusesAnUnmigratedDatabase(t *testing.T) {
 		t.Error("the pool OpenPostgres made is still open after Close")
 	}
 }
+
+func TestDropsNamesWhatEachDownStepDeletes(t *testing.T) {
+	want := map[uint][]Drop{
+		1: {{Table: "snapshots"}, {Table: "rewards"}, {Table: "unrewarded"}, {Table: "decisions"}, {Table: "bandits"}},
+		2: nil,
+		3: {{Table: "bandits", Column: "deleted_at"}, {Table: "bandits", Column: "archived_at"}},
+		4: {{Table: "api_keys"}},
+		5: {{Table: "replicas"}},
+	}
+	latest, err := latestMigration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint(len(want)) != latest {
+		t.Fatalf("%d cases for %d migrations: add one for each new migration", len(want), latest)
+	}
+	for v := uint(1); v <= latest; v++ {
+		got, err := Drops(v)
+		if err != nil || !slices.Equal(got, want[v]) {
+			t.Errorf("Drops(%d) = %v, %v; want %v", v, got, err, want[v])
+		}
+	}
+	if _, err := Drops(latest + 1); err == nil {
+		t.Errorf("Drops(%d) of a migration that does not exist = nil error", latest+1)
+	}
+}

@@ -82,7 +82,7 @@ func TestClientDrivesTheAPI(t *testing.T) {
 	if b.Name != "toy" || b.Policy.Samples != bandit.DefaultSamples || b.Training.Iterations == 0 || b.Status == nil {
 		t.Errorf("created bandit %+v: want the defaults filled in and a status", b)
 	}
-	if _, err := c.CreateBandit(ctx, []byte(`{"name": "toy", "arms": ["a"], "features": [{"name": "x", "type": "numeric"}]}`)); client.StatusCode(err) != http.StatusConflict {
+	if _, err := c.CreateBandit(ctx, []byte(`{"name": "toy", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}]}`)); client.StatusCode(err) != http.StatusConflict {
 		t.Errorf("creating toy again: %v, want a 409", err)
 	}
 	_, err = c.CreateBandit(ctx, map[string]any{"name": "bad", "arms": []string{}})

@@ -16,7 +16,7 @@ import (
 func TestServeRefusesForeignHostsOnTheOpenLoopbackDefault(t *testing.T) {
 	post := func(m *Main, host string) int {
 		t.Helper()
-		req, err := http.NewRequest("POST", m.URL()+"/v1/bandits", strings.NewReader(`{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`))
+		req, err := http.NewRequest("POST", m.URL()+"/v1/bandits", strings.NewReader(`{"name": "x", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "policy": {"kind": "uniform"}}`))
 		if err != nil {
 			t.Fatal(err)
 		}

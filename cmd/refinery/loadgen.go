@@ -50,20 +50,20 @@ flags:
 `
 
 type loadgenConfig struct {
-	url, bandit, policy, extra, data, profile, label, databaseURL, apiKey string
-	levels                                                                []int
-	duration, warmTimeout                                                 time.Duration
-	warm, rewards, header                                                 bool
-	profileLevel, train                                                   int
-	seed                                                                  uint64
+	bandit, policy, extra, data, profile, label, databaseURL string
+	service                                                  serviceFlags // --url (loopback only) and --api-key (admin scope to create the bandit, decide for the load)
+	levels                                                   []int
+	duration, warmTimeout                                    time.Duration
+	warm, rewards, header                                    bool
+	profileLevel, train                                      int
+	seed                                                     uint64
 }
 
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var c loadgenConfig
-	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "base URL of the service (loopback only)")
-	fs.StringVar(&c.apiKey, "api-key", os.Getenv("REFINERY_API_KEY"), "API key sent to a service that requires keys (default $REFINERY_API_KEY; admin scope to create the bandit, decide for the load)")
+	c.service.register(fs, "http://127.0.0.1:8080")
 	fs.StringVar(&c.bandit, "bandit", "", "use this existing bandit instead of creating one")
 	fs.StringVar(&c.policy, "policy", "refined-ts", "policy kind of the bandit created")
 	fs.StringVar(&c.label, "label", "", "first column of the table (default: the policy kind)")
@@ -95,8 +95,8 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		c.levels = append(c.levels, n)
 	}
-	if !strings.HasPrefix(c.url, "http://127.") && !strings.HasPrefix(c.url, "http://localhost") && !strings.HasPrefix(c.url, "http://[::1]") {
-		return usageError{fmt.Errorf("--url %s: loadgen only targets loopback addresses", c.url)}
+	if !strings.HasPrefix(c.service.url, "http://127.") && !strings.HasPrefix(c.service.url, "http://localhost") && !strings.HasPrefix(c.service.url, "http://[::1]") {
+		return usageError{fmt.Errorf("--url %s: loadgen only targets loopback addresses", c.service.url)}
 	}
 	if c.duration <= 0 || c.duration > 10*time.Minute {
 		return usageError{fmt.Errorf("--duration %v: want up to 10m", c.duration)}
@@ -160,14 +160,13 @@ func cores(cpu time.Duration, ok bool, wall time.Duration) string {
 
 func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData, stdout, stderr io.Writer) error {
 	maxLevel := slices.Max(c.levels)
-	cl, err := apiclient.New(strings.TrimRight(c.url, "/"), &http.Client{
+	cl, err := c.service.client(&http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: maxLevel + 4, MaxIdleConns: maxLevel + 4},
 	})
 	if err != nil {
-		return usageError{fmt.Errorf("--url: %w", err)}
+		return err
 	}
-	cl = cl.WithAPIKey(c.apiKey)
 	meter := &cpuMeter{cl: cl}
 	if c.databaseURL != "" {
 		conn, err := pgx.Connect(ctx, c.databaseURL)
@@ -456,7 +455,7 @@ func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name s
 				w.errors++
 				return
 			}
-			rc.SetAPIKey(c.apiKey)
+			rc.SetAPIKey(c.service.apiKey)
 			defer rc.Close()
 			var body []byte
 			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {

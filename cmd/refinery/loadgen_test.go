@@ -20,7 +20,7 @@ func TestLoadgenTable(t *testing.T) {
 	data := mushroomData(t)
 	m := startServe(t, "")
 	c := loadgenConfig{
-		url: m.URL(), policy: "eps-greedy", levels: []int{1, 4}, duration: 400 * time.Millisecond,
+		service: serviceFlags{url: m.URL()}, policy: "eps-greedy", levels: []int{1, 4}, duration: 400 * time.Millisecond,
 		warm: true, rewards: true, header: true, train: 40, seed: 1, profileLevel: 64,
 	}
 	var out bytes.Buffer

@@ -37,13 +37,23 @@ func init() {
 	register(command{name: "version", summary: "print the version", run: runVersion})
 }
 
+const versionUsage = `usage: refinery version   (or refinery --version)
+
+prints the version (set at build time) and the float32 kernels in use:
+the instruction set this CPU runs them on, or portable.
+`
+
 func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	pos, err := parseInterleaved(fs, args, versionUsage, stdout)
+	if err != nil {
+		return err
 	}
-	_, err := fmt.Fprintf(stdout, "refinery %s (kernels: %s)\n", version, kern.Current())
+	if len(pos) > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", pos[0])}
+	}
+	_, err = fmt.Fprintf(stdout, "refinery %s (kernels: %s)\n", version, kern.Current())
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/refinery-bandits/refinery/internal/plural"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -28,9 +29,11 @@ actions (as golang-migrate's CLI):
               no migration (after repairing a half-applied one by hand)
   version     print the schema version
 
-A down or goto that reverts a migration refuses (exit status 1) while
-Refinery's tables hold any row, which it would delete, unless --yes
-confirms it. Bad command lines exit with status 2.
+A down or goto refuses (exit status 1), naming them, while the tables
+or columns that the down steps it runs drop hold rows (0005 drops
+replicas, 0004 api_keys, 0003 the bandits' archived and deleted times,
+0001 every other table), unless --yes confirms it. Bad command lines
+exit with status 2.
 
 flags:
   --database-url URL  PostgreSQL URL (default $DATABASE_URL)
@@ -128,26 +131,45 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case url == "":
 		return usageError{errors.New("no database: pass --database-url or set DATABASE_URL")}
 	}
-	if action == "goto" {
-		latest, err := store.LatestMigration()
-		if err != nil {
-			return err
-		}
-		if uint(n) > latest {
-			return usageError{fmt.Errorf("goto %d: the newest migration is %d", n, latest)}
-		}
+	latest, err := store.LatestMigration()
+	if err != nil {
+		return err
 	}
-
-	// A revert deletes what the tables hold: refuse without --yes.
-	if action == "down" || action == "goto" {
+	if (action == "goto" || action == "force") && n > int(latest) {
+		return usageError{fmt.Errorf("%s %d: the newest migration is %d", action, n, latest)}
+	}
+	// up N and down N beyond what is left: say so rather than
+	// golang-migrate's "file does not exist".
+	if hasN && (action == "up" || action == "down") {
 		current, _, err := store.SchemaVersion(ctx, url)
 		if err != nil {
 			return err
 		}
-		if (action == "down" || uint(n) < current) && current > 0 && !*yes {
-			if err := refuseDataLoss(ctx, url); err != nil {
-				return err
-			}
+		if left := int(latest) - int(current); action == "up" && n > left {
+			return fmt.Errorf("up %d: schema version %d, newest migration %d: only %s to apply", n, current, latest, plural.Count(left, "migration", "migrations"))
+		}
+		if action == "down" && n > int(current) {
+			return fmt.Errorf("down %d: schema version %d: only %s to revert", n, current, plural.Count(int(current), "migration", "migrations"))
+		}
+	}
+
+	// A revert deletes what the down steps it runs drop: refuse without
+	// --yes while any of that holds rows.
+	if (action == "down" || action == "goto") && !*yes {
+		current, _, err := store.SchemaVersion(ctx, url)
+		if err != nil {
+			return err
+		}
+		// The versions reverted are (lowest, current].
+		var lowest uint
+		switch {
+		case action == "goto":
+			lowest = min(uint(n), current)
+		case !*all && uint(n) < current:
+			lowest = current - uint(n)
+		}
+		if err := refuseDataLoss(ctx, url, lowest, current); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -182,21 +204,29 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	return err
 }
 
-// refuseDataLoss returns an error naming the rows a revert would delete,
-// or nil when Refinery's tables are empty.
-func refuseDataLoss(ctx context.Context, url string) error {
-	counts, err := store.RowCounts(ctx, url)
-	if err != nil {
+// refuseDataLoss returns an error naming the rows that reverting the
+// migrations after lowest up to current would delete, or nil when the
+// tables and columns their down steps drop are empty.
+func refuseDataLoss(ctx context.Context, url string, lowest, current uint) error {
+	var drops []store.Drop
+	for v := current; v > lowest; v-- {
+		d, err := store.Drops(v)
+		if err != nil {
+			return err
+		}
+		drops = append(drops, d...)
+	}
+	held, err := store.CountHeld(ctx, url, drops)
+	if err != nil || len(held) == 0 {
 		return err
 	}
-	var held []string
-	for _, t := range store.DataTables {
-		if c := counts[t]; c > 0 {
-			held = append(held, fmt.Sprintf("%d %s", c, t))
+	var names []string
+	for _, h := range held {
+		s := plural.Count(h.Rows, "row", "rows") + " in " + h.Table
+		if h.Column != "" {
+			s = plural.Count(h.Rows, "row", "rows") + " of " + h.Table + " with " + h.Column + " set"
 		}
+		names = append(names, s)
 	}
-	if len(held) == 0 {
-		return nil
-	}
-	return fmt.Errorf("refusing to revert: the database holds %s, which reverting deletes; pass --yes to confirm", strings.Join(held, ", "))
+	return fmt.Errorf("refusing to revert: the database holds %s, which reverting deletes; pass --yes to confirm", strings.Join(names, ", "))
 }

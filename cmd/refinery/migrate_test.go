@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/migrations"
 	"github.com/refinery-bandits/refinery/store"
@@ -31,6 +33,7 @@ func TestMigrateCommandLine(t *testing.T) {
 		{"N is a positive integer", []string{"migrate", "down", "0", "--database-url", "postgres://x"}, "refinery migrate: down \"0\": want an integer of at least 1\n"},
 		{"goto needs a version", []string{"migrate", "goto", "--database-url", "postgres://x"}, "refinery migrate: goto needs a version: goto V\n"},
 		{"goto beyond the newest migration", []string{"migrate", "goto", "99", "--database-url", "postgres://x"}, fmt.Sprintf("refinery migrate: goto 99: the newest migration is %d\n", latestMigration(t))},
+		{"force beyond the newest migration", []string{"migrate", "force", "99", "--database-url", "postgres://x"}, fmt.Sprintf("refinery migrate: force 99: the newest migration is %d\n", latestMigration(t))},
 		{"force needs a version", []string{"migrate", "force", "--database-url", "postgres://x"}, "refinery migrate: force needs a version: force V\n"},
 		{"force takes -1 at least", []string{"migrate", "force", "-2", "--database-url", "postgres://x"}, "refinery migrate: force \"-2\": want an integer of at least -1\n"},
 		{"--yes goes with down and goto", []string{"migrate", "up", "--yes", "--database-url", "postgres://x"}, "refinery migrate: --yes goes with down and goto, not up\n"},
@@ -112,7 +115,8 @@ func TestMigrateAgainstPostgres(t *testing.T) {
 	}
 }
 
-// On a database with data, every revert refuses without --yes (exit 1,
+// On a database with a bandit, every revert that drops the bandits table
+// refuses without --yes (exit 1,
 // the rows it would delete named, nothing changed), and with --yes it
 // reverts (issue 18, finding 3). force repairs a dirty database: after
 // force -1 on a migrated schema, up fails half-way (its tables exist)
@@ -140,9 +144,9 @@ func TestMigrateDownRefusesToDeleteData(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	for _, args := range [][]string{{"down"}, {"down", "1"}, {"down", "--all"}, {"goto", "0"}} {
+	for _, args := range [][]string{{"down", "--all"}, {"down", fmt.Sprint(latest)}, {"goto", "0"}} {
 		_, stderr := migrate(1, args...)
-		if want := "refinery migrate: refusing to revert: the database holds 1 bandits, which reverting deletes; pass --yes to confirm\n"; stderr != want {
+		if want := "refinery migrate: refusing to revert: the database holds 1 row in bandits, which reverting deletes; pass --yes to confirm\n"; stderr != want {
 			t.Errorf("migrate %v: stderr %q, want %q", args, stderr, want)
 		}
 		if out, _ := migrate(0, "version"); out != versionLine(latest) {
@@ -167,5 +171,124 @@ func TestMigrateDownRefusesToDeleteData(t *testing.T) {
 	}
 	if out, _ := migrate(0, "force", "1"); out != "schema version 1\n" {
 		t.Errorf("force 1: %q, want version 1 clean", out)
+	}
+}
+
+// Each migration's down step refuses, naming them, only while what it
+// drops holds rows (issue 30, finding 2): with those rows it exits 1 and
+// changes nothing; with rows only in tables it keeps it reverts.
+func TestMigrateDownRefusesOnlyWhatItsStepDrops(t *testing.T) {
+	const (
+		bandit   = `INSERT INTO bandits (name, configuration, created_at, updated_at) VALUES ('b', '{}', now(), now())`
+		archived = `INSERT INTO bandits (name, configuration, created_at, updated_at, archived_at) VALUES ('old', '{}', now(), now(), now())`
+		apiKey   = `INSERT INTO api_keys (id, name, hash, scopes, created_at) VALUES ('k1', 'ci', sha256('secret'), '{admin}', now())`
+	)
+	tests := []struct {
+		version uint
+		name    string
+		fill    []string // rows in what the step drops
+		refusal string   // what the step refuses with, "" when it drops no data
+		others  []string // rows only in what the step keeps
+	}{
+		{1, "0001 drops every table of the initial schema",
+			[]string{bandit, `INSERT INTO unrewarded VALUES (1, 'b', now())`, `INSERT INTO unrewarded VALUES (2, 'b', now())`},
+			"the database holds 2 rows in unrewarded, 1 row in bandits", nil},
+		{2, "0002 drops nothing: it adds foreign keys back", nil, "", []string{bandit}},
+		{3, "0003 drops the archived and deleted times of bandits", []string{archived, bandit},
+			"the database holds 1 row of bandits with archived_at set", []string{bandit}},
+		{4, "0004 drops api_keys", []string{apiKey}, "the database holds 1 row in api_keys", []string{bandit}},
+		{5, "0005 drops only replicas",
+			[]string{`INSERT INTO replicas VALUES ('r1', '127.0.0.1:1', now(), now(), '{}')`, bandit, apiKey},
+			"the database holds 1 row in replicas", []string{bandit, apiKey}},
+	}
+	if latest := latestMigration(t); len(tests) != latest {
+		t.Fatalf("%d cases for %d migrations: add one for each new migration", len(tests), latest)
+	}
+	ctx := context.Background()
+	// at migrates a fresh schema to version v and runs stmts in it.
+	at := func(t *testing.T, v uint, stmts []string) string {
+		t.Helper()
+		url := storetest.FreshSchemaURL(t)
+		if err := store.MigrateTo(ctx, url, v); err != nil {
+			t.Fatal(err)
+		}
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for _, q := range stmts {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		return url
+	}
+	down := func(t *testing.T, url string, wantCode int, wantVersion uint) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(ctx, []string{"migrate", "down", "--database-url", url}, &stdout, &stderr); code != wantCode {
+			t.Fatalf("migrate down: exit code %d, want %d; stderr %q", code, wantCode, stderr.String())
+		}
+		if v, dirty, err := store.SchemaVersion(ctx, url); v != wantVersion || dirty || err != nil {
+			t.Errorf("after migrate down: version %d, dirty %v, %v; want %d", v, dirty, err, wantVersion)
+		}
+		return stderr.String()
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.refusal != "" {
+				t.Run("it refuses while those rows exist, naming them", func(t *testing.T) {
+					stderr := down(t, at(t, tt.version, tt.fill), 1, tt.version)
+					if want := "refinery migrate: refusing to revert: " + tt.refusal + ", which reverting deletes; pass --yes to confirm\n"; stderr != want {
+						t.Errorf("stderr = %q, want %q", stderr, want)
+					}
+				})
+			}
+			t.Run("it reverts when only other tables hold rows", func(t *testing.T) {
+				down(t, at(t, tt.version, tt.others), 0, tt.version-1)
+			})
+		})
+	}
+	// The walk-through's case: down 2 from the newest version on a
+	// database holding only an API key.
+	url := at(t, uint(latestMigration(t)), []string{apiKey})
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"migrate", "down", "2", "--database-url", url}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "1 row in api_keys") {
+		t.Errorf("down 2 with an API key = exit %d, stderr %q; want 1, naming api_keys", code, stderr.String())
+	}
+}
+
+// up N and down N beyond the migrations left say so in one line naming
+// the version, rather than golang-migrate's "file does not exist" (issue
+// 30, polish), and change nothing.
+func TestMigrateUpOrDownBeyondTheMigrationsLeftNamesTheVersion(t *testing.T) {
+	url := storetest.FreshSchemaURL(t)
+	latest := latestMigration(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "99"}, fmt.Sprintf("refinery migrate: up 99: schema version 0, newest migration %d: only %d migrations to apply\n", latest, latest)},
+		{[]string{"down", "2"}, "refinery migrate: down 2: schema version 0: only 0 migrations to revert\n"},
+		{[]string{"up", "1"}, ""},
+		{[]string{"down", "2"}, "refinery migrate: down 2: schema version 1: only 1 migration to revert\n"},
+		{[]string{"up", fmt.Sprint(latest)}, fmt.Sprintf("refinery migrate: up %d: schema version 1, newest migration %d: only %d migrations to apply\n", latest, latest, latest-1)},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, append([]string{"migrate", "--database-url", url}, tt.args...), &stdout, &stderr)
+		if tt.want == "" {
+			if code != 0 {
+				t.Fatalf("migrate %v: exit %d, %q", tt.args, code, stderr.String())
+			}
+			continue
+		}
+		if code != 1 || stderr.String() != tt.want {
+			t.Errorf("migrate %v = exit %d, %q; want 1, %q", tt.args, code, stderr.String(), tt.want)
+		}
+	}
+	if v, _, err := store.SchemaVersion(ctx, url); v != 1 || err != nil {
+		t.Errorf("after the refusals: version %d, %v; want 1", v, err)
 	}
 }

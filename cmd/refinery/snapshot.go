@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 
-	apiclient "github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
@@ -17,8 +16,8 @@ func init() {
 	register(command{name: "snapshot", summary: "export a bandit (configuration and posterior) from a service, or import one into a service (export|import)", run: runSnapshot})
 }
 
-const snapshotUsage = `usage: refinery snapshot export --url URL --bandit NAME [--out FILE]
-       refinery snapshot import --url URL FILE
+const snapshotUsage = `usage: refinery snapshot export --url URL [--api-key SECRET] --bandit NAME [--out FILE]
+       refinery snapshot import --url URL [--api-key SECRET] FILE
 
 export  writes the bandit's snapshot (GET /v1/bandits/NAME/snapshot): its
         configuration and its published posterior, with the snapshot format's
@@ -30,8 +29,8 @@ import  checks FILE (- for standard input: format, versions, checksum) and
         an altered one, or a name the service already has is an error.
 
 flags:
-  --url URL  the service (default http://127.0.0.1:8080)
-`
+  --url URL         the service (default http://127.0.0.1:8080)
+` + apiKeyUsage
 
 func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "export" && args[0] != "import") {
@@ -44,7 +43,8 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	action := args[0]
 	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	base := fs.String("url", "http://127.0.0.1:8080", "")
+	var svc serviceFlags
+	svc.register(fs, "http://127.0.0.1:8080")
 	name := fs.String("bandit", "", "")
 	out := fs.String("out", "", "")
 	var file string
@@ -64,9 +64,9 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		file, rest = fs.Arg(0), fs.Args()[1:]
 	}
-	cl, err := apiclient.New(*base, nil)
+	cl, err := svc.client(nil)
 	if err != nil {
-		return usageError{fmt.Errorf("--url: %w", err)}
+		return err
 	}
 	if action == "export" {
 		if *name == "" {
@@ -95,7 +95,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case file == "":
 		return usageError{errors.New("import: which snapshot file (- for standard input)")}
 	case *name != "" || *out != "":
-		return usageError{errors.New("import takes --url and a file only")}
+		return usageError{errors.New("import takes --url, --api-key and a file only")}
 	}
 	var raw []byte
 	if file == "-" {
