@@ -161,14 +161,22 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	if st := state(r.Context()); r.ContentLength != 0 && (st == nil || !st.bodyRead) {
 		// Answered before its body was read (401, 404, 413, ...): close
 		// the connection after the answer rather than wait for the rest
-		// of the body to drain it (issue 31, finding 12).
+		// of the body to drain it (issue 31, finding 12), but only after
+		// earlyLinger, so that a client still writing its body reads the
+		// answer before the close: a close with its bytes unread resets
+		// the connection, and a reset discards the answer in flight (a
+		// 413 then reached the client as "broken pipe").
 		w.Header().Set("Connection", "close")
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(earlyLinger))
 	}
 	w.Header().Set("Content-Type", ProblemContentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
 }
+
+// earlyLinger is how long a connection answered before its body was read
+// may still deliver that body before the server stops reading it.
+const earlyLinger = 750 * time.Millisecond
 
 // echo cuts client-supplied text to MaxEchoBytes for an error answer.
 func echo(s string) string { return bandit.Shorten(s, MaxEchoBytes) }
