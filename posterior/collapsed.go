@@ -160,14 +160,27 @@ func (c collapsed) penalty(mu, sigma, s2 float64) float64 {
 // variance 1/prec into variance (gamma for Eq. 9, 1/E[tau] for Eq. 10).
 // Under BoundELBO it copies q's fixed prior.
 func (t *Trainer) CollapsedPrior(q *MeanField, mean, variance []float64) {
+	t.col.learned(q, mean, variance)
+}
+
+// LearnedPrior is Trainer.CollapsedPrior for a trainer configured by cfg
+// (its Bound, CollapsedReg and CollapsedShape, with their defaults),
+// without a trainer: for readers of the bound that do not train.
+func LearnedPrior(cfg TrainConfig, q *MeanField, mean, variance []float64) {
+	cfg = cfg.withDefaults()
+	newCollapsed(cfg.Bound, cfg.CollapsedReg, cfg.CollapsedShape).learned(q, mean, variance)
+}
+
+// learned is CollapsedPrior.
+func (c collapsed) learned(q *MeanField, mean, variance []float64) {
 	for j, mu := range q.Mu {
-		if t.cfg.Bound == BoundELBO {
+		if c.bound == BoundELBO {
 			mean[j], variance[j] = q.priorMean(j), q.PriorVar[j]
 			continue
 		}
-		m, prec := t.col.prior(mu, Softplus(q.Rho[j]), q.PriorVar[j])
+		m, prec := c.prior(mu, Softplus(q.Rho[j]), q.PriorVar[j])
 		mean[j], variance[j] = m, 1/prec
-		if t.cfg.Bound == BoundCollapsedMean {
+		if c.bound == BoundCollapsedMean {
 			variance[j] = q.PriorVar[j] // 1/prec up to rounding
 		}
 	}

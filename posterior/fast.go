@@ -69,7 +69,7 @@ type fastState struct {
 	dMu, dSigma, pm, prec []float32
 	mMu, vMu, mRho, vRho  []float32
 	dHyper, tmp           []float64
-	rhoOld                []float32 // rho before an Adam step (SigmaLR)
+	rhoOld                []float32 // rho before an Adam step (SigmaLR; nil without)
 	s2                    []float32 // PriorVar (collapsed bounds only)
 	hyper                 *nn.Adam
 	t                     int
@@ -88,7 +88,6 @@ func newFastState(lik Likelihood, maxBatch int) *fastState {
 		mMu: v(), vMu: v(), mRho: v(), vRho: v(),
 		dHyper: make([]float64, nh),
 		tmp:    make([]float64, n),
-		rhoOld: make([]float32, n),
 		hyper:  nn.NewAdam(nh, DefaultLR),
 	}
 	f.mf = kern.MeanFieldStep{
@@ -233,19 +232,21 @@ func (t *Trainer) stepFast(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 		}
 		if t.cfg.Optimizer == OptimizerNGVI {
 			f.ngvi(n, float32(scale), float32(t.ngviStep()))
-		} else if c := float32(t.sigmaScale()); c > 1 {
-			// Adam at SigmaLR on rho: stretch the kernel's step and
-			// recompute softplus(rho) and its derivative.
-			copy(f.rhoOld, f.rho)
-			f.mf.Scale, f.mf.Adam = float32(scale), coef
-			kern.MeanFieldAdam(&f.mf, n)
-			for j, r := range f.rhoOld {
-				f.rho[j] = r + c*(f.rho[j]-r)
-			}
-			kern.Softplus(f.sigma, f.sgm, f.rho)
 		} else {
+			c := float32(t.sigmaScale())
+			if c > 1 {
+				copy(f.rhoOld, f.rho)
+			}
 			f.mf.Scale, f.mf.Adam = float32(scale), coef
 			kern.MeanFieldAdam(&f.mf, n)
+			if c > 1 {
+				// Adam at SigmaLR on rho: stretch the kernel's step and
+				// recompute softplus(rho) and its derivative.
+				for j, r := range f.rhoOld {
+					f.rho[j] = r + c*(f.rho[j]-r)
+				}
+				kern.Softplus(f.sigma, f.sgm, f.rho)
+			}
 		}
 	}
 	t.hyperGrad(f.dHyper, q.Hyper, scale)

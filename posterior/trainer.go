@@ -155,7 +155,7 @@ type Trainer struct {
 	grad   []float64  // gradient of -ELBO w.r.t. [mu | rho | hyper]
 	sigma  []float64  // softplus(rho)
 	sgm    []float64  // sigmoid(rho), the softplus' derivative
-	rhoOld []float64  // rho before an Adam step (SigmaLR)
+	rhoOld []float64  // rho before an Adam step (SigmaLR; nil without)
 	rows   []int
 }
 
@@ -167,19 +167,21 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 	}
 	n, nh := lik.NumParams(), lik.NumHyper()
 	t := &Trainer{
-		cfg:    cfg,
-		lik:    lik,
-		eval:   lik.NewEvaluator(cfg.BatchSize),
-		lr:     cfg.LR,
-		grad:   make([]float64, 2*n+nh),
-		sigma:  make([]float64, n),
-		sgm:    make([]float64, n),
-		rhoOld: make([]float64, n),
-		rows:   make([]int, cfg.BatchSize),
-		col:    newCollapsed(cfg.Bound, cfg.CollapsedReg, cfg.CollapsedShape),
-		hpd:    make([]float64, nh),
+		cfg:   cfg,
+		lik:   lik,
+		eval:  lik.NewEvaluator(cfg.BatchSize),
+		lr:    cfg.LR,
+		grad:  make([]float64, 2*n+nh),
+		sigma: make([]float64, n),
+		sgm:   make([]float64, n),
+		rows:  make([]int, cfg.BatchSize),
+		col:   newCollapsed(cfg.Bound, cfg.CollapsedReg, cfg.CollapsedShape),
+		hpd:   make([]float64, nh),
 	}
 	t.hp, _ = lik.(HyperPrior)
+	if t.sigmaScale() > 1 {
+		t.rhoOld = make([]float64, n)
+	}
 	if cfg.Reference {
 		t.adam = nn.NewAdam(2*n+nh, cfg.LR)
 	} else {
@@ -187,6 +189,9 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		t.fast.natural = cfg.Optimizer == OptimizerNGVI
 		if cfg.Bound != BoundELBO {
 			t.fast.s2 = make([]float32, n) // in the engine's layout
+		}
+		if t.sigmaScale() > 1 {
+			t.fast.rhoOld = make([]float32, n)
 		}
 	}
 	return t, nil
@@ -381,15 +386,16 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	}
 	t.hyperGrad(dHyper, q.Hyper, scale)
 	t.adam.LR = t.lr
-	if c := t.sigmaScale(); c > 1 {
+	c := t.sigmaScale()
+	if c > 1 {
 		copy(t.rhoOld, q.Rho)
-		t.adam.Step(q.params, t.grad)
+	}
+	t.adam.Step(q.params, t.grad)
+	if c > 1 {
 		for j, r := range t.rhoOld {
 			q.Rho[j] = r + c*(q.Rho[j]-r)
 		}
-		return ll, scale
 	}
-	t.adam.Step(q.params, t.grad)
 	return ll, scale
 }
 
