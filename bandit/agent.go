@@ -95,13 +95,13 @@ func (m *model) weights(a nn.Arch) *nn.Weights {
 // (posterior.Trainer.CollapsedPrior), and posterior.Refine starts the
 // auxiliary variables' sum at its mean.
 func (a *Agent) refineFrom(m *model) *posterior.MeanField {
-	if a.colTr.Config().Bound == posterior.BoundELBO {
+	if a.tcfg.Bound == posterior.BoundELBO {
 		return m.q
 	}
 	m.refOnce.Do(func() {
 		q := m.q.Clone()
 		q.PriorMean = make([]float64, q.Len())
-		a.colTr.CollapsedPrior(q, q.PriorMean, q.PriorVar)
+		posterior.LearnedPrior(a.tcfg, q, q.PriorMean, q.PriorVar)
 		m.refQ = q
 	})
 	return m.refQ
@@ -121,6 +121,11 @@ type Agent struct {
 	store     Store
 	log       *slog.Logger
 	obs       Observer
+
+	// tcfg configures every trainer of the agent (newTrainer); set in
+	// newAgent and read only after, also by refineFrom on the decision
+	// path and the refinement workers.
+	tcfg posterior.TrainConfig
 
 	model atomic.Pointer[model]
 	bank  *bank // refined-ts only
@@ -147,11 +152,10 @@ type Agent struct {
 	std    nn.Standardization
 	fam    nn.Family // the likelihood family, once famSet
 	famSet bool      // fam is decided (always, but under model.likelihood "auto" before the first training)
-	tcfg   posterior.TrainConfig
-	// colTr is the first trainer, never replaced, for its immutable
-	// bound (refineFrom reads it from the decision path and the
-	// refinement workers).
-	colTr     *posterior.Trainer
+	// decideFamily has read the first famRows rewards; nonBinary: one
+	// of them was neither 0 nor 1 (the data only grow).
+	famRows   int
+	nonBinary bool
 	fit       bool
 	cursor    int64
 	sigma     []float64
@@ -248,11 +252,9 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 			tcfg.Optimizer, tcfg.NGVIStep, tcfg.SigmaLR = o, cfg.Training.NGVIStep, cfg.Training.SigmaLR
 		}
 		a.tcfg = tcfg
-		tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), tcfg)
-		if err != nil {
+		if err := a.newTrainer(a.data.View()); err != nil {
 			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
 		}
-		a.tr, a.colTr = tr, tr
 		a.refineCfg = posterior.RefineConfig{
 			Fractions:  cfg.Refinement.Fractions,
 			Iterations: cfg.Refinement.Iterations,
@@ -358,14 +360,30 @@ func (a *Agent) noisePerArm() bool {
 
 // numHyper is the number of likelihood hyperparameters of the agent's
 // family: the log noise variances.
-func (a *Agent) numHyper() int {
+func (a *Agent) numHyper() int { return a.hyperCount(a.fam) }
+
+// hyperCount is the number of log noise variances of the likelihood of
+// family fam under the configuration: none for Bernoulli, one per arm
+// or one in all for Gaussian.
+func (a *Agent) hyperCount(fam nn.Family) int {
 	switch {
-	case a.fam == nn.Bernoulli:
+	case fam == nn.Bernoulli:
 		return 0
 	case a.noisePerArm():
 		return a.arch.Out()
 	}
 	return 1
+}
+
+// newTrainer makes a.tr a trainer of a.tcfg on the agent's likelihood of
+// v, as a new posterior's hyperparameters or family need.
+func (a *Agent) newTrainer(v nn.View) error {
+	tr, err := posterior.NewTrainer(a.likelihood(v), a.tcfg)
+	if err != nil {
+		return err
+	}
+	a.tr = tr
+	return nil
 }
 
 // priorVars returns the prior variance of every parameter of a network
@@ -413,7 +431,7 @@ func (a *Agent) freshPosterior() *posterior.MeanField {
 
 // decideFamily settles the likelihood family before a training on v:
 // under model.likelihood "auto" Bernoulli while every reward of v is 0 or
-// 1, Gaussian otherwise. When the family changes (a bandit of 0/1
+// 1, Gaussian otherwise (it reads each reward once). When the family changes (a bandit of 0/1
 // rewards that gets another value) the network restarts from the prior,
 // since what its outputs mean changes; when it is settled for the first
 // time the posterior keeps its starting point. Either way the trainer is
@@ -421,13 +439,17 @@ func (a *Agent) freshPosterior() *posterior.MeanField {
 func (a *Agent) decideFamily(v nn.View) error {
 	fam := a.fam
 	if a.cfg.Model.Likelihood == LikelihoodAuto && a.likelihoodChoice() {
-		fam = nn.Bernoulli
 		_, _, ys := v.Rows()
-		for _, y := range ys {
+		for _, y := range ys[min(a.famRows, len(ys)):] {
 			if y != 0 && y != 1 {
-				fam = nn.Gaussian
+				a.nonBinary = true
 				break
 			}
+		}
+		a.famRows = max(a.famRows, len(ys))
+		fam = nn.Bernoulli
+		if a.nonBinary {
+			fam = nn.Gaussian
 		}
 	}
 	if a.famSet && fam == a.fam {
@@ -448,12 +470,7 @@ func (a *Agent) decideFamily(v nn.View) error {
 		a.q = q
 	}
 	a.std = nn.Standardization{Scale: 1}
-	tr, err := posterior.NewTrainer(a.likelihood(v), a.tcfg)
-	if err != nil {
-		return err
-	}
-	a.tr = tr
-	return nil
+	return a.newTrainer(v)
 }
 
 // refineLikelihood is the likelihood refinement uses: the trainer's lik
@@ -565,9 +582,8 @@ func (a *Agent) install(ctx context.Context, snap *Snapshot, following bool) err
 			if q != nil {
 				a.q, a.std, a.fit = q, nn.Standardization{Shift: meta.Shift, Scale: meta.Scale}, meta.Fit
 				a.fam, a.famSet = snapshotFamily(meta), true
-				if tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), a.tcfg); err == nil {
-					a.tr = tr
-				}
+				_ = a.newTrainer(a.data.View()) // the configuration's trainer was made in newAgent
+
 			}
 		}
 	}
@@ -644,15 +660,7 @@ func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField
 	if fam := snapshotFamily(&meta); a.famSet && fam != a.fam || a.cfg.Model.Likelihood == LikelihoodGaussian && fam != nn.Gaussian {
 		return nil, nil, fmt.Errorf("snapshot of a posterior under the %s likelihood, the bandit's is %s", fam, a.cfg.Model.Likelihood)
 	}
-	wantHyper := 0
-	switch {
-	case snapshotFamily(&meta) == nn.Bernoulli:
-	case a.noisePerArm():
-		wantHyper = a.arch.Out()
-	default:
-		wantHyper = 1
-	}
-	if len(q.Hyper) != wantHyper {
+	if wantHyper := a.hyperCount(snapshotFamily(&meta)); len(q.Hyper) != wantHyper {
 		return nil, nil, fmt.Errorf("snapshot has %d noise variances, the configuration %d", len(q.Hyper), wantHyper)
 	}
 	if q.Len() != a.arch.NumParams() || meta.Inputs != a.arch.In() || meta.Arms != a.arch.Out() || !slices.Equal(meta.Hidden, a.arch.Hidden()) {
@@ -967,9 +975,7 @@ func (a *Agent) revert(prev *model) {
 	a.std = prev.std
 	if len(a.q.Hyper) != len(prev.q.Hyper) || a.fam != prev.fam {
 		a.q, a.fam = prev.q.Clone(), prev.fam
-		if tr, err := posterior.NewTrainer(a.likelihood(a.data.View()), a.tcfg); err == nil {
-			a.tr = tr
-		}
+		_ = a.newTrainer(a.data.View()) // prev's trainer configuration, made before
 		return
 	}
 	a.q.CopyFrom(prev.q)
