@@ -235,10 +235,13 @@ type PolicyConfig struct {
 
 // ModelConfig is the Bayesian neural network of the neural policies.
 type ModelConfig struct {
-	// Hidden lists the ReLU hidden layer widths; default [100, 100]
-	// (Havasi et al. 2021, Section 4.3). [] is a linear model. At most 8
-	// layers of 1..1024 units and 500,000 parameters in all; see also the
-	// budgets (MaxDecisionCost, MaxTrainCost, MaxRefineCost).
+	// Hidden lists the ReLU hidden layer widths; default [100] (one
+	// layer, DefaultThompsonHidden) for the mean-field Thompson samplers
+	// (refined-ts, mf-ts) and [100, 100] (DefaultHidden, Havasi et al.
+	// 2021, Section 4.3) for the other neural kinds. [] is a linear
+	// model. At most 8 layers of 1..1024 units and 500,000 parameters
+	// in all; see also the budgets (MaxDecisionCost, MaxTrainCost,
+	// MaxRefineCost).
 	Hidden []int `json:"hidden"`
 	// PriorVariance is v of the weight prior, in the network's output
 	// units (standardized rewards, or logits); default 1. See Prior.
@@ -486,9 +489,14 @@ const (
 
 // DefaultHidden and DefaultFractions are the paper's network and
 // refinement schedule (Havasi et al. 2021, Section 4.3).
+// DefaultThompsonHidden is the mean-field Thompson samplers' network:
+// one hidden layer of 100. A mean-field posterior of the paper's two
+// layers fitted the showdown's problems worse under the fan-in prior
+// (docs/model.md, "One hidden layer").
 var (
-	DefaultHidden    = []int{100, 100}
-	DefaultFractions = []float64{0.7, 0.3}
+	DefaultHidden         = []int{100, 100}
+	DefaultThompsonHidden = []int{100}
+	DefaultFractions      = []float64{0.7, 0.3}
 )
 
 // Limits that keep one bandit from exhausting the service.
@@ -692,6 +700,9 @@ func (c *Config) SetDefaults() {
 	m := &c.Model
 	if m.Hidden == nil {
 		m.Hidden = append([]int(nil), DefaultHidden...)
+		if p.Kind.thompson() {
+			m.Hidden = append([]int(nil), DefaultThompsonHidden...)
+		}
 	}
 	if m.PriorVariance == 0 {
 		m.PriorVariance = DefaultPriorVariance

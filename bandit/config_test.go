@@ -23,7 +23,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	switch {
 	case p.Kind != bandit.RefinedTS || p.Samples != 3 || p.MaxSampleUses != 1000 || *p.MaxSampleAge != bandit.Duration(30*time.Second) || *p.MaxVersionsBehind != 3 || p.PropensitySamples != 32 || p.Epsilon != nil:
 		t.Errorf("policy %+v", p)
-	case !reflect.DeepEqual(m.Hidden, []int{100, 100}) || m.PriorVariance != 1 || m.InitSigma != bandit.DefaultInitSigma || m.Prior != "fan-in" || m.Likelihood != "auto" || m.Noise != "shared" ||
+	case !reflect.DeepEqual(m.Hidden, []int{100}) || m.PriorVariance != 1 || m.InitSigma != bandit.DefaultInitSigma || m.Prior != "fan-in" || m.Likelihood != "auto" || m.Noise != "shared" ||
 		m.NoisePrior == nil || *m.NoisePrior != (bandit.NoisePrior{Shape: 2, Rate: 0.5}):
 		t.Errorf("model %+v", m)
 	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval) ||
@@ -54,6 +54,15 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	eps, err := bandit.ParseConfig([]byte(`{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric"}], "policy": {"kind": "eps-greedy"}}`))
 	if err != nil || *eps.Policy.Epsilon != bandit.DefaultEpsilon {
 		t.Errorf("eps-greedy epsilon %v (err %v), want %g", eps.Policy.Epsilon, err, bandit.DefaultEpsilon)
+	}
+	// The point-estimate kinds keep the paper's two hidden layers; the
+	// mean-field Thompson samplers take one.
+	if err == nil && !reflect.DeepEqual(eps.Model.Hidden, []int{100, 100}) {
+		t.Errorf("eps-greedy hidden %v, want [100 100]", eps.Model.Hidden)
+	}
+	mf, err := bandit.ParseConfig([]byte(`{"name": "m", "arms": ["a"], "features": [{"name": "w", "type": "numeric"}], "policy": {"kind": "mf-ts"}}`))
+	if err != nil || !reflect.DeepEqual(mf.Model.Hidden, []int{100}) {
+		t.Errorf("mf-ts hidden %v (err %v), want [100]", mf.Model.Hidden, err)
 	}
 }
 

@@ -42,8 +42,10 @@ type Preset struct {
 //     (max_sample_uses 1, bank_size 3); 3 samples per decision.
 //   - fast: the service's model (model.prior "fan-in", model.likelihood
 //     "auto", training.bound "collapsed-mean": the defaults of
-//     bandit.Config) on the paper's network, optimizer, refinement
-//     fractions and samples per decision, with less work: the posterior
+//     bandit.Config: one hidden layer of 100 for refined and mean-field
+//     TS, the paper's 2x100 for the other neural kinds), the paper's
+//     optimizer, refinement fractions and samples per decision, with
+//     less work: the posterior
 //     retrained every 10 rewards for 100 iterations (a fiftieth of the
 //     paper's ELBO iterations) and 200 conditional iterations per refined
 //     sample instead of 500. Refined and mean-field TS see the same
@@ -81,8 +83,8 @@ func Presets() map[string]Preset {
 	}
 	fast := paper
 	fast.Name = "fast"
-	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound) on the paper's 2x100 ReLU network, optimizer, refinement fractions and samples per decision; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
-	fast.Bandit.Model = bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1}
+	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; one hidden layer of 100 for refined and mean-field TS, the paper's 2x100 for the others), the paper's optimizer, refinement fractions and samples per decision; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Bandit.Model = bandit.ModelConfig{PriorVariance: 1}
 	fast.Bandit.Training.Bound = ""
 	fast.Bandit.Training.SigmaLR = 0
 	fast.TrainEvery = 10
