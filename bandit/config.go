@@ -329,8 +329,14 @@ type TrainingConfig struct {
 	IterationsPerReward int `json:"iterations_per_reward"`
 	// StopTolerance stops a retraining early once the mean minibatch
 	// ELBO of a tenth of its iterations changes by at most this
-	// fraction of its magnitude from the previous tenth; default 0.001,
-	// 0 (never stop early)..1.
+	// fraction of its magnitude from the previous tenth; default 0
+	// (never stop early: run the iterations the rewards pay for), 0..1.
+	// The ELBO's magnitude is dominated by the KL term and the
+	// minibatch estimate is noisy, so the old default 0.001 stopped
+	// most retrainings after their second tenth, far from converged:
+	// on the new-user problem (TestNewUserBanditLearns) mean-field TS
+	// ended at 6.8 to 73 times linear TS's regret on three streams
+	// with it and 0.2 to 2.3 times without it (docs/model.md).
 	StopTolerance *float64 `json:"stop_tolerance"`
 	// CPUShare is the average share of one core the bandit's trainer
 	// may take: after a retraining that took d, the next starts no
@@ -464,7 +470,7 @@ const (
 	DefaultMaxSampleAge      = 30 * time.Second
 	DefaultMaxVersionsBehind = 3
 	DefaultIterationsPerRew  = 20
-	DefaultStopTolerance     = 0.001
+	DefaultStopTolerance     = 0.0
 	DefaultCPUShare          = 0.25
 	DefaultEstimator         = "local-reparam"
 	DefaultRISSamples        = 1

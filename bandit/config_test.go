@@ -27,7 +27,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 		m.NoisePrior == nil || *m.NoisePrior != (bandit.NoisePrior{Shape: 2, Rate: 0.5}):
 		t.Errorf("model %+v", m)
 	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval) ||
-		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0.001 || tr.CPUShare != 0.25 || tr.Estimator != "local-reparam" || tr.RISSamples != 1 ||
+		tr.IterationsPerReward != 20 || *tr.StopTolerance != 0 || tr.CPUShare != 0.25 || tr.Estimator != "local-reparam" || tr.RISSamples != 1 ||
 		tr.Bound != "collapsed-mean" || tr.CollapsedReg != 0.075 || tr.CollapsedShape != 1 || tr.Optimizer != "adam" || tr.NGVIStep != 0.01:
 		t.Errorf("training %+v", tr)
 	case !reflect.DeepEqual(r.Fractions, []float64{0.7, 0.3}) || r.Iterations != 500 || r.LR != 1e-3 || r.BankSize != 16:

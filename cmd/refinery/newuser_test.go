@@ -67,13 +67,16 @@ func (c nuContext) json() map[string]any {
 // running the test.
 //
 // The issue also asks for at most twice linear TS's regret. Waiting for
-// the trainers every 100 decisions (20 posterior versions), the default
-// bandit ended at 0.0011 to 0.0183 a decision against linear TS's 0.0054
-// to 0.0069 in five runs (0.2 to 2.7 times; the 2.7 at a load of 10 on
-// two cores, when the refinement workers fell behind); waiting every 200
-// (10 versions) it ended at 0.037 to 0.145 (docs/model.md). So the ratio
-// depends on how often the posterior is renewed and on the machine's
-// load, and is logged, not asserted; the quarter of uniform play is.
+// the trainers every 100 decisions (20 posterior versions), with the
+// service's defaults of e914467 plus training.stop_tolerance 0 (the
+// default since), six streams (this one and five others, seeds 29-33 of
+// the same generator, run at a load of 7-8 on two cores) ended at 0.1,
+// 0.2, 0.3, 2.4, 8.0 and 8.3 times linear TS's regret (linear TS
+// 0.003-0.012 a decision); the two worst kept trying a second arm for
+// one device in a third to a half of its decisions. With the old
+// stop_tolerance 0.001, mean-field TS on three of them ended at 6.8 to
+// 73 times. So twice linear TS is met on most streams but not all, and
+// the ratio is logged, not asserted; the quarter of uniform play is.
 func TestNewUserBanditLearns(t *testing.T) {
 	const steps, window = 2000, 500
 	m := startServe(t, "")
