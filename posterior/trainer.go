@@ -46,7 +46,7 @@ type TrainConfig struct {
 	Reference bool
 	// Bound is the objective: the ELBO with q's fixed prior (the
 	// default) or a collapsed bound that learns the prior's parameters
-	// (seed 004, Eqs. 9 and 10). Run reports the bound it optimizes.
+	// (Tomczak et al. 2021, Eqs. 9 and 10). Run reports the bound it optimizes.
 	Bound Bound
 	// CollapsedReg is alpha_reg of Eq. 9 and delta of Eq. 10, in (0, 1];
 	// zero means DefaultCollapsedReg. 1 makes Eq. 9 the ELBO with the

@@ -109,10 +109,10 @@ var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-
 //   - elbo: the ELBO with local reparameterization and Adam (the
 //     service's defaults but for the bound: training.bound "elbo", training.estimator
 //     "local-reparam", training.optimizer "adam")
-//   - ris: training.estimator "ris" (seed 001)
-//   - collapsed-mean, collapsed-mean-var: training.bound (seed 004,
+//   - ris: training.estimator "ris" (Long et al. 2024)
+//   - collapsed-mean, collapsed-mean-var: training.bound (Tomczak et al. 2021,
 //     Eqs. 9 and 10)
-//   - ngvi: training.optimizer "ngvi" (seed 002, Section 5)
+//   - ngvi: training.optimizer "ngvi" (Khan 2018, Section 5)
 var TrainingMethods = map[string]func(*bandit.TrainingConfig){
 	"elbo": func(t *bandit.TrainingConfig) {
 		t.Bound, t.Estimator, t.Optimizer = "elbo", "local-reparam", "adam"
