@@ -1394,8 +1394,8 @@ func (a *Agent) excluded(names []string, v *validator) []bool {
 
 // choose fills d's arm, scores, probabilities and sample kind: the
 // forward passes and samplers are nn.Predictor's, the rules policy's
-// (policy.UniformRule, policy.EpsGreedyRule, policy.ThompsonVote,
-// policy.Linear).
+// (policy.UniformRule, policy.EpsGreedyRule, policy.ThompsonGauss,
+// policy.ThompsonVote, policy.Linear).
 func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
 	arms := len(a.cfg.Arms)
 	var pd policy.Decision
@@ -1445,9 +1445,10 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 	return prop, nil
 }
 
-// thompson is Thompson sampling (policy.ThompsonVote) on refined samples
-// from the bank when the bandit is refined-ts and the bank has them, and
-// on mean-field draws otherwise, with the propensity estimates of Decide.
+// thompson is Thompson sampling on refined samples from the bank
+// (policy.ThompsonVote) when the bandit is refined-ts and the bank has
+// them, and on mean-field draws otherwise (policy.ThompsonGauss), with
+// the propensity estimates of Decide.
 func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
 	arms := len(a.cfg.Arms)
 	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
