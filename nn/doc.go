@@ -19,8 +19,7 @@
 // variance s2 is fixed or a hyperparameter (hyper[0] = log s2), shared
 // by the arms or one per arm. With the Bernoulli family the output is a
 // logit instead, log p(y_i | x_i, w) = y_i f - log(1 + exp(f)) with
-// f = f_{a_i}(x_i; w), and there is no
-// noise variance (Family).
+// f = f_{a_i}(x_i; w), and there is no noise variance (Family).
 //
 // Data is an append-only dataset whose Views are immutable prefixes: a
 // trainer appends rows while other goroutines evaluate on the views they
