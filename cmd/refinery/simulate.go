@@ -38,7 +38,7 @@ func presetNames() string {
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	envSpec := fs.String("env", "mushroom", "environment: mushroom[:opts], wheel[:opts] or csv:PATH (see README)")
+	envSpec := fs.String("env", "mushroom", "environment: mushroom[:opts], wheel[:opts] or csv:PATH (docs/simulate.md describes each and its options)")
 	policies := fs.String("policies", "refined-ts,mf-ts,eps-greedy", "comma-separated policies: "+strings.Join(simulators.PolicyNames, ", ")+"; eps-greedy expands to the preset's epsilons, eps-greedy:E takes one; mf-ts@M and refined-ts@M train with method M (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi; several joined by +); laplace-ts:diagonal or :last-layer picks the structure; refined-ts:supply plays refined TS on the service's sample supply (a bank of 16 refined samples, each serving up to 1000 decisions) instead of the preset's fresh samples per decision")
 	steps := fs.Int("steps", 1000, "steps per run")
 	seeds := fs.Int("seeds", 1, "seeds per policy (seeds F..F+S-1)")
