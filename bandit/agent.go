@@ -1292,6 +1292,12 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // An event ID that was already decided returns the stored decision
 // (Outcome.Created false) when the context encodes identically and the
 // stored arm is not excluded now, and ErrConflict otherwise.
+//
+// Contract: Decide is safe for concurrent use (step mode serializes it
+// with Reward); outside step mode it never waits for a retraining or a
+// refinement to finish (linear-ts waits at most for one row's update);
+// it returns once the decision is durable in the store; it keeps no
+// reference to req, and the Outcome is the caller's.
 func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
 	if at := a.archivedAt.Load(); at != 0 {
 		return nil, fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",

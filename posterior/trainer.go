@@ -438,6 +438,12 @@ func (e *NonFiniteError) Error() string {
 // KL term of the reported estimates is evaluated at the first iteration
 // and at the end only (it moves slowly and costs two logarithms per
 // parameter).
+//
+// Contract: Run must not overlap any other call on t (in the service, the
+// bandit's trainer goroutine alone calls it, warm-started from its
+// previous q); it updates q in place and keeps neither q nor rng after
+// it returns; the optimizer's moment estimates carry over to the next Run
+// until Reset.
 func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Rand) (RunStats, error) {
 	st := RunStats{}
 	lr0 := t.cfg.LR
