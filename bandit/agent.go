@@ -1296,8 +1296,9 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // Contract: Decide is safe for concurrent use (step mode serializes it
 // with Reward); outside step mode it never waits for a retraining or a
 // refinement to finish (linear-ts waits at most for one row's update);
-// it returns once the decision is durable in the store; it keeps no
-// reference to req, and the Outcome is the caller's.
+// it returns once the store has the decision (durably, but for the
+// in-memory store); it keeps no reference to req, and the Outcome is the
+// caller's.
 func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
 	if at := a.archivedAt.Load(); at != 0 {
 		return nil, fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",
