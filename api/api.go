@@ -1,5 +1,6 @@
 // Package api is Refinery's HTTP interface: a chi router with the
-// bandit, decision and reward routes of DESIGN.md, RFC 9457 problem+json
+// bandit, decision and reward routes listed below (docs/api.md describes
+// them for clients, api/openapi.json is the contract), RFC 9457 problem+json
 // errors mapped from the domain's errors by one table (problemTable),
 // Prometheus metrics labelled by route pattern, and the health and
 // readiness probes. Bodies are JSON (a missing Content-Type or one other

@@ -14,8 +14,9 @@ import (
 	"github.com/refinery-bandits/refinery/store"
 )
 
-// Metrics are the service's Prometheus metrics (names fixed by
-// DESIGN.md, prefix refinery_). It implements bandit.Observer and
+// Metrics are the service's Prometheus metrics (prefix refinery_; the
+// names are part of the service's interface, docs/operations.md lists
+// them). It implements bandit.Observer and
 // store.Observer, so the domain and the store report to it without
 // importing Prometheus.
 type Metrics struct {

@@ -1292,6 +1292,13 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // An event ID that was already decided returns the stored decision
 // (Outcome.Created false) when the context encodes identically and the
 // stored arm is not excluded now, and ErrConflict otherwise.
+//
+// Contract: Decide is safe for concurrent use (step mode serializes it
+// with Reward); outside step mode it never waits for a retraining or a
+// refinement to finish (linear-ts waits at most for one row's update);
+// it returns once the store has the decision (durably, but for the
+// in-memory store); it keeps no reference to req, and the Outcome is the
+// caller's.
 func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
 	if at := a.archivedAt.Load(); at != 0 {
 		return nil, fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",
@@ -1394,8 +1401,8 @@ func (a *Agent) excluded(names []string, v *validator) []bool {
 
 // choose fills d's arm, scores, probabilities and sample kind: the
 // forward passes and samplers are nn.Predictor's, the rules policy's
-// (policy.UniformRule, policy.EpsGreedyRule, policy.ThompsonVote,
-// policy.Linear).
+// (policy.UniformRule, policy.EpsGreedyRule, policy.ThompsonGauss,
+// policy.ThompsonVote, policy.Linear).
 func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
 	arms := len(a.cfg.Arms)
 	var pd policy.Decision
@@ -1445,9 +1452,10 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 	return prop, nil
 }
 
-// thompson is Thompson sampling (policy.ThompsonVote) on refined samples
-// from the bank when the bandit is refined-ts and the bank has them, and
-// on mean-field draws otherwise, with the propensity estimates of Decide.
+// thompson is Thompson sampling on refined samples from the bank
+// (policy.ThompsonVote) when the bandit is refined-ts and the bank has
+// them, and on mean-field draws otherwise (policy.ThompsonGauss), with
+// the propensity estimates of Decide.
 func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
 	arms := len(a.cfg.Arms)
 	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples

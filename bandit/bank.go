@@ -178,6 +178,11 @@ type taken struct {
 // usable, those and the freshest samples past their bounds (beyond).
 // Each use counts against the sample's bound. ok is false when the bank
 // has never had n samples: the decision must use mean-field samples.
+//
+// Contract: take is safe for concurrent use and never waits for a
+// refinement (b.mu is held for the draw only). The samples it returns
+// are shared, read-only, by every decision that takes them: never modify
+// their weights; they stay valid after take returns (nothing reuses them).
 func (b *bank) take(n int, rng *rand.Rand) (t taken, ok bool) {
 	b.mu.Lock()
 	now := b.clock.Now()

@@ -41,7 +41,7 @@ const (
 	// linear model per arm (policy.Linear).
 	LinearTS PolicyKind = "linear-ts"
 	// LaplaceTS is Thompson sampling on Laplace's approximation at the
-	// network's MAP (seed 002, Section 1): the diagonal generalized
+	// network's MAP (Khan 2018, Section 1): the diagonal generalized
 	// Gauss-Newton of the whole network (policy.laplace "diagonal",
 	// posterior.LaplaceDiag) or the exact full-covariance posterior of
 	// the output layer (policy.laplace "last-layer",
@@ -49,7 +49,7 @@ const (
 	LaplaceTS PolicyKind = "laplace-ts"
 	// FlowTS is Thompson sampling on the last-layer Laplace posterior
 	// refined by a radial flow fitted once per model version on the ELBO
-	// of seed 003, Eq. 4 (posterior.FitFlow): each sample is a Gaussian
+	// of Kristiadi et al. 2022, Eq. 4 (posterior.FitFlow): each sample is a Gaussian
 	// draw pushed through the flow.
 	FlowTS PolicyKind = "flow-ts"
 	// NeuralLinear is linear Thompson sampling (policy.Linear's exact
@@ -88,7 +88,7 @@ func (p PolicyConfig) lastLayer() bool {
 // FlowConfig is flow-ts's radial flow (posterior.FitFlow).
 type FlowConfig struct {
 	// Length is the number of radial layers; default 10 (the paper uses
-	// 5 to 10, seed 003, Section 6), 1..50.
+	// 5 to 10, Kristiadi et al. 2022, Section 6), 1..50.
 	Length int `json:"length"`
 	// Iterations of Adam on the single-sample ELBO per fit (one fit per
 	// model version); default 1000, 1..100000.
@@ -388,7 +388,7 @@ type TrainingConfig struct {
 	// Bound is the objective the trainer of the mean-field policies
 	// maximizes: "elbo" (the ELBO with the fixed prior
 	// N(0, model.prior_variance)), "collapsed-mean" (default; CM-MF-VI,
-	// Tomczak et al., seed 004, Eq. 9: the prior means are learned in
+	// Tomczak et al. 2021, Eq. 9: the prior means are learned in
 	// closed form under a N(0, alpha) hyperprior and integrated out) or
 	// "collapsed-mean-var" (CMV-MF-VI, Eq. 10: prior means and
 	// variances, under a Gamma hyperprior on the prior precision whose
@@ -416,7 +416,7 @@ type TrainingConfig struct {
 	// Optimizer is how the trainer of the mean-field policies steps the
 	// posterior: "adam" (default; Adam on the means and the softplus
 	// parameters of the standard deviations, at lr, Section 4.3) or
-	// "ngvi" (natural-gradient VI, Khan 2018, seed 002, Section 5:
+	// "ngvi" (natural-gradient VI, Khan 2018, Section 5:
 	// natural-gradient steps of size ngvi_step in the Gaussian's natural
 	// parameters, with the expected Hessian diagonal estimated from the
 	// same gradient estimator; posterior.OptimizerNGVI). The noise

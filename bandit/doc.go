@@ -12,7 +12,9 @@
 // encodes the context, computes predictions with nn.Predictor (the
 // network at the posterior mean or at refined samples from the agent's
 // bank; SampleLocal for mean-field draws) and applies the rules of
-// package policy (UniformRule, EpsGreedyRule, ThompsonVote, Linear).
+// package policy (UniformRule, EpsGreedyRule, ThompsonGauss on
+// mean-field draws, ThompsonVote on refined samples and last-layer
+// draws, Linear).
 //
 // Replicas: several services on one store (ServiceConfig.Fleet) share
 // the bandits, decisions, rewards and snapshots in it; each holds its

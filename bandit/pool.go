@@ -116,8 +116,8 @@ func (p *refinePool) acquire() (*Agent, *model) {
 // busy with goroutines that run for hundreds of milliseconds waits for
 // Go's scheduler to preempt one of them (every 10 ms) and for the
 // network poller to be reached: that was the tail of refined-ts
-// decisions at 64 clients (p99 62 ms at 100% refined, against 29 ms for
-// eps-greedy, whose trainer is mostly idle). Bounding background work to
+// decisions at 64 clients, against eps-greedy's, whose trainer is mostly
+// idle (bench/service.md). Bounding background work to
 // the cores less one keeps one for the request path at all times.
 func (p *refinePool) background(stop <-chan struct{}) (release func(), ok bool) {
 	select {

@@ -1,6 +1,7 @@
 // Package nn implements the Bayesian neural network of the bandit: a
 // multilayer perceptron with ReLU hidden layers and one linear output per
-// arm, its Gaussian likelihood under bandit feedback, Monte Carlo
+// arm, its likelihood under bandit feedback (Gaussian or Bernoulli,
+// Family), Monte Carlo
 // estimators of the expected log-likelihood under a mean-field Gaussian
 // posterior, and the Adam optimizer.
 //
@@ -15,7 +16,10 @@
 //	log p(y_i | x_i, w) = log N(y_i | Shift + Scale*f_{a_i}(x_i; w), s2),
 //
 // only the played arm's output entering (bandit feedback). The noise
-// variance s2 is fixed or a hyperparameter (hyper[0] = log s2).
+// variance s2 is fixed or a hyperparameter (hyper[0] = log s2), shared
+// by the arms or one per arm. With the Bernoulli family the output is a
+// logit instead, log p(y_i | x_i, w) = y_i f - log(1 + exp(f)) with
+// f = f_{a_i}(x_i; w), and there is no noise variance (Family).
 //
 // Data is an append-only dataset whose Views are immutable prefixes: a
 // trainer appends rows while other goroutines evaluate on the views they

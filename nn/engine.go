@@ -300,8 +300,7 @@ func (s *sparseT) build(d *View, rows []int, squared bool) {
 // as a kern.ScatterAxpy of every data row into dW_T, bit for bit; but the
 // scatter read and wrote random rows of dW_T (46.8 kB for the paper's
 // 117x100 layer, more than Zen 3's 32 kB L1), where the gather only reads
-// G (25.6 kB at batch 64): both gradients of a batch of 64 one-hot rows
-// took 46-48 us of CPU there, build and gathers take 26.
+// G (25.6 kB at batch 64), and is faster (bench/kern.md measures both).
 func (s *sparseT) scatterGrad(dwT, g []float32, out int, squared bool) {
 	v := s.val
 	if squared {

@@ -5,7 +5,7 @@ import "math"
 // GGNDiag writes into dst (length NumParams; allocated when nil) the
 // diagonal of the generalized Gauss-Newton matrix of the negative
 // log-likelihood at w, the precision that Laplace's method adds to the
-// prior's (seed 002, Section 1, with the Gauss-Newton approximation of
+// prior's (Khan 2018, Section 1, with the Gauss-Newton approximation of
 // the Hessian, Graves 2011):
 //
 //	G = sum_i J_i^T h_i J_i,   J_i = d f_{a_i}(x_i; w) / dw,

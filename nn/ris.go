@@ -4,7 +4,7 @@ import "math"
 
 // Reparameterized importance sampling (RIS; Long, Tian, Zhang & Xu 2024,
 // "Reparameterized Importance Sampling for Robust Variational Bayesian
-// Neural Networks", ICML; seed 001) propagates through each hidden layer
+// Neural Networks", ICML) propagates through each hidden layer
 // an estimate of its output's first moment,
 //
 //	z~_l = E_{w_l ~ q_l}[relu(w_l z~_{l-1})]                    (Sec. 3),

@@ -1,9 +1,12 @@
 // Package policy holds the decision rules of Refinery, once: uniform
 // (UniformRule), greedy and epsilon-greedy on a point estimate
 // (EpsGreedyRule), Thompson sampling on the averaged predictions of
-// posterior samples with its propensity estimate (ThompsonVote, for
-// mean-field and refined samples alike), and linear Thompson sampling
-// with an exact conjugate posterior (Linear).
+// posterior samples with its propensity estimate (ThompsonGauss for
+// mean-field draws, whose output noise it integrates out: mf-ts, diagonal
+// laplace-ts, and refined-ts before its first refined samples;
+// ThompsonVote for refined samples and for last-layer draws: refined-ts,
+// last-layer laplace-ts, flow-ts), and linear Thompson sampling with an
+// exact conjugate posterior (Linear).
 //
 // Where a decision is made: bandit.Agent.Decide, for the service's HTTP
 // API and for `refinery simulate` alike (the simulator drives the same

@@ -72,7 +72,7 @@ var engines = []struct {
 // 64, forward, backward, KL gradient, Adam) on the paper's bandit network,
 // per estimator on the float64 reference path and on the fast engine.
 // BenchmarkTrainerStepBound is BenchmarkTrainerStep's local
-// reparameterization under each bound (seed 004, Eqs. 9 and 10: a
+// reparameterization under each bound (Tomczak et al. 2021, Eqs. 9 and 10: a
 // per-parameter pre-pass for the learned prior).
 func BenchmarkTrainerStepBound(b *testing.B) {
 	for _, bound := range []posterior.Bound{posterior.BoundELBO, posterior.BoundCollapsedMean, posterior.BoundCollapsedMeanVar} {

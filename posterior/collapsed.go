@@ -7,7 +7,7 @@ import (
 
 // Bound is the objective a Trainer maximizes: the standard ELBO with the
 // fixed prior N(m_j, s_j^2) of the MeanField, or one of the collapsed
-// bounds of Tomczak et al. (seed 004, Section 2.2), which put a hyperprior
+// bounds of Tomczak et al. (2021, Section 2.2), which put a hyperprior
 // on the prior's parameters, infer them in closed form given q and
 // integrate them out.
 type Bound int
@@ -16,13 +16,13 @@ const (
 	// BoundELBO is the ELBO with the fixed prior (Havasi et al. 2021,
 	// Eq. 1).
 	BoundELBO Bound = iota
-	// BoundCollapsedMean is CM-MF-VI (seed 004, Eq. 9): per weight
+	// BoundCollapsedMean is CM-MF-VI (Tomczak et al. 2021, Eq. 9): per weight
 	// w ~ N(mu_p, gamma) with gamma the MeanField's PriorVar and a
 	// hyperprior mu_p ~ N(0, alpha); alpha_reg = gamma/(gamma + alpha)
 	// is TrainConfig.CollapsedReg. The prior means are learned:
 	// q*(mu_p) = N((1 - alpha_reg) mu_q, alpha gamma/(alpha + gamma)).
 	BoundCollapsedMean
-	// BoundCollapsedMeanVar is CMV-MF-VI (seed 004, Eq. 10): per weight
+	// BoundCollapsedMeanVar is CMV-MF-VI (Tomczak et al. 2021, Eq. 10): per weight
 	// w ~ N(mu_p, 1/tau), mu_p ~ N(0, 1/(t tau)), tau ~ Gamma(a, b) with
 	// shape a = TrainConfig.CollapsedShape, rate b = a s^2 (so that the
 	// hyperprior's mean precision is the MeanField's 1/PriorVar) and
@@ -34,7 +34,7 @@ const (
 )
 
 // DefaultCollapsedReg is alpha_reg of Eq. 9, the value the paper found to
-// work across problems and network sizes (seed 004, Section 4,
+// work across problems and network sizes (Tomczak et al. 2021, Section 4,
 // "Limitations"); the trainer also uses it as delta of Eq. 10.
 const DefaultCollapsedReg = 0.075
 

@@ -17,7 +17,7 @@ func randomQ(rng *rand.Rand) (mu, sigma, s2 float64) {
 	return
 }
 
-// uncollapsedMean is weight j's share of the bound of Eq. 3 (seed 004)
+// uncollapsedMean is weight j's share of the bound of Eq. 3 (Tomczak et al. 2021)
 // for the hierarchical model of Eq. 9, w ~ N(mu_p, gamma), mu_p ~ N(0,
 // alpha), with q(w) = N(mu, sigma^2) and any q(mu_p) = N(m, v), less the
 // data term: E[log p(w | mu_p)] + E[log p(mu_p)] + H[q(w)] + H[q(mu_p)].
@@ -64,7 +64,7 @@ func uncollapsedMeanVar(mu, sigma, a, b, t, m, k, qa, qb float64) float64 {
 
 // TestCollapsedBoundIsAtLeastTheUncollapsed: at random q the collapsed
 // bounds (Eqs. 9 and 10) are at least the bound of Eq. 3 with any other
-// q over the prior's parameters (seed 004, Eq. 4), the fixed-prior ELBO
+// q over the prior's parameters (Tomczak et al. 2021, Eq. 4), the fixed-prior ELBO
 // being its limit as q(mu_p) narrows to a point. Eq. 9 at alpha_reg = 1 is
 // the ELBO with the prior N(0, gamma) exactly.
 //

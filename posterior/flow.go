@@ -12,7 +12,7 @@ import (
 )
 
 // LogDensity is an unnormalized log density log p~(theta) with its
-// gradient, the target of a flow refinement (seed 003, Eq. 4: log p(D |
+// gradient, the target of a flow refinement (Kristiadi et al. 2022, Eq. 4: log p(D |
 // theta) + log p(theta)).
 type LogDensity interface {
 	// Dim is the length of theta.
@@ -24,7 +24,7 @@ type LogDensity interface {
 // Defaults of FlowConfig.
 const (
 	// DefaultFlowLength is the number of radial layers; the paper uses
-	// flows of length 5 to 10 (seed 003, Section 6).
+	// flows of length 5 to 10 (Kristiadi et al. 2022, Section 6).
 	DefaultFlowLength = 10
 	// DefaultFlowIterations is the number of Adam iterations on the
 	// single-sample ELBO.
@@ -61,7 +61,7 @@ func (c *FlowConfig) setDefaults() {
 
 // Flow is a Gaussian base q(theta) = N(m, R R^T) refined by a normalizing
 // flow F of radial layers (Rezende & Mohamed 2015, Section 4.1 and
-// Appendix A.2), the refined posterior of seed 003, Eq. 3:
+// Appendix A.2), the refined posterior of Kristiadi et al. 2022, Eq. 3:
 //
 //	q~(theta~) = q(F^{-1}(theta~)) |det J_F(F^{-1}(theta~))|^{-1},   theta~ = F(theta), theta ~ q.
 //
@@ -169,7 +169,7 @@ func (f *Flow) newScratch() *flowScratch {
 }
 
 // elbo draws eps, pushes m + R eps through the flow and returns the
-// single-sample ELBO of Eq. 4 (seed 003),
+// single-sample ELBO of Eq. 4 (Kristiadi et al. 2022),
 //
 //	log p~(F(theta)) + log |det J_F(theta)| + H[q],   theta = m + R eps,
 //
@@ -250,7 +250,7 @@ type FlowStats struct {
 }
 
 // FitFlow fits a radial flow of cfg.Length layers on base to target by
-// maximizing the single-sample ELBO of seed 003, Eq. 4 with Adam for
+// maximizing the single-sample ELBO of Kristiadi et al. 2022, Eq. 4 with Adam for
 // exactly cfg.Iterations iterations (nn.Adam; the base stays fixed, only
 // the flow's parameters move), starting from the identity (NewFlow), so
 // that the refined ELBO starts at the base's. The step size decays from

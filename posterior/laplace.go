@@ -13,7 +13,7 @@ import (
 	"github.com/refinery-bandits/refinery/nn"
 )
 
-// Laplace's method (seed 002, Section 1; MacKay 1992; Bishop 2006,
+// Laplace's method (Khan 2018, Section 1; MacKay 1992; Bishop 2006,
 // Section 4.4) approximates the posterior by a Gaussian at a maximum w0
 // of the unnormalized posterior p(D | w) p(w), with the Hessian of its
 // negative logarithm as precision:
@@ -455,7 +455,7 @@ func (ll *LastLayer) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
-// Target returns the flow's target for the last layer (seed 003, Eq. 4:
+// Target returns the flow's target for the last layer (Kristiadi et al. 2022, Eq. 4:
 // log p(D | theta) + log p(theta)) with the noise variance integrated
 // out under the conjugate prior s2 ~ InvGamma(a0, b0) (standardized
 // units), from the sufficient statistics alone:

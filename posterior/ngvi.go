@@ -15,7 +15,7 @@ const (
 	// Euclidean gradient in (mu, rho), sigma = softplus(rho): the
 	// default, and the paper's (Havasi et al. 2021, Section 4.3).
 	OptimizerAdam Optimizer = iota
-	// OptimizerNGVI is natural-gradient VI (Khan 2018, seed 002,
+	// OptimizerNGVI is natural-gradient VI (Khan 2018,
 	// Section 5; Khan et al. 2018's variational online Newton, VON):
 	// stochastic natural-gradient steps in the Gaussian's natural
 	// parameters, with the expected Hessian diagonal estimated exactly

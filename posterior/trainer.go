@@ -46,7 +46,7 @@ type TrainConfig struct {
 	Reference bool
 	// Bound is the objective: the ELBO with q's fixed prior (the
 	// default) or a collapsed bound that learns the prior's parameters
-	// (seed 004, Eqs. 9 and 10). Run reports the bound it optimizes.
+	// (Tomczak et al. 2021, Eqs. 9 and 10). Run reports the bound it optimizes.
 	Bound Bound
 	// CollapsedReg is alpha_reg of Eq. 9 and delta of Eq. 10, in (0, 1];
 	// zero means DefaultCollapsedReg. 1 makes Eq. 9 the ELBO with the
@@ -438,6 +438,12 @@ func (e *NonFiniteError) Error() string {
 // KL term of the reported estimates is evaluated at the first iteration
 // and at the end only (it moves slowly and costs two logarithms per
 // parameter).
+//
+// Contract: Run must not overlap any other call on t (in the service, the
+// bandit's trainer goroutine alone calls it, warm-started from its
+// previous q); it updates q in place and keeps neither q nor rng after
+// it returns; the optimizer's moment estimates carry over to the next Run
+// until Reset.
 func (t *Trainer) Run(ctx context.Context, q *MeanField, iters int, rng *rand.Rand) (RunStats, error) {
 	st := RunStats{}
 	lr0 := t.cfg.LR

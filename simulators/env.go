@@ -1,17 +1,23 @@
 // Package simulators holds contextual-bandit environments (the UCI
 // mushroom bandit, the wheel bandit, any classification CSV), their data
-// loading and fetching, and regret accounting.
+// loading and fetching, regret accounting, the offline runner behind
+// `refinery simulate` (Run; Merge, WriteOutputs and the plots of its
+// results) and the off-policy estimators behind `refinery evaluate`
+// (IPS, SNIPS, DR, DM; Evaluate).
 //
 // An environment draws one context at a time. A step carries the encoded
 // context, every arm's expected reward (for the oracle and the expected
 // regret) and one draw of every arm's realized reward, all taken from the
 // *rand.Rand the caller passes in, so that a run is a deterministic
-// function of its seed. An offline runner loops:
+// function of its seed. Run plays each (policy, seed) on a bandit of the
+// service's own code (a bandit.Agent in step mode, bandit.StepConfig, on
+// an in-memory store), sending it contexts and rewards as JSON, as a
+// client would; per step (runOne):
 //
 //	step := env.Next(envRNG)
-//	d, err := pol.Decide(ctx, step.X, nil)
-//	err = pol.Observe(ctx, step.X, d.Arm, step.Realized[d.Arm])
-//	regret.Record(step, d.Arm)
+//	out, err := agent.Decide(ctx, bandit.DecideRequest{EventID: id, Context: raw})
+//	regret.Record(step, out.Decision.Arm)
+//	err = agent.Reward(ctx, id, step.Realized[out.Decision.Arm]) // RewardDelay steps later
 //
 // Because Next draws every arm's reward before the policy chooses, the
 // environment's random stream does not depend on the policy's choices:

@@ -184,9 +184,10 @@ func meanStd(x []float64) (mean, std float64) {
 	return mean, math.Sqrt(ss / float64(len(x)-1))
 }
 
-// WriteOutputs writes the files of DESIGN.md into dir (created if
+// WriteOutputs writes a simulation's outputs into dir (created if
 // missing): regret.csv, summary.json, summary.md, regret.png and
-// regret.svg. Only complete runs are written.
+// regret.svg (docs/simulate.md describes each). Only complete runs are
+// written.
 func WriteOutputs(dir string, cfg RunConfig, results []*RunResult, sum Summary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -49,13 +49,11 @@ type Preset struct {
 //     retrained every 10 rewards for 100 iterations (a fiftieth of the
 //     paper's ELBO iterations) and 200 conditional iterations per refined
 //     sample instead of 500. Refined and mean-field TS see the same
-//     posterior, so their samples differ only by refinement. On the fast engine a
-//     refined-ts step costs 91 ms of one core (three refined samples of
-//     200 iterations; measured at load 2 with GOMAXPROCS=1 over 400 steps),
-//     the other policies 0.3-2.8 ms, which puts 5 seeds x 10,000 steps of
-//     every policy (make bench-mushroom) at about 45 minutes on 2 cores.
-//     Before the fast engine this preset had to shrink the network to
-//     2x32 and refinement to 40 iterations.
+//     posterior, so their samples differ only by refinement.
+//     bench/mushroom/README.md has the cost of a refined-ts step and the
+//     time of make bench-mushroom, bench/showdown/tables.md every
+//     policy's CPU per step. Before the fast engine this preset had to
+//     shrink the network to 2x32 and refinement to 40 iterations.
 //
 // Both train with the service's default estimator, local
 // reparameterization; refinery simulate --estimator sets the preset's
@@ -111,10 +109,10 @@ var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-
 //   - elbo: the ELBO with local reparameterization and Adam (the
 //     service's defaults but for the bound: training.bound "elbo", training.estimator
 //     "local-reparam", training.optimizer "adam")
-//   - ris: training.estimator "ris" (seed 001)
-//   - collapsed-mean, collapsed-mean-var: training.bound (seed 004,
+//   - ris: training.estimator "ris" (Long et al. 2024)
+//   - collapsed-mean, collapsed-mean-var: training.bound (Tomczak et al. 2021,
 //     Eqs. 9 and 10)
-//   - ngvi: training.optimizer "ngvi" (seed 002, Section 5)
+//   - ngvi: training.optimizer "ngvi" (Khan 2018, Section 5)
 var TrainingMethods = map[string]func(*bandit.TrainingConfig){
 	"elbo": func(t *bandit.TrainingConfig) {
 		t.Bound, t.Estimator, t.Optimizer = "elbo", "local-reparam", "adam"

@@ -25,10 +25,9 @@ type Config struct {
 	// and PostgreSQL pays its per-commit cost (the statements' executor
 	// start, the WAL flush: about a millisecond of its CPU on the bench
 	// machine, BenchmarkCommit) once per batch. Two in flight sent a
-	// batch every MaxDelay while one committed: at 64 clients of
-	// make bench-service (load average 15) 21 to 23 rows per commit and
-	// 289 to 309 µs of PostgreSQL CPU per decision, against 29 to 31 and
-	// 195 to 265 with one. Rewards could not overlap anyway: a batch
+	// batch every MaxDelay while one committed: smaller batches and more
+	// PostgreSQL CPU per decision than with one (make bench-service at
+	// 64 clients; bench/store-tuning.md). Rewards could not overlap anyway: a batch
 	// holds its bandits' reward locks until it commits. The pool needs
 	// at least this many connections besides those that reads use.
 	MaxInFlight int

@@ -198,7 +198,7 @@ const rewardLockSpace = 0x52454631
 // (measured: the previous form of the decisions statement scanned all of
 // decisions per batch once the table held thousands of rows, and
 // planning every execution instead, plan_cache_mode force_custom_plan,
-// cost 55 µs of PostgreSQL CPU per row). Lookups are scalar subqueries
+// cost PostgreSQL CPU on every row: bench/store-tuning.md). Lookups are scalar subqueries
 // on a unique key, run per input row, whose cheapest plan is an index
 // lookup at any table size; the delete from unrewarded is bounded to the
 // batch's range of decision IDs, an index range at any size. Which

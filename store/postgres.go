@@ -103,10 +103,9 @@ func OpenPostgres(ctx context.Context, databaseURL string, cfg Config) (*Postgre
 //     statement uses its generic plan, the one TestPlans* check, planned
 //     once per connection. By default PostgreSQL plans again at every
 //     execution while that plan looks cheaper than the generic one,
-//     which it does for the small batches of a lightly loaded service:
-//     that cost 200 to 260 µs of PostgreSQL CPU per single-row batch
-//     (BenchmarkWrites, writers=1: 520 to 590 µs per row instead of 330
-//     to 400), for the same plans.
+//     which it does for the small batches of a lightly loaded service,
+//     at a measurable cost in PostgreSQL CPU per batch for the same
+//     plans (BenchmarkWrites, writers=1; bench/store-tuning.md).
 //
 // OpenPostgres applies it; callers that make their own pool for
 // NewPostgres should too.

@@ -1,5 +1,10 @@
 // Command refinery is the one binary of the Refinery contextual-bandit
-// platform: serve, simulate, migrate and version.
+// platform: serve (the decision service), simulate (offline regret),
+// evaluate and export (a bandit's decision log), snapshot (move a bandit
+// between services), migrate and keys (the PostgreSQL schema and API
+// keys), data and version. `refinery help` lists them and `refinery help
+// COMMAND` prints a command's flags; docs/operations.md, docs/simulate.md
+// and docs/evaluate.md describe them.
 package main
 
 import (
