@@ -966,6 +966,8 @@ func (s *Server) reward(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, bandit.ErrNotFound):
 			err = withDetail(err, "no decision with event ID %q in bandit %q", eventID, a.Name())
+		case errors.As(err, new(*bandit.RewardConflictError)):
+			err = withDetail(err, "%s", err.Error())
 		case errors.Is(err, bandit.ErrConflict):
 			err = withDetail(err, "event %q already has a different reward", eventID)
 		}

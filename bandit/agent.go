@@ -1165,6 +1165,9 @@ func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error
 		defer a.stepMu.Unlock()
 	}
 	if err := a.store.InsertReward(ctx, &Reward{Bandit: a.name, EventID: eventID, Value: value}); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return a.rewardConflict(ctx, eventID, err)
+		}
 		return err
 	}
 	a.obs.Rewarded(a.name, value)
@@ -1174,6 +1177,22 @@ func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error
 	}
 	a.notify()
 	return nil
+}
+
+// rewardConflict describes the reward that eventID already has: a
+// *RewardConflictError saying whether it is the bandit's reward.default,
+// or err when the stored reward cannot be read.
+func (a *Agent) rewardConflict(ctx context.Context, eventID string, err error) error {
+	rec, rerr := a.store.DecisionRecord(ctx, a.name, eventID)
+	if rerr != nil || rec.Reward == nil {
+		return err
+	}
+	ce := &RewardConflictError{EventID: eventID, Stored: rec.Reward.Value, ReceivedAt: rec.Reward.ReceivedAt}
+	rc := a.cfg.Reward
+	if rc.Default != nil && rc.Wait != nil && rec.Reward.Value == *rc.Default && !rec.Reward.ReceivedAt.Before(rec.CreatedAt.Add(time.Duration(*rc.Wait))) {
+		ce.Default, ce.Wait = true, time.Duration(*rc.Wait)
+	}
+	return ce
 }
 
 // DecideRequest asks for one decision.

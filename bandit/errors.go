@@ -1,6 +1,10 @@
 package bandit
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Domain errors. Adapters (store, api) translate their own failures into
 // these so that callers can test with errors.Is.
@@ -19,3 +23,28 @@ var (
 	// ErrArchived: the bandit is archived and takes no new decisions.
 	ErrArchived = errors.New("bandit: archived")
 )
+
+// RewardConflictError is a reward for an event that already has a
+// different one; errors.Is(err, ErrConflict) holds. When the stored
+// reward is the bandit's reward.default, applied because no reward came
+// within reward.wait, Default is true, so that the client learns why.
+type RewardConflictError struct {
+	EventID string
+	// Stored is the reward the event has, ReceivedAt when it was stored.
+	Stored     float64
+	ReceivedAt time.Time
+	// Default: Stored is reward.default, applied after Wait.
+	Default bool
+	Wait    time.Duration
+}
+
+func (e *RewardConflictError) Error() string {
+	at := e.ReceivedAt.UTC().Format(time.RFC3339)
+	if e.Default {
+		return fmt.Sprintf("event %q already has the reward %g of reward.default, applied at %s because no reward came within reward.wait (%s)", e.EventID, e.Stored, at, e.Wait)
+	}
+	return fmt.Sprintf("event %q already has a different reward, %g, received at %s", e.EventID, e.Stored, at)
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) hold.
+func (e *RewardConflictError) Unwrap() error { return ErrConflict }

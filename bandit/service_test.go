@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,8 +186,16 @@ func TestRewardDefaultAfterWait(t *testing.T) {
 			t.Errorf("reward of %s = %+v, want %g", r.EventID, r.Reward, want)
 		}
 	}
-	if err := a.Reward(ctx, "late", 5); !errors.Is(err, bandit.ErrConflict) {
-		t.Errorf("a late reward with another value: %v, want ErrConflict", err)
+	err = a.Reward(ctx, "late", 5)
+	var ce *bandit.RewardConflictError
+	if !errors.Is(err, bandit.ErrConflict) || !errors.As(err, &ce) || !ce.Default || ce.Stored != -1 || ce.Wait != 100*time.Millisecond ||
+		!strings.Contains(err.Error(), "reward.default") || !strings.Contains(err.Error(), "reward.wait (100ms)") {
+		t.Errorf("a late reward with another value: %v, want ErrConflict naming reward.default and reward.wait", err)
+	}
+	// A reward that conflicts with a client's reward is not called the default.
+	err = a.Reward(ctx, "on-time", 0)
+	if !errors.As(err, &ce) || ce.Default || ce.Stored != 1 || !strings.Contains(err.Error(), "already has a different reward, 1,") {
+		t.Errorf("a second reward with another value: %v, want ErrConflict naming the stored 1", err)
 	}
 	if err := a.Reward(ctx, "late", -1); err != nil {
 		t.Errorf("a late reward equal to the default: %v, want nil", err)
