@@ -69,6 +69,31 @@ type Classification struct {
 	label    []int
 	arms     []string
 	features []string
+	// numeric and categorical name the columns of each type, as read.
+	numeric, categorical []string
+}
+
+// Columns says how each feature column was read: the names of the
+// numeric (standardized) and the categorical (one-hot) columns.
+func (c *Classification) Columns() (numeric, categorical []string) {
+	return c.numeric, c.categorical
+}
+
+// Describe is one line on what was read: rows, classes and the columns
+// of each type, for a user to check the types inferred.
+func (c *Classification) Describe() string {
+	list := func(names []string) string {
+		if len(names) == 0 {
+			return "none"
+		}
+		const most = 8
+		if len(names) > most {
+			return strings.Join(names[:most], ", ") + fmt.Sprintf(", ... (%d in all)", len(names))
+		}
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s: %d rows, %d classes; numeric columns (standardized): %s; categorical columns (one-hot): %s",
+		c.name, len(c.x), len(c.arms), list(c.numeric), list(c.categorical))
 }
 
 var _ Env = (*Classification)(nil)
@@ -103,8 +128,11 @@ func LoadClassificationCSV(path string, header HeaderMode) (*Classification, err
 //     label is a number, else as strings.
 //   - A feature column whose every value is a finite number becomes one
 //     standardized feature, (v - mean) / std with the population
-//     standard deviation (0 if the column is constant). Any other column
-//     is one-hot encoded, one 0/1 feature per distinct value, sorted.
+//     standard deviation (0 if the column is constant). A column more
+//     than half of whose values are numbers but not all (a NaN, a "?")
+//     is an error naming the first line without a number. Any other
+//     column is one-hot encoded, one 0/1 feature per distinct value,
+//     sorted. Describe says which columns were read as which.
 //
 // With HeaderAuto, the first record is taken as a header when there are
 // at least two records, at least one of its fields is not a number, and
@@ -196,8 +224,17 @@ func ReadClassificationCSV(r io.Reader, name string, header HeaderMode) (*Classi
 				c.x[i] = append(c.x[i], z)
 			}
 			c.features = append(c.features, colName(j))
+			c.numeric = append(c.numeric, colName(j))
 			continue
 		}
+		// A column of numbers with a few other tokens (NaN, ?, NA) is a
+		// numeric column with bad values, not a categorical one: one-hot
+		// encoding it would silently turn every number into a category.
+		if bad, n := firstNonNumber(col); n*2 > len(col) {
+			return nil, fmt.Errorf("%s: line %d: column %d (%s) holds %s, not a finite number, where %d of its %d values are numbers; fix or remove the rows without a number",
+				name, lines[bad], j+1, strconv.Quote(colName(j)), strconv.Quote(col[bad]), n, len(col))
+		}
+		c.categorical = append(c.categorical, colName(j))
 		vals := slices.Compact(slices.Sorted(slices.Values(col)))
 		if len(vals) > maxCategories {
 			return nil, fmt.Errorf("%s: column %d (%s) has %d distinct non-numeric values, want at most %d", name, j+1, strconv.Quote(colName(j)), len(vals), maxCategories)
@@ -269,6 +306,20 @@ func parseNumbers(col []string) (nums []float64, ok bool) {
 		}
 	}
 	return nums, true
+}
+
+// firstNonNumber returns the index of the first field of col that is not
+// a finite number (-1 if none) and how many fields are.
+func firstNonNumber(col []string) (first, numbers int) {
+	first = -1
+	for i, s := range col {
+		if _, ok := parseNumber(s); ok {
+			numbers++
+		} else if first < 0 {
+			first = i
+		}
+	}
+	return first, numbers
 }
 
 // standardize returns (v - mean) / std for every value, with the

@@ -82,7 +82,7 @@ func TestHeaderDetection(t *testing.T) {
 		{"a number over numbers is not a header", "colour,5,y\nred,1,x\nblue,2,z\n", HeaderAuto, false},
 		{"a single record is data", "a,b\n", HeaderAuto, false},
 		{"header=yes forces a header", "1,2,x\n3,4,z\n5,6,x\n", HeaderYes, true},
-		{"header=no forces data", "a,b,y\n1,2,x\n3,4,z\n", HeaderNo, false},
+		{"header=no forces data", "colour,y\nred,x\nblue,z\nred,z\n", HeaderNo, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,6 +112,7 @@ func TestReadClassificationCSVErrors(t *testing.T) {
 		{"a bare quote names its line", "1,x\n2,a\"b\n", "t.csv: line 2: bare \" in non-quoted-field"},
 		{"a header alone has no records", "a,label\n", "t.csv: a header and no records"},
 		{"an empty file has no records", "", "t.csv: no records"},
+		{"a NaN in a numeric column names its line", "a,label\n1,x\n2,y\nNaN,x\n4,y\n", `t.csv: line 4: column 1 ("a") holds "NaN", not a finite number, where 3 of its 4 values are numbers; fix or remove the rows without a number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,4 +211,22 @@ func FuzzReadClassificationCSV(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Describe names the columns read as numeric and as categorical, and a
+// column with as many text values as numbers is categorical, not an
+// error.
+func TestClassificationDescribesTheColumnTypes(t *testing.T) {
+	c, err := ReadClassificationCSV(strings.NewReader("w,color,code,label\n1.5,red,1,x\n2,blue,?,y\n3,red,2,x\n4,blue,?,y\n"), "t.csv", HeaderAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	num, cat := c.Columns()
+	if !slices.Equal(num, []string{"w"}) || !slices.Equal(cat, []string{"color", "code"}) {
+		t.Errorf("numeric %v, categorical %v; want [w] and [color code]", num, cat)
+	}
+	want := "t.csv: 4 rows, 2 classes; numeric columns (standardized): w; categorical columns (one-hot): color, code"
+	if got := c.Describe(); got != want {
+		t.Errorf("Describe() = %q, want %q", got, want)
+	}
 }

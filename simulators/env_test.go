@@ -20,9 +20,11 @@ func TestParseEnv(t *testing.T) {
 		{"wheel:sigma=0.05, delta=0.7", "wheel:delta=0.7,sigma=0.05", 5, 2},
 		{"csv:" + flowers, "csv:" + flowers, 3, 4},
 		{"csv:" + flowers + "?header=yes", "csv:" + flowers + "?header=yes", 3, 4},
-		// As data, the header row adds a class and makes every column
-		// non-numeric: 10 + 7 + 9 + 7 one-hot features.
-		{"csv:" + flowers + "?header=no", "csv:" + flowers + "?header=no", 4, 33},
+	}
+	// As data, the header row would put a name into every numeric column:
+	// an error naming line 1, not 10 + 7 + 9 + 7 one-hot features.
+	if _, err := ParseEnv("csv:"+flowers+"?header=no", ""); err == nil || !strings.Contains(err.Error(), `line 1: column 1 ("c1") holds "sepal_length"`) {
+		t.Errorf("csv with header=no over a header: %v, want an error naming line 1", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec+" parses", func(t *testing.T) {

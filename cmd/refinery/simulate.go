@@ -181,6 +181,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return err
 	}
+	if c, ok := env.(*simulators.Classification); ok && !*quiet {
+		fmt.Fprintln(stderr, c.Describe())
+	}
 	for _, sp := range specs {
 		// A configuration that does not fit the environment fails here,
 		// in one line, rather than in every run.
