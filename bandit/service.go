@@ -252,6 +252,9 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.DecisionBudget(); err != nil {
+		return nil, err
+	}
 	if len(cfg.Arms) < MinArms {
 		return nil, invalid("arms", fmt.Sprintf("%s, want at least %d arms", plural.Count(len(cfg.Arms), "arm", "arms"), MinArms))
 	}
