@@ -57,9 +57,12 @@ type limitedConn struct {
 // defaultEvictAfter is how long a connection must wait outside a handler
 // to be evicted at the cap: far above the gap between two requests of a
 // client on a keep-alive connection (a round trip: well under 100 ms on
-// any network a service answers over), below the header timeout (10 s),
-// so that slow clients holding every slot give theirs up after it.
-const defaultEvictAfter = 2 * time.Second
+// any network a service answers over), with room for a client stalled by
+// a loaded machine (at 2 s, one of TestConnCapShedsExtraConnections's
+// clients, starved during `make test`, lost its connection), and half the
+// header timeout (10 s), so that slow clients holding every slot give
+// theirs up after it.
+const defaultEvictAfter = 5 * time.Second
 
 // Shedding: at most maxShedding refused connections are answered at once
 // (Accept waits for a slot, leaving the others in the kernel's backlog,

@@ -43,7 +43,7 @@ retries for --db-wait. SIGTERM or SIGINT drains in-flight requests, persists
 the posteriors, flushes the store and exits 0. The dashboard is at /.
 
 Load is bounded: at most --max-conns connections (at the cap a new one
-replaces one idle or slow for 2s, or is answered 503 with Retry-After and
+replaces one idle or slow for 5s, or is answered 503 with Retry-After and
 closed; clients making requests keep their connections), --max-in-flight
 requests to /v1/ at once (others wait up to 100ms, then get 429 with
 Retry-After), each handled within --request-timeout (then 503), and
