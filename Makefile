@@ -75,7 +75,7 @@ bench-nn: ## one ExpectedLogLik of the paper's bandit network per estimator: flo
 .PHONY: bench-decision-cost
 bench-decision-cost: ## one mf-ts decision at the sizes the per-decision budgets allowed before issue 31 and allow now: ns/op, B/op, allocs, allowed (see bench/decision-cost.md)
 	@$(BENCH_HEADER)
-	$(GO) test -run '^$$' -bench '^BenchmarkHeaviestDecision$$' -benchtime 5x -count 3 -timeout 20m ./bandit/
+	$(GO) test -run '^$$' -bench '^BenchmarkHeaviestDecision$$' -benchtime 5x -count 1 -timeout 20m ./bandit/
 	@uptime
 
 .PHONY: bench-kern
