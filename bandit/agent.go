@@ -1056,11 +1056,7 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if err != nil {
 		return err
 	}
-	snap.LeaseToken = a.leaseToken()
-	if err := a.store.SaveSnapshot(ctx, snap); err != nil {
-		if a.fence(m.version, err) {
-			return nil
-		}
+	if written, err := a.saveFenced(ctx, snap); err != nil || !written {
 		return err
 	}
 	a.persisted = m.version

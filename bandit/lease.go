@@ -6,14 +6,25 @@ import (
 	"fmt"
 )
 
-// leaseToken returns the fencing token that the snapshots this agent
-// persists carry: its trainer lease's in a fleet, zero without one
-// (nothing to check).
-func (a *Agent) leaseToken() int64 {
-	if a.fl == nil {
-		return 0
+// saveFenced stores snap under this replica's trainer lease: in a fleet
+// with the lease's token (Snapshot.LeaseToken), which the store checks,
+// and not at all without a lease (the election took it away while a
+// retraining ran: a snapshot without a token would not be checked);
+// without a fleet unchecked. A snapshot refused because another replica
+// took the lease steps this replica down (fence). It reports whether
+// snap was stored.
+func (a *Agent) saveFenced(ctx context.Context, snap *Snapshot) (bool, error) {
+	if a.fl != nil {
+		snap.LeaseToken = a.fl.token.Load()
+		if snap.LeaseToken == 0 {
+			return false, nil
+		}
 	}
-	return a.fl.token.Load()
+	err := a.store.SaveSnapshot(ctx, snap)
+	if a.fence(snap.Version, err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // fence handles a snapshot of version refused by the store because
