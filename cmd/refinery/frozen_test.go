@@ -115,6 +115,11 @@ func TestReplicasFrozenTrainer(t *testing.T) {
 
 	ledger := newHammer("", "toy", "")
 	var afterStop atomic.Int64 // decisions acknowledged by the others while it is stopped
+	// inflight counts each replica's requests in flight: none may be on
+	// the replica stopped, or its client would wait until SIGCONT (with
+	// six clients, all of them at times, and no load would reach the
+	// others).
+	var inflight [3]atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	colors := []string{"red", "green", "blue"}
@@ -128,33 +133,42 @@ func TestReplicasFrozenTrainer(t *testing.T) {
 				default:
 				}
 				from, to := (g+i)%3, (g+i+1)%3
-				if p := paused.Load(); int64(from) == p || int64(to) == p {
-					continue
-				}
-				id := fmt.Sprintf("c%d-%d", g, i)
-				color := colors[rng.IntN(3)]
-				d, err := cls[from].Decide(ctx, "toy", apiclient.DecisionRequest{EventID: id, Context: map[string]any{"color": color, "size": rng.IntN(5)}})
-				if err != nil {
-					t.Errorf("decision %s on replica %d: %v", id, from, err)
-					continue
-				}
-				ledger.mu.Lock()
-				ledger.decisions[id] = true
-				ledger.mu.Unlock()
-				if paused.Load() >= 0 {
-					afterStop.Add(1)
-				}
-				v := float64(rng.IntN(2))
-				if d.Arm == "a" && color == "red" {
-					v = 1
-				}
-				if err := cls[to].Reward(ctx, "toy", id, v); err != nil {
-					t.Errorf("reward %s on replica %d for a decision of replica %d: %v", id, to, from, err)
-					continue
-				}
-				ledger.mu.Lock()
-				ledger.rewards[id] = v
-				ledger.mu.Unlock()
+				// Counted in flight before paused is read, so that the
+				// test, which sets paused and then waits for none in
+				// flight, never stops a replica under a request.
+				inflight[from].Add(1)
+				inflight[to].Add(1)
+				func() {
+					defer inflight[from].Add(-1)
+					defer inflight[to].Add(-1)
+					if p := paused.Load(); int64(from) == p || int64(to) == p {
+						return
+					}
+					id := fmt.Sprintf("c%d-%d", g, i)
+					color := colors[rng.IntN(3)]
+					d, err := cls[from].Decide(ctx, "toy", apiclient.DecisionRequest{EventID: id, Context: map[string]any{"color": color, "size": rng.IntN(5)}})
+					if err != nil {
+						t.Errorf("decision %s on replica %d: %v", id, from, err)
+						return
+					}
+					ledger.mu.Lock()
+					ledger.decisions[id] = true
+					ledger.mu.Unlock()
+					if paused.Load() >= 0 {
+						afterStop.Add(1)
+					}
+					v := float64(rng.IntN(2))
+					if d.Arm == "a" && color == "red" {
+						v = 1
+					}
+					if err := cls[to].Reward(ctx, "toy", id, v); err != nil {
+						t.Errorf("reward %s on replica %d for a decision of replica %d: %v", id, to, from, err)
+						return
+					}
+					ledger.mu.Lock()
+					ledger.rewards[id] = v
+					ledger.mu.Unlock()
+				}()
 			}
 		})
 	}
@@ -173,6 +187,7 @@ func TestReplicasFrozenTrainer(t *testing.T) {
 	// Stop the trainer's replica.
 	atStop, oldToken := version(leader), lease()
 	paused.Store(int64(leader))
+	waitUntil(t, 10*time.Second, "the requests in flight on the trainer's replica to end", func() bool { return inflight[leader].Load() == 0 })
 	if err := procs[leader].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
