@@ -72,6 +72,12 @@ bench-nn: ## one ExpectedLogLik of the paper's bandit network per estimator: flo
 	$(GO) test -run '^$$' -bench '^BenchmarkEngines$$' -benchmem -count 5 ./nn/
 	@uptime
 
+.PHONY: bench-decision-cost
+bench-decision-cost: ## one mf-ts decision at the sizes the per-decision budgets allowed before issue 31 and allow now: ns/op, B/op, allocs, allowed (see bench/decision-cost.md)
+	@$(BENCH_HEADER)
+	$(GO) test -run '^$$' -bench '^BenchmarkHeaviestDecision$$' -benchtime 5x -count 1 -timeout 20m ./bandit/
+	@uptime
+
 .PHONY: bench-kern
 bench-kern: ## the float32 kernels of nn/kern (products, elementwise passes, fused Adam) at every level this CPU has (see bench/kern.md)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 0.5s -count 3 ./nn/kern/

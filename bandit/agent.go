@@ -1045,7 +1045,9 @@ func (a *Agent) fitNetwork(ctx context.Context, budget int) (posterior.RunStats,
 }
 
 // persist saves m as a snapshot unless it is saved already (or, with
-// onlyIfNew, unless nothing changed since the last save).
+// onlyIfNew, unless nothing changed since the last save). In a fleet it
+// is saved under the trainer lease's token; one the store refuses
+// because the lease was taken over steps this replica down (fence).
 func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if m.version == 0 || m.version <= a.persisted {
 		return nil
@@ -1054,7 +1056,7 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 	if err != nil {
 		return err
 	}
-	if err := a.store.SaveSnapshot(ctx, snap); err != nil {
+	if written, err := a.saveFenced(ctx, snap); err != nil || !written {
 		return err
 	}
 	a.persisted = m.version

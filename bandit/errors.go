@@ -22,6 +22,10 @@ var (
 	ErrDeleted = errors.New("bandit: the name is held by a deleted bandit's decision log")
 	// ErrArchived: the bandit is archived and takes no new decisions.
 	ErrArchived = errors.New("bandit: archived")
+	// ErrFenced: a snapshot was written under a trainer lease that
+	// another replica has taken since (Snapshot.LeaseToken is stale);
+	// nothing was stored.
+	ErrFenced = errors.New("bandit: fenced: another replica holds the trainer lease")
 )
 
 // RewardConflictError is a reward for an event that already has a

@@ -23,17 +23,22 @@ import (
 // so far (its cursor), the published posterior and, for refined-ts, its
 // bank of refined samples, refined by its own workers from the version
 // it holds. One replica per bandit, the one holding the bandit's trainer
-// lock (Lead), trains and persists posterior versions; the others
+// lease (Lead), trains and persists posterior versions, each under the
+// lease's fencing token (Snapshot.LeaseToken), so that a trainer whose
+// lease another replica took cannot persist over it; the others
 // follow: they read the rows too and install each version the trainer
 // persists (every training.snapshot_every versions), told by Events or,
 // failing that, by polling Versions.
 type Fleet interface {
 	// Lead makes this replica the trainer of as many of bandits as it
 	// can and gives up the lead of every bandit it held that is not in
-	// the list. It returns the bandits this replica trains now. An
-	// error means the replica cannot tell (its lock session is lost):
-	// it trains none until a later call succeeds.
-	Lead(ctx context.Context, bandits []string) (map[string]bool, error)
+	// the list. It returns the bandits this replica trains now, each
+	// with the fencing token of its lease (> 0), which the snapshots it
+	// persists carry. It is called every ServiceConfig.TrainerRetry
+	// and renews the leases it returns. An error means the replica
+	// cannot tell (its lock session is lost): it trains none until a
+	// later call succeeds.
+	Lead(ctx context.Context, bandits []string) (map[string]int64, error)
 	// Published tells every replica that version of bandit is stored.
 	Published(ctx context.Context, bandit string, version int64) error
 	// Changed tells every replica that bandit was created, changed or
@@ -103,8 +108,15 @@ const (
 // agentFleet is an agent's part in a fleet.
 type agentFleet struct {
 	fleet Fleet
-	// leading is set by the service's elections (Service.elect).
+	// leading is set by the service's elections (Service.elect), and
+	// token to the fencing token of the lease they got (0: none).
 	leading atomic.Bool
+	token   atomic.Int64
+	// fenced is the token of the last lease the store refused a snapshot
+	// under (fence); stale is set then, until the trainer goroutine
+	// installs the newest stored version.
+	fenced atomic.Int64
+	stale  atomic.Bool
 	// want is the newest version the fleet announced; the trainer
 	// goroutine installs it unless it holds it already.
 	want atomic.Int64
@@ -119,6 +131,9 @@ type agentFleet struct {
 func (a *Agent) fleetWork(ctx context.Context) error {
 	if !a.fl.leading.Load() {
 		a.fl.led = false
+		if a.fl.stale.Load() {
+			return a.unfence(ctx)
+		}
 		return a.follow(ctx, false)
 	}
 	if !a.fl.led {
@@ -187,7 +202,7 @@ func (a *Agent) announce(ctx context.Context, version int64) {
 }
 
 // Leading reports whether this replica trains the bandit: always
-// without a fleet, when it holds the bandit's trainer lock in one.
+// without a fleet, when it holds the bandit's trainer lease in one.
 func (a *Agent) Leading() bool { return a.fl == nil || a.fl.leading.Load() }
 
 // fleetLoop runs the service's part in the fleet until Close: elections
@@ -248,7 +263,7 @@ func (s *Service) kickFleet() {
 	}
 }
 
-// elect takes the trainer locks of the bandits this replica can lead
+// elect takes the trainer leases of the bandits this replica can lead
 // and gives up those of bandits it no longer has; each agent learns
 // whether it trains.
 func (s *Service) elect(ctx context.Context) {
@@ -264,7 +279,14 @@ func (s *Service) elect(ctx context.Context) {
 		s.fleetErr("trainer election failed; this replica trains no bandit until it succeeds", err)
 	}
 	for _, a := range agents {
-		now := lead[a.name]
+		token := lead[a.name]
+		now := token > 0
+		if now && token == a.fl.fenced.Load() {
+			// The store refused this token already: the lease was lost
+			// in between and the election is stale.
+			now, token = false, 0
+		}
+		a.fl.token.Store(token)
 		was := a.fl.leading.Swap(now)
 		if was && !now {
 			a.log.Warn("this replica no longer trains the bandit")

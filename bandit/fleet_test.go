@@ -35,7 +35,9 @@ type replica struct {
 // Fleet timings of the tests: short, so that the bounds they check are.
 const (
 	testTrainerRetry = 200 * time.Millisecond
-	testFleetPoll    = time.Minute // only notifications deliver, unless a test says otherwise
+	// testLease is the trainer lease of the replicas: five elections.
+	testLease     = 5 * testTrainerRetry
+	testFleetPoll = time.Minute // only notifications deliver, unless a test says otherwise
 )
 
 // migratedURL is the URL of a fresh, migrated schema.
@@ -57,7 +59,7 @@ func startReplica(t *testing.T, name, url string, poll time.Duration, wrap ...fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{name: name, st: st, fleet: store.NewFleet(st, 100*time.Millisecond, testLogger(t).With("replica", name)), trained: &trainCounter{}}
+	r := &replica{name: name, st: st, fleet: store.NewFleet(st, 100*time.Millisecond, testLease, testLogger(t).With("replica", name)), trained: &trainCounter{}}
 	var fl bandit.Fleet = r.fleet
 	for _, w := range wrap {
 		fl = w(fl)

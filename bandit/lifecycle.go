@@ -428,6 +428,9 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkGrownBudget(&cur, cfg); err != nil {
+		return nil, nil, err
+	}
 	archivedAt := old.ArchivedAt()
 	switch {
 	case p.Archived == nil:

@@ -50,11 +50,13 @@ type ServiceConfig struct {
 	// holds and follows the others' versions. Nil: the service is the
 	// only one and trains every bandit. Ignored in step mode.
 	Fleet Fleet
-	// TrainerRetry is how often a replica tries to take the trainer
-	// locks it does not hold (and checks that its lock session lives):
-	// when a trainer's replica dies, another trains its bandits within
-	// TrainerRetry of PostgreSQL seeing its session end. Zero means
-	// DefaultTrainerRetry.
+	// TrainerRetry is how often a replica holds an election
+	// (Fleet.Lead): it renews its trainer leases and tries to take
+	// those it does not hold. With store.Fleet, when a trainer's replica
+	// dies another trains its bandits within TrainerRetry of PostgreSQL
+	// seeing its session end, and when it stops renewing (frozen, cut
+	// off) within the lease (serve --trainer-lease) plus TrainerRetry.
+	// Zero means DefaultTrainerRetry.
 	TrainerRetry time.Duration
 	// FleetPoll is how often a replica polls for the versions and
 	// bandit changes the fleet's announcements may have missed. Zero
@@ -250,6 +252,9 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.DecisionBudget(); err != nil {
 		return nil, err
 	}
 	if len(cfg.Arms) < MinArms {

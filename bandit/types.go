@@ -124,6 +124,13 @@ type Snapshot struct {
 	Params    []byte
 	Metrics   json.RawMessage
 	CreatedAt time.Time
+	// LeaseToken is the fencing token of the trainer lease under which a
+	// replica of a fleet writes the snapshot (Fleet.Lead): the store
+	// stores it only while the bandit's lease still has that token, in
+	// the same transaction, and refuses it with ErrFenced otherwise.
+	// Zero writes without a lease (a single process, an import, a
+	// growth).
+	LeaseToken int64
 }
 
 // DecisionRecord is a decision together with its reward, if any, as the

@@ -20,19 +20,37 @@ import (
 )
 
 // Fleet is bandit.Fleet on PostgreSQL: the replicas that share a
-// database elect one trainer per bandit with session-level advisory
-// locks, and announce new posterior versions and changed bandits with
-// NOTIFY.
+// database elect one trainer per bandit with trainer leases (the
+// trainer_leases table, TrainerLeases) and session-level advisory locks,
+// and announce new posterior versions and changed bandits with NOTIFY.
 //
-// Trainer locks are pg_try_advisory_lock(trainerLockSpace,
-// hashtext(schema/bandit)), taken on a connection of their own that the Fleet
-// holds for as long as it lives: when the process dies, PostgreSQL ends
-// its session as soon as it sees the connection close and the locks are
-// free for the other replicas' next Lead. (A host that vanishes without
-// closing its connections is seen only when the server's TCP keepalive
-// gives up: set tcp_keepalives_idle and friends on the server to bound
-// that.) Two bandits whose names hash alike share a lock and so a
-// trainer, which is harmless.
+// A replica trains a bandit while it holds the bandit's lease. Lead, at
+// every election (serve --trainer-retry, 1s), renews the leases this
+// replica holds for the lease length (serve --trainer-lease, 5s) and
+// takes those that have expired, with the fencing token plus one. Every
+// snapshot the trainer writes carries its token, and the store writes it
+// only while the lease still has that token (Postgres.SaveSnapshot), so
+// a trainer that was frozen (SIGSTOP) or cut off and wakes up after
+// another replica took its lease cannot publish over its successor: it
+// steps down (bandit.ErrFenced).
+//
+// Takeover time: a replica whose process dies is replaced within one
+// election (--trainer-retry) of PostgreSQL seeing its session end; one
+// that stops renewing without its session ending (frozen, or its host
+// gone without closing its connections) within the lease plus one
+// election (--trainer-lease + --trainer-retry, 6s by default), counted
+// from its last renewal, on the database's clock.
+//
+// The fast case comes from the trainer locks,
+// pg_try_advisory_lock(trainerLockSpace, hashtext(schema/bandit)), taken
+// on a connection of its own that the Fleet holds for as long as it
+// lives: when the process dies PostgreSQL ends that session and frees
+// its locks, and the replica that gets a bandit's lock next takes the
+// lease at once if its holder had held the lock (LeaseClaim.Locked)
+// instead of waiting for it to expire. A replica that holds a bandit's
+// lock but not its lease gives the lock up, so that the lease holder can
+// take it. Two bandits whose names hash alike share a lock, which only
+// makes a takeover between them wait for the lease.
 //
 // Announcements go out with pg_notify on the channels
 // refinery_published (payload schema/bandit:version) and
@@ -46,6 +64,7 @@ type Fleet struct {
 	st    *Postgres
 	log   *slog.Logger
 	retry time.Duration
+	lease time.Duration
 
 	// This replica's row of the replicas table (Replicas).
 	id      string
@@ -55,6 +74,9 @@ type Fleet struct {
 	mu   sync.Mutex
 	lock *pgx.Conn // the session that holds the trainer locks
 	held map[string]bool
+	// tokens holds the fencing token of each lease this replica held at
+	// its last election.
+	tokens map[string]int64
 
 	events chan bandit.FleetEvent
 	cancel context.CancelFunc
@@ -75,11 +97,17 @@ const (
 )
 
 // NewFleet returns the fleet of the replicas on st's database; retry is
-// how long the listener waits before reconnecting (zero: one second).
-// Close it before st.
-func NewFleet(st *Postgres, retry time.Duration, log *slog.Logger) *Fleet {
+// how long the listener waits before reconnecting (zero: one second),
+// lease the length of the trainer leases (zero: DefaultLease), which
+// must be well above the interval between Lead calls (serve
+// --trainer-retry) for a live trainer to keep its leases. Close it
+// before st.
+func NewFleet(st *Postgres, retry, lease time.Duration, log *slog.Logger) *Fleet {
 	if retry <= 0 {
 		retry = time.Second
+	}
+	if lease <= 0 {
+		lease = DefaultLease
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -87,7 +115,7 @@ func NewFleet(st *Postgres, retry time.Duration, log *slog.Logger) *Fleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	f := &Fleet{st: st, log: log, retry: retry, held: map[string]bool{}, events: make(chan bandit.FleetEvent, 256), cancel: cancel,
+	f := &Fleet{st: st, log: log, retry: retry, lease: lease, held: map[string]bool{}, tokens: map[string]int64{}, events: make(chan bandit.FleetEvent, 256), cancel: cancel,
 		id: hex.EncodeToString(id[:]), started: time.Now().UTC()}
 	f.wg.Go(func() { f.listen(ctx) })
 	return f
@@ -99,12 +127,18 @@ func (f *Fleet) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, f.st.pool.Config().ConnConfig.Copy())
 }
 
-// Lead takes the trainer locks of bandits that this replica does not
-// hold and that no other holds, and releases those it holds of bandits
-// not listed, in one or two round trips on the lock session. If that
-// session is lost every lock is (PostgreSQL released them), and Lead
-// reports none held and the error; the next call connects anew.
-func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]bool, error) {
+// Lead makes this replica the trainer of as many of bandits as it can
+// and gives up those it held that are not listed, returning the fencing
+// token of each bandit it trains (bandit.Fleet). On the lock session it
+// releases the locks of bandits not listed and tries those it lacks (a
+// round trip that also checks that the session lives); then, in one
+// statement, it renews its leases and takes the expired ones and those
+// whose holder's lock it now has (HoldLeases); last it gives up the
+// locks of bandits whose lease another replica holds. If the lock
+// session is lost every lock is (PostgreSQL released them): Lead
+// reports none held and the error, and the next call connects anew; the
+// leases, on the pool, stay until they expire or are renewed.
+func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lock == nil || f.lock.IsClosed() {
@@ -129,18 +163,27 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]bool, er
 			drop = append(drop, b)
 		}
 	}
-	fail := func(err error) (map[string]bool, error) {
+	gone := map[string]int64{}
+	for b, t := range f.tokens {
+		if !want[b] {
+			gone[b] = t
+		}
+	}
+	fail := func(err error) (map[string]int64, error) {
 		_ = f.lock.Close(context.WithoutCancel(ctx))
 		f.lock, f.held = nil, map[string]bool{}
 		return nil, fmt.Errorf("store: trainer locks: %w", err)
 	}
-	if len(drop) > 0 {
-		if _, err := f.lock.Exec(ctx, `SELECT pg_advisory_unlock($1::integer, hashtext(current_schema() || '/' || b)) FROM unnest($2::text[]) b`, trainerLockSpace, drop); err != nil {
-			return fail(err)
+	if len(gone) > 0 {
+		if err := f.st.ReleaseLeases(ctx, f.id, gone); err != nil {
+			return nil, err
 		}
-		for _, b := range drop {
-			delete(f.held, b)
+		for b := range gone {
+			delete(f.tokens, b)
 		}
+	}
+	if err := f.unlock(ctx, drop); err != nil {
+		return fail(err)
 	}
 	// Run even with nothing to try: it checks that the session lives.
 	rows, err := f.lock.Query(ctx, `SELECT b, pg_try_advisory_lock($1::integer, hashtext(current_schema() || '/' || b)) FROM unnest($2::text[]) b`, trainerLockSpace, try)
@@ -161,10 +204,29 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]bool, er
 	if err := rows.Err(); err != nil {
 		return fail(err)
 	}
-	out := make(map[string]bool, len(f.held))
-	trains := make([]string, 0, len(f.held))
+	claims := make([]LeaseClaim, len(bandits))
+	for i, b := range bandits {
+		claims[i] = LeaseClaim{Bandit: b, Token: f.tokens[b], Locked: f.held[b]}
+	}
+	got, err := f.st.HoldLeases(ctx, f.id, claims, f.lease)
+	if err != nil {
+		return nil, err
+	}
+	f.tokens = got
+	// A lock whose lease another replica holds goes to that replica.
+	var yield []string
 	for b := range f.held {
-		out[b] = true
+		if _, ok := got[b]; !ok {
+			yield = append(yield, b)
+		}
+	}
+	if err := f.unlock(ctx, yield); err != nil {
+		return fail(err)
+	}
+	out := make(map[string]int64, len(got))
+	trains := make([]string, 0, len(got))
+	for b, t := range got {
+		out[b] = t
 		trains = append(trains, b)
 	}
 	slices.Sort(trains)
@@ -172,6 +234,20 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]bool, er
 		f.log.Warn("writing this replica's row of the replicas table failed", "err", err)
 	}
 	return out, nil
+}
+
+// unlock releases the trainer locks of bandits on the lock session.
+func (f *Fleet) unlock(ctx context.Context, bandits []string) error {
+	if len(bandits) == 0 {
+		return nil
+	}
+	if _, err := f.lock.Exec(ctx, `SELECT pg_advisory_unlock($1::integer, hashtext(current_schema() || '/' || b)) FROM unnest($2::text[]) b`, trainerLockSpace, bandits); err != nil {
+		return err
+	}
+	for _, b := range bandits {
+		delete(f.held, b)
+	}
+	return nil
 }
 
 // SetAddress sets the address this replica's row shows (serve's listen
@@ -360,8 +436,8 @@ func parseNotification(channel, payload string) (bandit.FleetEvent, error) {
 	return bandit.FleetEvent{}, fmt.Errorf("unknown channel %q", channel)
 }
 
-// Close stops listening and ends the lock session, which frees every
-// trainer lock this replica holds.
+// Close stops listening, releases this replica's trainer leases and ends
+// the lock session, which frees every trainer lock it holds.
 func (f *Fleet) Close() error {
 	f.cancel()
 	f.wg.Wait()
@@ -372,6 +448,10 @@ func (f *Fleet) Close() error {
 	if _, err := f.st.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, f.id); err != nil {
 		f.log.Warn("deleting this replica's row of the replicas table failed", "err", err)
 	}
+	if err := f.st.ReleaseLeases(ctx, f.id, f.tokens); err != nil {
+		f.log.Warn("releasing the trainer leases failed; the other replicas take them when they expire", "err", err)
+	}
+	f.tokens = map[string]int64{}
 	if f.lock != nil {
 		err := f.lock.Close(context.Background())
 		f.lock, f.held = nil, map[string]bool{}

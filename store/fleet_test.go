@@ -31,7 +31,7 @@ func sameSchema(t *testing.T, s *Postgres) *Postgres {
 }
 
 func newTestFleet(t *testing.T, s *Postgres) *Fleet {
-	f := NewFleet(s, 50*time.Millisecond, nil)
+	f := NewFleet(s, 50*time.Millisecond, 0, nil)
 	t.Cleanup(func() { f.Close() })
 	return f
 }
@@ -218,5 +218,61 @@ func TestFleetAnnouncements(t *testing.T) {
 	}
 	if len(vs) != 2 || vs["p"] != 3 || vs["q"] != 7 {
 		t.Errorf("Versions = %v, want map[p:3 q:7] (r is deleted)", vs)
+	}
+}
+
+// TestFleetLeaseOutlivesAFrozenHolder: a replica that stops calling
+// Lead (frozen) keeps its session and its trainer lock, but not its
+// lease: another replica leads the bandit once the lease has expired,
+// with a higher token, though it cannot get the lock; the frozen one,
+// back, no longer leads, gives the lock up, and the new leader takes it
+// at its next election, so that its own death is noticed at once.
+func TestFleetLeaseOutlivesAFrozenHolder(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	s1, _ := openTestPostgres(t, Config{})
+	a := NewFleet(s1, 50*time.Millisecond, lease, nil)
+	t.Cleanup(func() { a.Close() })
+	b := NewFleet(sameSchema(t, s1), 50*time.Millisecond, lease, nil)
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+	lead := func(f *Fleet) map[string]int64 {
+		t.Helper()
+		got, err := f.Lead(ctx, []string{"x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := lead(a); got["x"] != 1 {
+		t.Fatalf("A leads %v, want x with token 1", got)
+	}
+	start := time.Now()
+	for {
+		got := lead(b)
+		if got["x"] != 0 {
+			if got["x"] != 2 {
+				t.Fatalf("B leads %v after A's lease expired, want x with token 2", got)
+			}
+			break
+		}
+		if time.Since(start) > lease+time.Second {
+			t.Fatalf("B does not lead x %v after A froze, with a lease of %v", time.Since(start), lease)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if took := time.Since(start); took < lease-100*time.Millisecond {
+		t.Fatalf("B took the lease %v after A's last renewal, before it expired (%v)", took, lease)
+	}
+	if b.held["x"] {
+		t.Fatal("B holds the trainer lock that the frozen A still holds")
+	}
+	if got := lead(a); len(got) != 0 {
+		t.Fatalf("A, back, leads %v; want nothing", got)
+	}
+	if a.held["x"] {
+		t.Fatal("A kept the trainer lock of a bandit it no longer leads")
+	}
+	if got := lead(b); got["x"] != 2 || !b.held["x"] {
+		t.Fatalf("B leads %v (lock %v) after A gave the lock up, want x with token 2 and the lock", got, b.held["x"])
 	}
 }

@@ -345,7 +345,9 @@ func (m *Memory) Counts(_ context.Context, name string) (decisions, rewards int6
 }
 
 // SaveSnapshot stores a snapshot, replacing one of the same version;
-// bandit.ErrNotFound if the bandit does not exist.
+// bandit.ErrNotFound if the bandit does not exist. Its LeaseToken is
+// kept and never refused: the in-memory store's leases are always held
+// (HoldLeases).
 func (m *Memory) SaveSnapshot(_ context.Context, s *bandit.Snapshot) error {
 	ns, err := normSnapshot(s)
 	if err != nil {

@@ -172,6 +172,7 @@ func TestDropsNamesWhatEachDownStepDeletes(t *testing.T) {
 		3: {{Table: "bandits", Column: "deleted_at"}, {Table: "bandits", Column: "archived_at"}},
 		4: {{Table: "api_keys"}},
 		5: {{Table: "replicas"}},
+		6: {{Table: "snapshots", Column: "lease_token"}, {Table: "trainer_leases"}},
 	}
 	latest, err := latestMigration()
 	if err != nil {

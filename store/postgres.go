@@ -524,17 +524,35 @@ func (s *Postgres) Counts(ctx context.Context, name string) (decisions, rewards 
 }
 
 // SaveSnapshot stores a snapshot, replacing one of the same version;
-// bandit.ErrNotFound if the bandit does not exist.
+// bandit.ErrNotFound if the bandit does not exist. With a LeaseToken it
+// is stored only if the bandit's trainer lease still has that token,
+// checked in the same statement under a share lock on the lease row (a
+// takeover, which updates the row, waits for it or is waited for), and
+// refused with bandit.ErrFenced otherwise.
 func (s *Postgres) SaveSnapshot(ctx context.Context, snap *bandit.Snapshot) error {
 	ns, err := normSnapshot(snap)
 	if err != nil {
 		return fmt.Errorf("store: save snapshot: %w", err)
 	}
-	_, err = s.pool.Exec(ctx, `
-		INSERT INTO snapshots (bandit, version, params, metrics, created_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (bandit, version) DO UPDATE
-		SET params = excluded.params, metrics = excluded.metrics, created_at = excluded.created_at`,
-		ns.Bandit, ns.Version, ns.Params, []byte(ns.Metrics), ns.CreatedAt)
+	var tag pgconn.CommandTag
+	if ns.LeaseToken == 0 {
+		tag, err = s.pool.Exec(ctx, `
+			INSERT INTO snapshots (bandit, version, params, metrics, created_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (bandit, version) DO UPDATE
+			SET params = excluded.params, metrics = excluded.metrics, created_at = excluded.created_at, lease_token = NULL`,
+			ns.Bandit, ns.Version, ns.Params, []byte(ns.Metrics), ns.CreatedAt)
+	} else {
+		tag, err = s.pool.Exec(ctx, `
+			WITH lease AS (SELECT 1 FROM trainer_leases WHERE bandit = $1 AND token = $6 FOR SHARE)
+			INSERT INTO snapshots (bandit, version, params, metrics, created_at, lease_token)
+			SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT FROM lease)
+			ON CONFLICT (bandit, version) DO UPDATE
+			SET params = excluded.params, metrics = excluded.metrics, created_at = excluded.created_at, lease_token = excluded.lease_token`,
+			ns.Bandit, ns.Version, ns.Params, []byte(ns.Metrics), ns.CreatedAt, ns.LeaseToken)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = bandit.ErrFenced
+		}
+	}
 	if pgCode(err) == foreignKeyViolation {
 		err = bandit.ErrNotFound
 	}
@@ -550,9 +568,9 @@ func (s *Postgres) LatestSnapshot(ctx context.Context, name string) (*bandit.Sna
 	var snap bandit.Snapshot
 	var metrics []byte
 	err := s.pool.QueryRow(ctx, `
-		SELECT bandit, version, params, metrics, created_at FROM snapshots
+		SELECT bandit, version, params, metrics, created_at, coalesce(lease_token, 0) FROM snapshots
 		WHERE bandit = $1 ORDER BY version DESC LIMIT 1`, name).
-		Scan(&snap.Bandit, &snap.Version, &snap.Params, &metrics, &snap.CreatedAt)
+		Scan(&snap.Bandit, &snap.Version, &snap.Params, &metrics, &snap.CreatedAt, &snap.LeaseToken)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = bandit.ErrNotFound
 	}

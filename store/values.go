@@ -166,7 +166,10 @@ func normSnapshot(s *bandit.Snapshot) (*bandit.Snapshot, error) {
 	if params == nil {
 		params = []byte{}
 	}
-	return &bandit.Snapshot{Bandit: s.Bandit, Version: s.Version, Params: params, Metrics: metrics, CreatedAt: instant(s.CreatedAt)}, nil
+	if s.LeaseToken < 0 {
+		return nil, fmt.Errorf("lease token %d: want >= 0", s.LeaseToken)
+	}
+	return &bandit.Snapshot{Bandit: s.Bandit, Version: s.Version, Params: params, Metrics: metrics, CreatedAt: instant(s.CreatedAt), LeaseToken: s.LeaseToken}, nil
 }
 
 func cloneDecision(d *bandit.Decision) *bandit.Decision {

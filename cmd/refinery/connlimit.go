@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,12 +13,20 @@ import (
 
 // connLimiter is a listener that keeps at most max connections open, so
 // that the process never runs out of file descriptors (issue 16, finding
-// 6: 1,100 slow connections made /healthz time out). At the cap a new
-// connection takes the place of the one that has been waiting longest
-// without a request being handled on it — idle keep-alive connections
-// and connections still sending their request's header — so that slow
-// or idle clients cannot lock out a health check; if every connection
-// is inside a handler, the new one is closed at once.
+// 6: 1,100 slow connections made /healthz time out), and that sheds the
+// connections past the cap instead of letting them push out the clients
+// it serves (issue 31, finding 2: at the cap each new connection evicted
+// a busy client's keep-alive connection between two of its requests, and
+// goodput fell from 1,796/s at 1,024 clients to 308/s at 2,048).
+//
+// At the cap a new connection takes the place of the one that has waited
+// longest, but only if that one has waited at least evictAfter without a
+// request being handled on it: an idle keep-alive connection, or one
+// still sending its request's header (a slow client). A client making
+// requests never waits that long between two of them, so it keeps its
+// connection. Without such a connection the new one is shed: it is
+// answered with a minimal 503 (problem+json, Retry-After: 1, Connection:
+// close) and closed once the client has read it (shed), never reset.
 //
 // The server must report connection states through track (http.Server's
 // ConnState) and mark handlers through connContext (its ConnContext) and
@@ -24,11 +34,16 @@ import (
 type connLimiter struct {
 	net.Listener
 	max int
+	// evictAfter is how long a connection must have waited, outside a
+	// handler, to be evicted at the cap (zero: defaultEvictAfter).
+	evictAfter time.Duration
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{}
-	// evicted and refused count the connections closed at the cap.
-	evicted, refused atomic.Int64
+	// shedding holds a slot per refused connection being answered.
+	shedding chan struct{}
+	// evicted and shed count the connections closed at the cap.
+	evicted, shed atomic.Int64
 }
 
 type limitedConn struct {
@@ -39,30 +54,65 @@ type limitedConn struct {
 	handlers int       // guarded by l.mu: requests inside a handler
 }
 
+// defaultEvictAfter is how long a connection must wait outside a handler
+// to be evicted at the cap: far above the gap between two requests of a
+// client on a keep-alive connection (a round trip: well under 100 ms on
+// any network a service answers over), with room for a client stalled by
+// a loaded machine (at 2 s, one of TestConnCapShedsExtraConnections's
+// clients, starved during `make test`, lost its connection), and half the
+// header timeout (10 s), so that slow clients holding every slot give
+// theirs up after it.
+const defaultEvictAfter = 5 * time.Second
+
+// Shedding: at most maxShedding refused connections are answered at once
+// (Accept waits for a slot, leaving the others in the kernel's backlog,
+// rather than reset them), each given shedLinger to read the 503.
+const (
+	maxShedding = 64
+	shedLinger  = time.Second
+)
+
+// shedResponse is the answer to a connection past the cap, written before
+// its request is read.
+var shedResponse = []byte("HTTP/1.1 503 Service Unavailable\r\n" +
+	"Content-Type: application/problem+json\r\n" +
+	"Retry-After: 1\r\n" +
+	"Connection: close\r\n" +
+	"Content-Length: " + strconv.Itoa(len(shedBody)) + "\r\n\r\n" + shedBody)
+
+const shedBody = `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the server has --max-conns connections open; retry later"}` + "\n"
+
 func newConnLimiter(ln net.Listener, max int) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, conns: map[*limitedConn]struct{}{}}
+	return &connLimiter{Listener: ln, max: max, conns: map[*limitedConn]struct{}{}, shedding: make(chan struct{}, maxShedding)}
 }
 
-// Accept waits for the next connection, making room for it if needed.
+// Accept waits for the next connection, making room for it or shedding
+// it at the cap.
 func (l *connLimiter) Accept() (net.Conn, error) {
+	evictAfter := l.evictAfter
+	if evictAfter <= 0 {
+		evictAfter = defaultEvictAfter
+	}
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		lc := &limitedConn{Conn: c, l: l, since: time.Now()}
+		now := time.Now()
+		lc := &limitedConn{Conn: c, l: l, since: now}
 		l.mu.Lock()
 		var victim *limitedConn
 		if len(l.conns) >= l.max {
 			for o := range l.conns {
-				if o.handlers == 0 && (victim == nil || o.since.Before(victim.since)) {
+				if o.handlers == 0 && now.Sub(o.since) >= evictAfter && (victim == nil || o.since.Before(victim.since)) {
 					victim = o
 				}
 			}
 			if victim == nil {
 				l.mu.Unlock()
-				l.refused.Add(1)
-				c.Close()
+				l.shed.Add(1)
+				l.shedding <- struct{}{} // at most maxShedding at once
+				go l.refuse(c)
 				continue
 			}
 			delete(l.conns, victim)
@@ -75,6 +125,25 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		return lc, nil
 	}
+}
+
+// refuse answers a connection past the cap with shedResponse without
+// reading its request, then half-closes it and reads what the client
+// sent until it closes (or for shedLinger) before closing: closing with
+// unread bytes would reset the connection, and the client could lose the
+// 503 to the reset.
+func (l *connLimiter) refuse(c net.Conn) {
+	defer func() { <-l.shedding }()
+	defer c.Close()
+	deadline := time.Now().Add(shedLinger)
+	_ = c.SetDeadline(deadline)
+	if _, err := c.Write(shedResponse); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<20))
 }
 
 // open returns the number of connections open.

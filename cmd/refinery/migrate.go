@@ -30,10 +30,11 @@ actions (as golang-migrate's CLI):
   version     print the schema version
 
 A down or goto refuses (exit status 1), naming them, while the tables
-or columns that the down steps it runs drop hold rows (0005 drops
-replicas, 0004 api_keys, 0003 the bandits' archived and deleted times,
-0001 every other table), unless --yes confirms it. Bad command lines
-exit with status 2.
+or columns that the down steps it runs drop hold rows (0006 drops
+trainer_leases and the snapshots' lease tokens, 0005 replicas, 0004
+api_keys, 0003 the bandits' archived and deleted times, 0001 every
+other table), unless --yes confirms it. Bad command lines exit with
+status 2.
 
 flags:
   --database-url URL  PostgreSQL URL (default $DATABASE_URL)

@@ -200,6 +200,10 @@ func TestMigrateDownRefusesOnlyWhatItsStepDrops(t *testing.T) {
 		{5, "0005 drops only replicas",
 			[]string{`INSERT INTO replicas VALUES ('r1', '127.0.0.1:1', now(), now(), '{}')`, bandit, apiKey},
 			"the database holds 1 row in replicas", []string{bandit, apiKey}},
+		{6, "0006 drops the trainer leases and the snapshots' lease tokens",
+			[]string{bandit, `INSERT INTO trainer_leases VALUES ('b', 'r1', 3, true, now())`,
+				`INSERT INTO snapshots (bandit, version, params, metrics, created_at, lease_token) VALUES ('b', 1, '', '{}', now(), 3)`},
+			"the database holds 1 row of snapshots with lease_token set, 1 row in trainer_leases", []string{bandit, `INSERT INTO snapshots (bandit, version, params, metrics, created_at) VALUES ('b', 1, '', '{}', now())`}},
 	}
 	if latest := latestMigration(t); len(tests) != latest {
 		t.Fatalf("%d cases for %d migrations: add one for each new migration", len(tests), latest)
@@ -250,12 +254,12 @@ func TestMigrateDownRefusesOnlyWhatItsStepDrops(t *testing.T) {
 			})
 		})
 	}
-	// The walk-through's case: down 2 from the newest version on a
+	// The walk-through's case: down 3 from the newest version on a
 	// database holding only an API key.
 	url := at(t, uint(latestMigration(t)), []string{apiKey})
 	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"migrate", "down", "2", "--database-url", url}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "1 row in api_keys") {
-		t.Errorf("down 2 with an API key = exit %d, stderr %q; want 1, naming api_keys", code, stderr.String())
+	if code := run(ctx, []string{"migrate", "down", "3", "--database-url", url}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "1 row in api_keys") {
+		t.Errorf("down 3 with an API key = exit %d, stderr %q; want 1, naming api_keys", code, stderr.String())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -41,6 +42,23 @@ type process struct {
 	cmd  *exec.Cmd
 	url  string
 	done chan error
+	// log counts the lines of its log that contain each of the strings
+	// that count asked for.
+	mu  sync.Mutex
+	log []string
+}
+
+// count returns how many lines of p's log so far contain substr.
+func (p *process) count(substr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.log {
+		if strings.Contains(l, substr) {
+			n++
+		}
+	}
+	return n
 }
 
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
@@ -69,6 +87,9 @@ func startBinary(t *testing.T, bin, databaseURL string, extra ...string) *proces
 				addr <- m[1]
 			}
 			t.Logf("[pid %d] %s", cmd.Process.Pid, line)
+			p.mu.Lock()
+			p.log = append(p.log, line)
+			p.mu.Unlock()
 		}
 		_, _ = io.Copy(io.Discard, stderr)
 		p.done <- cmd.Wait()

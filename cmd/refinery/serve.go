@@ -43,9 +43,11 @@ retries for --db-wait. SIGTERM or SIGINT drains in-flight requests, persists
 the posteriors, flushes the store and exits 0. The dashboard is at /.
 
 Load is bounded: at most --max-conns connections (at the cap a new one
-replaces the longest-waiting idle or slow one), --max-in-flight requests to
-/v1/ at once (others wait up to 100ms, then get 429 with Retry-After), each
-handled within --request-timeout (then 503), and --max-bandits bandits.
+replaces one idle or slow for 5s, or is answered 503 with Retry-After and
+closed; clients making requests keep their connections), --max-in-flight
+requests to /v1/ at once (others wait up to 100ms, then get 429 with
+Retry-After), each handled within --request-timeout (then 503), and
+--max-bandits bandits.
 
 API keys ('refinery keys create') are required whenever serve listens beyond
 loopback (--addr with another host, or none: every interface), and on
@@ -129,6 +131,10 @@ type Main struct {
 	// on one database. Zero means their defaults.
 	TrainerRetry time.Duration
 	FleetPoll    time.Duration
+	// TrainerLease is the length of the trainer leases (store.NewFleet):
+	// a frozen trainer is replaced within TrainerLease + TrainerRetry.
+	// It must be at least twice TrainerRetry, the interval of renewals.
+	TrainerLease time.Duration
 
 	// Set by Run.
 	Store   bandit.Store
@@ -171,6 +177,7 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.DurationVar(&m.RequestTimeout, "request-timeout", api.DefaultRequestTimeout, "bound on handling one /v1/ request (then 503)")
 	fs.IntVar(&m.MaxBandits, "max-bandits", bandit.DefaultMaxBandits, "most bandits (creating more is a 403)")
 	fs.DurationVar(&m.TrainerRetry, "trainer-retry", bandit.DefaultTrainerRetry, "with replicas on one database: how often a replica tries to take over the training of bandits whose trainer is gone (the failover bound)")
+	fs.DurationVar(&m.TrainerLease, "trainer-lease", store.DefaultLease, "with replicas on one database: how long a trainer's lease lasts without renewal (renewed every --trainer-retry); a trainer that stops (frozen, cut off) is replaced within --trainer-lease + --trainer-retry and cannot persist after that")
 	fs.DurationVar(&m.FleetPoll, "fleet-poll", bandit.DefaultFleetPoll, "with replicas on one database: how often a replica polls for new posterior versions and changed bandits, should a notification be lost")
 	fs.BoolVar(&m.Pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ (for benchmarks; admin scope when keys are required)")
 	fs.BoolVar(&m.RequireKeys, "require-keys", false, "require API keys on loopback too (beyond loopback they always are)")
@@ -202,6 +209,9 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	}
 	if m.TrainerRetry <= 0 || m.FleetPoll <= 0 {
 		return usageError{fmt.Errorf("--trainer-retry %v, --fleet-poll %v: want > 0", m.TrainerRetry, m.FleetPoll)}
+	}
+	if m.TrainerLease < 2*m.TrainerRetry {
+		return usageError{fmt.Errorf("--trainer-lease %v: want at least twice --trainer-retry (%v), which renews it", m.TrainerLease, m.TrainerRetry)}
 	}
 	if m.DBWait < 0 || m.RequestTimeout <= 0 {
 		return usageError{fmt.Errorf("--db-wait %v, --request-timeout %v: want >= 0 and > 0", m.DBWait, m.RequestTimeout)}
@@ -262,7 +272,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		m.Store = pg
-		m.fleet = store.NewFleet(pg, time.Second, log)
+		m.fleet = store.NewFleet(pg, time.Second, m.TrainerLease, log)
 		log.Info("using PostgreSQL", "database", redactURL(m.DatabaseURL), "migrated", !m.NoMigrate)
 	}
 	defer func() {

@@ -361,6 +361,7 @@ func TestServeCommandLine(t *testing.T) {
 		{"a zero request timeout is refused", []string{"serve", "--request-timeout", "0s"}, "refinery serve: --db-wait 2m0s, --request-timeout 0s: want >= 0 and > 0\n"},
 		{"a zero trainer retry is refused", []string{"serve", "--trainer-retry", "0s"}, "refinery serve: --trainer-retry 0s, --fleet-poll 5s: want > 0\n"},
 		{"a negative fleet poll is refused", []string{"serve", "--fleet-poll", "-1s"}, "refinery serve: --trainer-retry 1s, --fleet-poll -1s: want > 0\n"},
+		{"a trainer lease shorter than two renewals is refused", []string{"serve", "--trainer-lease", "1500ms"}, "refinery serve: --trainer-lease 1.5s: want at least twice --trainer-retry (1s), which renews it\n"},
 		{"a rate of zero is refused", []string{"serve", "--simulate", "wheel", "--rate", "0/s"}, "refinery serve: --rate \"0/s\": want decisions per second per bandit in (0, 10000], e.g. 20 or 20/s\n"},
 	}
 	for _, tt := range tests {
