@@ -31,6 +31,10 @@ type Summary struct {
 	// FirstSeed is the first of the seeds.
 	FirstSeed int             `json:"first_seed"`
 	Preset    Preset          `json:"preset"`
+	// BanditConfig names the file of simulate --bandit-config when the
+	// runs played that configuration instead of the preset's (which then
+	// gives only the retraining schedule).
+	BanditConfig string `json:"bandit_config,omitempty"`
 	Policies  []PolicySummary `json:"policies"`
 	// WallSeconds is the wall time of the whole simulation.
 	WallSeconds float64 `json:"wall_seconds"`
@@ -277,7 +281,11 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	} else {
 		fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d)\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1)
 	}
-	fmt.Fprintf(&b, "Preset `%s`: %s.\n\n", s.Preset.Name, s.Preset.Description)
+	if s.BanditConfig != "" {
+		fmt.Fprintf(&b, "Bandit configuration `%s` (the preset `%s` gives only the retraining schedule: every %d rewards).\n\n", s.BanditConfig, s.Preset.Name, max(s.Preset.TrainEvery, 1))
+	} else {
+		fmt.Fprintf(&b, "Preset `%s`: %s.\n\n", s.Preset.Name, s.Preset.Description)
+	}
 	if s.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", s.Command)
 	}

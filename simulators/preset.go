@@ -231,7 +231,13 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 		return nil, fmt.Errorf("bandit configuration: %w", err)
 	}
 	if !slices.Equal(c.Arms, env.ArmNames()) {
-		return nil, fmt.Errorf("bandit configuration has arms %q, the environment %s has %q", c.Arms, env.Name(), env.ArmNames())
+		// The same arms in another order are the same bandit: a fresh
+		// agent's outputs follow its arm list, so take the environment's
+		// order.
+		if !slices.Equal(slices.Sorted(slices.Values(c.Arms)), slices.Sorted(slices.Values(env.ArmNames()))) {
+			return nil, fmt.Errorf("bandit configuration has arms %q, the environment %s has %q", c.Arms, env.Name(), env.ArmNames())
+		}
+		c.Arms = slices.Clone(env.ArmNames())
 	}
 	if d := bandit.NewEncoder(c.Features).Dim(); d != env.NumFeatures() {
 		return nil, fmt.Errorf("bandit configuration's features encode to %d inputs, the environment %s has %d", d, env.Name(), env.NumFeatures())

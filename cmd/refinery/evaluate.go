@@ -175,12 +175,9 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var base *bandit.Config
 	var lg *evalLog
 	if f.logFile != "" {
-		b, err := readBounded(f.configFile, api.MaxConfigBytes+64<<10)
-		if err != nil {
-			return fmt.Errorf("--bandit-config: %w", err)
-		}
-		if base, err = bandit.ParseConfig(withoutStatus(b)); err != nil {
-			return fmt.Errorf("--bandit-config %s: %w", f.configFile, err)
+		var err error
+		if base, err = readBanditConfig(f.configFile); err != nil {
+			return err
 		}
 	}
 	var st *store.Postgres
@@ -550,6 +547,21 @@ func writeEvalTable(w io.Writer, o *evalOutput) error {
 	}
 	_, err := fmt.Fprintln(w, o.Propensities)
 	return err
+}
+
+// readBanditConfig reads the --bandit-config of simulate and evaluate: the
+// JSON body of POST /v1/bandits, or the answer of GET /v1/bandits/NAME
+// (withoutStatus), at most api.MaxConfigBytes and a margin.
+func readBanditConfig(path string) (*bandit.Config, error) {
+	b, err := readBounded(path, api.MaxConfigBytes+64<<10)
+	if err != nil {
+		return nil, fmt.Errorf("--bandit-config: %w", err)
+	}
+	c, err := bandit.ParseConfig(withoutStatus(b))
+	if err != nil {
+		return nil, fmt.Errorf("--bandit-config %s: %w", path, err)
+	}
+	return c, nil
 }
 
 // withoutStatus drops the members GET /v1/bandits/NAME adds to the

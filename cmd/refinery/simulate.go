@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -140,13 +139,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var specs []simulators.PolicySpec
 	var err error
 	if *banditConfig != "" {
-		b, err := os.ReadFile(*banditConfig)
+		bc, err := readBanditConfig(*banditConfig)
 		if err != nil {
-			return fmt.Errorf("--bandit-config: %w", err)
-		}
-		bc, err := bandit.ParseConfig(b)
-		if err != nil {
-			return fmt.Errorf("--bandit-config %s: %w", *banditConfig, err)
+			return err
 		}
 		specs = []simulators.PolicySpec{{Name: bc.Name, Kind: string(bc.Policy.Kind), Config: bc}}
 	} else if specs, err = simulators.ParsePolicies(*policies, preset); err != nil {
@@ -223,6 +218,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return runErr
 	}
 	sum := simulators.Summarize(cfg, results)
+	sum.BanditConfig = *banditConfig
 	sum.WallSeconds = time.Since(start).Seconds()
 	sum.Command = "refinery simulate " + strings.Join(args, " ")
 	sum.Version = fmt.Sprintf("refinery %s (kernels: %s)", version, kern.Current())

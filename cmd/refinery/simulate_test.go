@@ -24,7 +24,14 @@ func TestSimulateBanditConfig(t *testing.T) {
 		"features": [{"name": "x1", "type": "numeric"}], "policy": {"kind": "mf-ts"}}`)
 	arms := write("arms.json", `{"name": "arms", "arms": ["eat", "pass"],
 		"features": [{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"}], "policy": {"kind": "uniform"}}`)
+	// The answer of GET /v1/bandits/NAME, arms in another order.
+	got := write("got.json", `{"name": "wheel-got", "arms": ["a5", "a4", "a3", "a2", "a1"],
+		"features": [{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"}],
+		"policy": {"kind": "eps-greedy"}, "model": {"hidden": [8]}, "training": {"iterations": 20},
+		"created_at": "2026-11-27T20:00:00Z", "status": {"decisions": 12, "rewards": 10}}`)
 	runCases(t, []runCase{
+		{"the answer of GET /v1/bandits/NAME is a configuration, its arms matched by name", []string{"simulate", "--env", "wheel", "--bandit-config", got, "--steps", "30", "--quiet"}, 0, "| wheel-got | 1 |", ""},
+		{"the summary names the configuration, not the preset", []string{"simulate", "--env", "wheel", "--bandit-config", got, "--steps", "30", "--quiet"}, 0, "Bandit configuration `" + got + "`", ""},
 		{"a fitting configuration is played with delayed rewards", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--reward-delay", "5", "--train-every", "3", "--quiet"}, 0, "retrained every 3 rewards", ""},
 		{"the table names the configuration", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--quiet"}, 0, "| wheel-mf | 1 |", ""},
 		{"features that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", narrow, "--steps", "10", "--quiet"}, 1, "",
