@@ -29,13 +29,13 @@ type Summary struct {
 	Steps int    `json:"steps"`
 	Seeds int    `json:"seeds"`
 	// FirstSeed is the first of the seeds.
-	FirstSeed int             `json:"first_seed"`
-	Preset    Preset          `json:"preset"`
+	FirstSeed int    `json:"first_seed"`
+	Preset    Preset `json:"preset"`
 	// BanditConfig names the file of simulate --bandit-config when the
 	// runs played that configuration instead of the preset's (which then
 	// gives only the retraining schedule).
-	BanditConfig string `json:"bandit_config,omitempty"`
-	Policies  []PolicySummary `json:"policies"`
+	BanditConfig string          `json:"bandit_config,omitempty"`
+	Policies     []PolicySummary `json:"policies"`
 	// WallSeconds is the wall time of the whole simulation.
 	WallSeconds float64 `json:"wall_seconds"`
 	// Command is the command line that produced the results.
