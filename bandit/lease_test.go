@@ -131,10 +131,14 @@ func TestReplicasFencedTrainerStepsDown(t *testing.T) {
 		t.Fatalf("%d snapshots of A's token %d past its last version %d before the takeover (%v), want 0", n, tokenA, lastA, err)
 	}
 	waitFor(t, "B to train on every reward", func() bool { return b.agent(t).Status().TrainedRows == 40 })
-	latest, err := st.LatestSnapshot(ctx, "toy")
-	if err != nil || latest.LeaseToken != tokenB {
-		t.Fatalf("the newest snapshot is %+v, %v; want one of B's token %d", latest, err, tokenB)
-	}
+	// B persists after it publishes: wait for its snapshot, not only its
+	// status (CI saw the status first).
+	var latest *bandit.Snapshot
+	waitFor(t, "the newest snapshot to be B's", func() bool {
+		var err error
+		latest, err = st.LatestSnapshot(ctx, "toy")
+		return err == nil && latest.LeaseToken == tokenB
+	})
 	waitFor(t, "A to serve the newest stored version, B's", func() bool {
 		s, err := st.LatestSnapshot(ctx, "toy")
 		return err == nil && a.agent(t).Status().ModelVersion == s.Version
