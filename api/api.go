@@ -278,6 +278,7 @@ type Server struct {
 	requireKeys  bool
 	keys         keys.Store
 	keyCache     keyCache
+	keyIDs       keysByID        // the dashboard's cookies (checkSession)
 	allowedHosts map[string]bool // nil: any Host
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,8 @@ import (
 // (RFC 6750, Section 3), all problem+json with WWW-Authenticate.
 //
 // A browser signs in to the dashboard by posting its key to /login (a
-// form, no script), which sets it as the cookie keyCookie: HttpOnly (no
+// form, no script), which sets the cookie keyCookie: a signed session of
+// the key with an expiry, not the key (session.go), HttpOnly (no
 // script of the page, nor one injected into it, can read it),
 // SameSite=Strict, Secure over TLS, for keyCookieAge. The key travels in
 // no URL (history, logs, Referer), and the page's script polls
@@ -260,7 +262,7 @@ func credential(r *http.Request) (secret string, header bool, err error) {
 // authorize checks the request's key against scope: nil when it may
 // pass, an *authError (401, 403) or the store's error otherwise.
 func (s *Server) authorize(r *http.Request, scope keys.Scope) error {
-	secret, _, err := credential(r)
+	secret, header, err := credential(r)
 	if err != nil {
 		return err
 	}
@@ -271,10 +273,19 @@ func (s *Server) authorize(r *http.Request, scope keys.Scope) error {
 	invalid := func(why string) error {
 		return &authError{err: errNoKey, challenge: challenge("invalid_token", why, ""), detail: "the API key is " + why}
 	}
-	if !keys.WellFormed(secret) {
-		return invalid("malformed")
+	var k *keys.Key
+	if header {
+		if !keys.WellFormed(secret) {
+			return invalid("malformed")
+		}
+		k, err = s.keyCache.lookup(r.Context(), s.keys, keys.Hash(secret))
+	} else {
+		// The dashboard's cookie: a signed session of a key, not a key.
+		var why string
+		if k, why, err = s.checkSession(r.Context(), secret); err == nil && k == nil {
+			return &authError{err: errNoKey, challenge: challenge("invalid_token", why, ""), detail: "the dashboard's sign-in is " + why}
+		}
 	}
-	k, err := s.keyCache.lookup(r.Context(), s.keys, keys.Hash(secret))
 	switch {
 	case err != nil:
 		return fmt.Errorf("check the API key: %w", err)
@@ -378,7 +389,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.loginPage(w, r, status, msg)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: keyCookie, Value: secret, Path: "/", MaxAge: int(keyCookieAge.Seconds()),
+	k, err := s.keyCache.lookup(r.Context(), s.keys, keys.Hash(secret))
+	if err != nil || k == nil {
+		s.writeProblem(w, r, fmt.Errorf("check the API key: %w", cmp.Or(err, errors.New("it vanished"))))
+		return
+	}
+	// The cookie proves the sign-in without holding the key (session.go).
+	http.SetCookie(w, &http.Cookie{Name: keyCookie, Value: sessionCookie(k, time.Now().Add(keyCookieAge)), Path: "/", MaxAge: int(keyCookieAge.Seconds()),
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -212,10 +212,26 @@ func TestDashboardLogin(t *testing.T) {
 	}
 	resp, _ = f.send(t, "POST", "/login", url.Values{"key": {f.read}}.Encode(), "Content-Type", form)
 	cs := resp.Cookies()
-	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/" || len(cs) != 1 || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || cs[0].Value != f.read {
+	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/" || len(cs) != 1 || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode {
 		t.Fatalf("login with a read key = %d, Location %q, cookies %+v; want 303 to / with an HttpOnly SameSite=Strict cookie", resp.StatusCode, resp.Header.Get("Location"), cs)
 	}
+	// The cookie is a signed session, not the key (issue 30, finding 12).
+	secretPart := f.read[strings.LastIndexByte(f.read, '_')+1:]
+	if strings.Contains(cs[0].Value, secretPart) || !strings.HasPrefix(cs[0].Value, "v1.") {
+		t.Errorf("the sign-in cookie %q holds the key %q", cs[0].Value, f.read)
+	}
 	cookie := cs[0].Name + "=" + cs[0].Value
+	// A forged MAC, another expiry under the same MAC, and the raw key
+	// as the cookie are all refused.
+	mac := cs[0].Value[strings.LastIndexByte(cs[0].Value, '.')+1:]
+	forged := strings.TrimSuffix(cs[0].Value, mac) + strings.Repeat("A", len(mac))
+	parts := strings.Split(cs[0].Value, ".")
+	later := strings.Join([]string{parts[0], parts[1], "99999999999", parts[3]}, ".")
+	for _, bad := range []string{forged, later, f.read} {
+		if resp, body := f.send(t, "GET", "/v1/dashboard", "", "Cookie", cs[0].Name+"="+bad); resp.StatusCode != 401 {
+			t.Errorf("dashboard JSON with the cookie %q = %d %.200s, want 401", bad, resp.StatusCode, body)
+		}
+	}
 	if resp, body := f.send(t, "GET", "/v1/dashboard", "", "Cookie", cookie); resp.StatusCode != 200 {
 		t.Errorf("dashboard JSON with the cookie = %d %s, want 200", resp.StatusCode, body)
 	}
@@ -261,6 +277,15 @@ func TestRevokedKeyStopsWorking(t *testing.T) {
 	if resp, out := f.send(t, "GET", "/v1/bandits", "", bearer(f.read)...); resp.StatusCode != 200 {
 		t.Fatalf("GET with the read key = %d %s", resp.StatusCode, out)
 	}
+	// The dashboard's sign-in with the same key.
+	resp, _ := f.send(t, "POST", "/login", url.Values{"key": {f.read}}.Encode(), "Content-Type", "application/x-www-form-urlencoded")
+	if len(resp.Cookies()) != 1 {
+		t.Fatalf("login: cookies %v", resp.Cookies())
+	}
+	cookie := resp.Cookies()[0].Name + "=" + resp.Cookies()[0].Value
+	if resp, out := f.send(t, "GET", "/v1/dashboard", "", "Cookie", cookie); resp.StatusCode != 200 {
+		t.Fatalf("dashboard JSON with the sign-in cookie = %d %s", resp.StatusCode, out)
+	}
 	ks := st.(keys.Store)
 	all, err := ks.ListKeys(context.Background())
 	if err != nil {
@@ -276,5 +301,8 @@ func TestRevokedKeyStopsWorking(t *testing.T) {
 	time.Sleep(keyCacheTTL + 10*time.Millisecond)
 	if resp, out := f.send(t, "GET", "/v1/bandits", "", bearer(f.read)...); resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "revoked") {
 		t.Errorf("GET with the revoked read key = %d %s (WWW-Authenticate %q), want 401 saying revoked", resp.StatusCode, out, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp, out := f.send(t, "GET", "/v1/dashboard", "", "Cookie", cookie); resp.StatusCode != 401 {
+		t.Errorf("dashboard JSON with the revoked key's sign-in cookie = %d %s, want 401", resp.StatusCode, out)
 	}
 }
