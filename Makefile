@@ -47,7 +47,7 @@ fuzz-short: ## every fuzz target for 10s each (make test runs their seed corpora
 
 .PHONY: bench-overload
 bench-overload: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable
-bench-overload: build ## 10x the sustainable rate for 30s against serve on PostgreSQL, then a private PostgreSQL crashed and restarted under load; results into bench/overload.md (about 2 minutes)
+bench-overload: build ## 10x the sustainable rate for 30s against serve on PostgreSQL, then slow bodies and 2,048 clients beside honest ones, then a private PostgreSQL crashed and restarted under load; results into bench/overload.md (about 3 minutes)
 	OVERLOAD_OUT=$(CURDIR)/bench/overload.md OVERLOAD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^TestOverloadBench$$' -v -timeout 10m ./cmd/refinery/
 	OVERLOAD_OUT=$(CURDIR)/bench/overload.md $(GO) test -count=1 -run '^TestDatabaseOutage$$' -v -timeout 5m ./cmd/refinery/
 
