@@ -343,6 +343,8 @@ func describePropensity(p *bandit.Propensity) string {
 		return "logged"
 	case p.Estimator == "exact":
 		return "exact"
+	case p.Exact && p.Groups == 0:
+		return fmt.Sprintf("%s: exact (numerical integration), floor %g", p.Estimator, p.Floor)
 	case p.Exact:
 		return fmt.Sprintf("%s: exact over the %d subsets of %d samples, floor %g", p.Estimator, p.Groups, p.Samples, p.Floor)
 	}

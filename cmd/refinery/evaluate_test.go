@@ -113,7 +113,7 @@ func TestEvaluateReadsTheDatabaseAndBothExportLayouts(t *testing.T) {
 	if fromDB.Rows != 240 || fromDB.Skipped != 60 || fromDB.TrainRows != 96 || fromDB.EvalRows != 144 {
 		t.Errorf("from the database: %d rows (%d skipped), %d train, %d eval; want 240 (60), 96, 144", fromDB.Rows, fromDB.Skipped, fromDB.TrainRows, fromDB.EvalRows)
 	}
-	for _, want := range []string{"logged by eps-greedy x 240", "60 without a reward skipped", "greedy", "snips", "logged propensities: exact", "linear-ts: pi from linear-posterior: Monte Carlo over 32 groups"} {
+	for _, want := range []string{"logged by eps-greedy x 240", "60 without a reward skipped", "greedy", "snips", "logged propensities: exact", "linear-ts: pi from linear-posterior: exact (numerical integration)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table does not say %q:\n%s", want, table)
 		}

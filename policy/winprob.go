@@ -1,0 +1,198 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// StudentWinProbs writes into dst, for independent
+//
+//	X_k = Loc[k] + Scale[k] T_k,   T_k ~ Student-t with Nu[k] degrees of freedom,
+//
+// over the allowed arms, P(k = argmax_j X_j) for each arm k (0 for
+// excluded arms): the probability that linear Thompson sampling picks k
+// (Linear.Decide; the posterior predictive of zᵀβ_k with σ² integrated
+// out is such a t, e.g. Murphy 2012, Section 7.6.3.3). It is the
+// one-dimensional integral
+//
+//	P(k) = ∫ f_k(s) Π_{j≠k} F_j(s) ds
+//
+// (f_k, F_j the densities and distribution functions), computed for every
+// arm at once on one grid: composite 8-point Gauss–Legendre panels
+// between breakpoints at every allowed arm's Loc + Scale·{0, ±2, ±6, ±30}
+// (so that the narrowest arm is resolved wherever it lies), each F_j
+// carried from panel to panel by integrating f_j over the panel with the
+// same nodes (the antiderivative of the degree-7 interpolant at each node:
+// spectral integration), started from its exact value at the first
+// breakpoint (gonum distuv.StudentsT). Mass beyond the last breakpoint is
+// added as (1 − F_k) Π_{j≠k} F_j there, and the probabilities are
+// normalized to sum to 1. Against a 4,000,000-draw Monte Carlo the error
+// is below 1e-5 (TestStudentWinProbsAgainstMonteCarlo). Every Scale must
+// be > 0 and every Nu > 0; dst, Loc, Scale and Nu have one entry per arm.
+//
+// It allocates its scratch: O(arms) slices per call.
+func StudentWinProbs(dst, loc, scale, nu []float64, excluded []bool) {
+	n := len(dst)
+	if len(loc) != n || len(scale) != n || len(nu) != n || (excluded != nil && len(excluded) != n) {
+		panic(fmt.Sprintf("policy: StudentWinProbs with %d, %d, %d, %d entries for %d arms", len(loc), len(scale), len(nu), len(excluded), n))
+	}
+	clear(dst)
+	var arms []int
+	for k := range n {
+		if excluded == nil || !excluded[k] {
+			if !(scale[k] > 0) || !(nu[k] > 0) || math.IsInf(scale[k], 0) || math.IsNaN(loc[k]) || math.IsInf(loc[k], 0) {
+				panic(fmt.Sprintf("policy: StudentWinProbs arm %d with location %g, scale %g, %g degrees of freedom", k, loc[k], scale[k], nu[k]))
+			}
+			arms = append(arms, k)
+		}
+	}
+	switch len(arms) {
+	case 0:
+		return
+	case 1:
+		dst[arms[0]] = 1
+		return
+	}
+	K := len(arms)
+	// Breakpoints.
+	br := make([]float64, 0, K*len(winBreaks))
+	for _, k := range arms {
+		for _, b := range winBreaks {
+			br = append(br, loc[k]+b*scale[k])
+		}
+	}
+	slices.Sort(br)
+	minScale := math.Inf(1)
+	for _, k := range arms {
+		minScale = min(minScale, scale[k])
+	}
+	br = slices.CompactFunc(br, func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*minScale })
+
+	// Per arm: log normalizing constant of the density, the running F.
+	lc := make([]float64, K)
+	F := make([]float64, K)
+	for i, k := range arms {
+		a, _ := math.Lgamma((nu[k] + 1) / 2)
+		b, _ := math.Lgamma(nu[k] / 2)
+		lc[i] = a - b - 0.5*math.Log(nu[k]*math.Pi) - math.Log(scale[k])
+		F[i] = distuv.StudentsT{Mu: loc[k], Sigma: scale[k], Nu: nu[k]}.CDF(br[0])
+	}
+	dens := make([]float64, K*glN) // dens[i*glN+l]
+	Fn := make([]float64, K*glN)
+	pre := make([]float64, K+1)
+	p := make([]float64, K)
+	for b := 1; b < len(br); b++ {
+		lo, hi := br[b-1], br[b]
+		h, c := (hi-lo)/2, (hi+lo)/2
+		for i, k := range arms {
+			d := dens[i*glN : (i+1)*glN]
+			fn := Fn[i*glN : (i+1)*glN]
+			if (hi-loc[k])/scale[k] < winBreaks[0] || (lo-loc[k])/scale[k] > winBreaks[len(winBreaks)-1] {
+				// The panel is beyond the arm's outer breakpoints: its
+				// density there is negligible and F does not move.
+				clear(d)
+				for l := range fn {
+					fn[l] = F[i]
+				}
+				continue
+			}
+			for l, g := range glX {
+				t := (c + h*g - loc[k]) / scale[k]
+				d[l] = math.Exp(lc[i] - (nu[k]+1)/2*math.Log1p(t*t/nu[k]))
+			}
+			for l := range glN {
+				var s float64
+				for m, v := range d {
+					s += glA[l][m] * v
+				}
+				fn[l] = min(F[i]+h*s, 1)
+			}
+			var s float64
+			for m, v := range d {
+				s += glW[m] * v
+			}
+			F[i] = min(F[i]+h*s, 1)
+		}
+		for l := range glN {
+			// Π_{j≠i} F_j by prefix and suffix products.
+			pre[0] = 1
+			for i := range K {
+				pre[i+1] = pre[i] * Fn[i*glN+l]
+			}
+			suf := 1.0
+			for i := K - 1; i >= 0; i-- {
+				p[i] += h * glW[l] * dens[i*glN+l] * pre[i] * suf
+				suf *= Fn[i*glN+l]
+			}
+		}
+	}
+	// Beyond the last breakpoint.
+	pre[0] = 1
+	for i := range K {
+		pre[i+1] = pre[i] * F[i]
+	}
+	suf, sum := 1.0, 0.0
+	for i := K - 1; i >= 0; i-- {
+		p[i] += max(1-F[i], 0) * pre[i] * suf
+		suf *= F[i]
+		sum += p[i]
+	}
+	for i, k := range arms {
+		dst[k] = p[i] / sum
+	}
+}
+
+// winBreaks are StudentWinProbs' breakpoints per arm, in its scales.
+var winBreaks = []float64{-30, -6, -2, 0, 2, 6, 30}
+
+// glN-point Gauss–Legendre nodes glX and weights glW on [-1, 1], and
+// glA[l][m] = ∫_{-1}^{glX[l]} L_m(x) dx for the Lagrange basis L_m on the
+// nodes: Σ_m glA[l][m] f(glX[m]) integrates the interpolant of f from -1
+// to glX[l].
+const glN = 8
+
+var glX, glW [glN]float64
+var glA [glN][glN]float64
+
+func init() {
+	// Nodes by Newton's method on P_n from Chebyshev starting points
+	// (Press et al. 2007, Numerical Recipes, Section 4.6.1, gauleg).
+	for i := range glN {
+		x := math.Cos(math.Pi * (float64(i) + 0.75) / (glN + 0.5))
+		var dp float64
+		for range 100 {
+			p0, p1 := 1.0, 0.0
+			for j := 1; j <= glN; j++ {
+				p0, p1 = ((2*float64(j)-1)*x*p0-(float64(j)-1)*p1)/float64(j), p0
+			}
+			dp = glN * (x*p0 - p1) / (x*x - 1)
+			dx := p0 / dp
+			x -= dx
+			if math.Abs(dx) < 1e-16 {
+				break
+			}
+		}
+		glX[glN-1-i] = x
+		glW[glN-1-i] = 2 / ((1 - x*x) * dp * dp)
+	}
+	// glA by the same rule on [-1, glX[l]]: L_m has degree glN-1, which
+	// glN points integrate exactly.
+	for l := range glN {
+		h, c := (glX[l]+1)/2, (glX[l]-1)/2
+		for q := range glN {
+			y := c + h*glX[q]
+			for m := range glN {
+				L := 1.0
+				for r := range glN {
+					if r != m {
+						L *= (y - glX[r]) / (glX[m] - glX[r])
+					}
+				}
+				glA[l][m] += h * glW[q] * L
+			}
+		}
+	}
+}
