@@ -119,6 +119,7 @@ type Linear struct {
 	spread []float64 // √(zᵀΛ_k⁻¹z) per arm
 	scale  []float64 // the t's scale per arm, spread·√(b/a)
 	nu     []float64 // the t's degrees of freedom per arm, 2a
+	win    winScratch
 }
 
 // linearArm is one arm's posterior.
@@ -225,7 +226,7 @@ func (l *Linear) Decide(_ context.Context, x []float64, excluded []bool) (Decisi
 			l.scale[k] = l.spread[k] * math.Sqrt(arm.b/arm.a)
 			l.nu[k] = 2 * arm.a
 		}
-		StudentWinProbs(d.Probabilities, l.mean, l.scale, l.nu, excluded)
+		l.win.winProbs(d.Probabilities, l.mean, l.scale, l.nu, excluded)
 	}
 	return d, nil
 }

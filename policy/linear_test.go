@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -422,7 +424,7 @@ func linNewErr(cfg LinearConfig) error {
 // simulated step, on a posterior that has seen 1000 observations.
 func BenchmarkLinear(b *testing.B) {
 	for _, bc := range []struct{ features, arms, m int }{
-		{2, 5, -1}, {22, 2, -1}, {117, 2, -1}, {117, 2, 100}, {117, 10, -1},
+		{2, 5, -1}, {2, 2, 32}, {2, 4, 32}, {2, 10, 32}, {22, 2, -1}, {117, 2, -1}, {117, 2, 100}, {117, 10, -1},
 	} {
 		m := "off"
 		if bc.m > 0 {
@@ -446,6 +448,12 @@ func BenchmarkLinear(b *testing.B) {
 			}
 			b.ReportAllocs()
 			i := 0
+			cpu := cpustat.Self()
+			defer func() {
+				// CPU time per op, which a loaded machine does not inflate
+				// as it does ns/op.
+				b.ReportMetric(float64((cpustat.Self()-cpu).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/op")
+			}()
 			for b.Loop() {
 				x := xs[i%len(xs)]
 				d, err := l.Decide(ctx, x, nil)

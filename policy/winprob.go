@@ -23,7 +23,9 @@ import (
 // (f_k, F_j the densities and distribution functions), computed for every
 // arm at once on one grid: composite 8-point Gauss–Legendre panels
 // between breakpoints at every allowed arm's Loc + Scale·{0, ±2, ±6, ±30}
-// (so that the narrowest arm is resolved wherever it lies), each F_j
+// (so that the narrowest arm is resolved wherever it lies) between the
+// highest of the arms' lower ends and the highest of their upper ends
+// (outside it the integrands are negligible), each F_j
 // carried from panel to panel by integrating f_j over the panel with the
 // same nodes (the antiderivative of the degree-7 interpolant at each node:
 // spectral integration), started from its exact value at the first
@@ -33,14 +35,35 @@ import (
 // is below 1e-5 (TestStudentWinProbsAgainstMonteCarlo). Every Scale must
 // be > 0 and every Nu > 0; dst, Loc, Scale and Nu have one entry per arm.
 //
-// It allocates its scratch: O(arms) slices per call.
+// It allocates its scratch, O(arms) floats, per call; Linear.Decide
+// reuses its own.
 func StudentWinProbs(dst, loc, scale, nu []float64, excluded []bool) {
+	var ws winScratch
+	ws.winProbs(dst, loc, scale, nu, excluded)
+}
+
+// winScratch is StudentWinProbs' scratch, grown as needed and reused.
+type winScratch struct {
+	arms                        []int
+	br, lc, F, dens, Fn, pre, p []float64
+}
+
+// grow returns s with length n, reusing its array when large enough.
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
+
+func (ws *winScratch) winProbs(dst, loc, scale, nu []float64, excluded []bool) {
 	n := len(dst)
 	if len(loc) != n || len(scale) != n || len(nu) != n || (excluded != nil && len(excluded) != n) {
 		panic(fmt.Sprintf("policy: StudentWinProbs with %d, %d, %d, %d entries for %d arms", len(loc), len(scale), len(nu), len(excluded), n))
 	}
 	clear(dst)
-	var arms []int
+	arms := ws.arms[:0]
+	defer func() { ws.arms = arms }()
 	for k := range n {
 		if excluded == nil || !excluded[k] {
 			if !(scale[k] > 0) || !(nu[k] > 0) || math.IsInf(scale[k], 0) || math.IsNaN(loc[k]) || math.IsInf(loc[k], 0) {
@@ -58,10 +81,25 @@ func StudentWinProbs(dst, loc, scale, nu []float64, excluded []bool) {
 	}
 	K := len(arms)
 	// Breakpoints.
-	br := make([]float64, 0, K*len(winBreaks))
+	br := ws.br[:0]
+	defer func() { ws.br = br }()
+	// Below L = max_k (Loc_k + winBreaks[0] Scale_k) some arm's F is
+	// negligible and every other density too, so no P(k) gets mass
+	// there; above U = max_k (Loc_k + winBreaks[last] Scale_k) every F
+	// is about 1 (the tail term below takes what is left). Only the
+	// breakpoints in [L, U] are kept: arms far behind the leader add no
+	// panels.
+	L, U := math.Inf(-1), math.Inf(-1)
+	for _, k := range arms {
+		L = max(L, loc[k]+winBreaks[0]*scale[k])
+		U = max(U, loc[k]+winBreaks[len(winBreaks)-1]*scale[k])
+	}
+	br = append(br, L, U)
 	for _, k := range arms {
 		for _, b := range winBreaks {
-			br = append(br, loc[k]+b*scale[k])
+			if x := loc[k] + b*scale[k]; x > L && x < U {
+				br = append(br, x)
+			}
 		}
 	}
 	slices.Sort(br)
@@ -72,18 +110,16 @@ func StudentWinProbs(dst, loc, scale, nu []float64, excluded []bool) {
 	br = slices.CompactFunc(br, func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*minScale })
 
 	// Per arm: log normalizing constant of the density, the running F.
-	lc := make([]float64, K)
-	F := make([]float64, K)
+	ws.lc, ws.F, ws.pre, ws.p = grow(ws.lc, K), grow(ws.F, K), grow(ws.pre, K+1), grow(ws.p, K)
+	ws.dens, ws.Fn = grow(ws.dens, K*glN), grow(ws.Fn, K*glN)
+	lc, F, pre, p, dens, Fn := ws.lc, ws.F, ws.pre, ws.p, ws.dens, ws.Fn
+	clear(p)
 	for i, k := range arms {
 		a, _ := math.Lgamma((nu[k] + 1) / 2)
 		b, _ := math.Lgamma(nu[k] / 2)
 		lc[i] = a - b - 0.5*math.Log(nu[k]*math.Pi) - math.Log(scale[k])
 		F[i] = distuv.StudentsT{Mu: loc[k], Sigma: scale[k], Nu: nu[k]}.CDF(br[0])
 	}
-	dens := make([]float64, K*glN) // dens[i*glN+l]
-	Fn := make([]float64, K*glN)
-	pre := make([]float64, K+1)
-	p := make([]float64, K)
 	for b := 1; b < len(br); b++ {
 		lo, hi := br[b-1], br[b]
 		h, c := (hi-lo)/2, (hi+lo)/2
