@@ -1221,6 +1221,14 @@ type Propensity struct {
 	// each group's conditional probabilities (policy.WinProbs); with two
 	// they are exact and it is absent.
 	OutputDraws int `json:"output_draws,omitempty"`
+	// StdError, for the Monte Carlo estimators (not Exact), bounds the
+	// standard error of each probability before the floor:
+	// 1/(2 sqrt(Groups)), the binomial bound for an argmax frequency
+	// over Groups independent groups, which the conditional
+	// probabilities of "mean-field" and "laplace" (diagonal) do not
+	// exceed (Rao-Blackwell). For "refined-pool" it is the error given
+	// the samples at hand.
+	StdError float64 `json:"std_error,omitempty"`
 	// Floor is MinPropensity for the estimated probabilities
 	// (estimators other than "exact"): each was mixed with the uniform
 	// distribution over the m allowed arms at weight m*Floor
@@ -1452,6 +1460,9 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 	if prop.Estimator != "exact" {
 		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
 		prop.Floor = MinPropensity
+		if !prop.Exact && prop.Groups > 0 {
+			prop.StdError = 0.5 / math.Sqrt(float64(prop.Groups))
+		}
 	}
 	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
 	return prop, nil

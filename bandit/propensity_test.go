@@ -122,6 +122,13 @@ func TestLoggedPropensityIsTheFrequencyOfTheArm(t *testing.T) {
 				}
 				d := o.Decision
 				est = o.Propensity.Estimator
+				if pr := o.Propensity; pr.Exact || est == "exact" {
+					if pr.StdError != 0 {
+						t.Fatalf("decision %d: exact propensities %+v state a standard error", i, *pr)
+					}
+				} else if want := 0.5 / math.Sqrt(float64(pr.Groups)); pr.StdError != want {
+					t.Fatalf("decision %d: Monte Carlo propensities %+v, want std_error 1/(2 sqrt(groups)) = %g", i, *pr, want)
+				}
 				// The exact rules and computations give the same
 				// probabilities at the same context and posterior.
 				if est == "exact" || est == "linear-posterior" {

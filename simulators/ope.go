@@ -551,7 +551,7 @@ func describePropensity(p *bandit.Propensity) string {
 	case p.Exact:
 		return fmt.Sprintf("%s: exact over the %d subsets of %d samples, floor %g", p.Estimator, p.Groups, p.Samples, p.Floor)
 	}
-	return fmt.Sprintf("%s: Monte Carlo over %d groups (%d samples), floor %g", p.Estimator, p.Groups, p.Samples, p.Floor)
+	return fmt.Sprintf("%s: Monte Carlo over %d groups (%d samples), standard error at most %.2g, floor %g", p.Estimator, p.Groups, p.Samples, p.StdError, p.Floor)
 }
 
 // Agent returns the frozen agent (nil for the logging candidate).
