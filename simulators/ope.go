@@ -347,6 +347,18 @@ const (
 	// MaxWeightShare: one row carrying more than 5% of the sum of the
 	// weights moves the estimate by itself.
 	MaxWeightShare = 0.05
+	// MaxMeanWeightGap: the mean weight w̄ = (1/n) Σ w_i has expectation
+	// 1 under the logging policy when every arm the candidate plays is
+	// supported and the propensities are right (Owen 2013, Section
+	// 9.3, the average importance weight); it is warned of when it
+	// differs from 1 by more than 0.1 and by more than 3 of its
+	// standard errors. A near-deterministic logging policy (a learnt
+	// linear TS logs its arm at 0.9999) gives the candidate's other arms
+	// weights that are huge but never drawn: ESS and the largest weight
+	// look fine, and w̄ is what shows it (issue 30: uniform on a linear
+	// TS log of the mushroom bandit has w̄ = 0.5, IPS half the logged
+	// mean).
+	MaxMeanWeightGap = 0.1
 	// MaxUnsupportedMass: more than 1% of the candidate's probability
 	// on arms the logging policy could not choose (μ = 0: excluded, or
 	// added after the row was logged) is value that IPS, SNIPS and DR
@@ -364,6 +376,9 @@ type Diagnostics struct {
 	// divided by the sum of the weights (0 when every weight is 0).
 	MaxWeight      float64 `json:"max_weight"`
 	MaxWeightShare float64 `json:"max_weight_share"`
+	// MeanWeight is (1/n) Σ w_i, MeanWeightSE its standard error.
+	MeanWeight   float64 `json:"mean_weight"`
+	MeanWeightSE float64 `json:"mean_weight_se"`
 	// UnsupportedMass is the candidate's mean probability over the rows
 	// of arms whose logged propensity is 0,
 	//
@@ -375,7 +390,8 @@ type Diagnostics struct {
 	UnsupportedMass *float64 `json:"unsupported_mass"`
 	NewArmMass      *float64 `json:"new_arm_mass"`
 	// Warnings name every threshold crossed (MinESSFraction,
-	// MaxWeightShare, MaxUnsupportedMass), and an unknown support.
+	// MaxWeightShare, MaxMeanWeightGap, MaxUnsupportedMass), and an
+	// unknown support.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -389,6 +405,11 @@ func Diagnose(rows []OPERow) Diagnostics {
 		d.MaxWeight = max(d.MaxWeight, w)
 	}
 	n := float64(len(rows))
+	ws := make([]float64, len(rows))
+	for i := range rows {
+		ws[i] = rows[i].Weight()
+	}
+	d.MeanWeight, d.MeanWeightSE = meanSE(ws)
 	d.ESS = ESS(rows)
 	d.ESSFraction = d.ESS / n
 	if sw > 0 {
@@ -419,6 +440,9 @@ func Diagnose(rows []OPERow) Diagnostics {
 	}
 	if d.MaxWeightShare > MaxWeightShare {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("the largest weight %.3g is %.1f%% of the sum of the weights (over %.0f%%): one row moves the weighted estimates", d.MaxWeight, 100*d.MaxWeightShare, 100*MaxWeightShare))
+	}
+	if gap := math.Abs(d.MeanWeight - 1); gap > MaxMeanWeightGap && gap > 3*d.MeanWeightSE {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the mean weight is %.3g ± %.2g, not 1 (off by more than %.1f and 3 standard errors): the candidate plays arms the logging policy (almost) never chose, or the logged propensities are off; the weighted estimates miss that part", d.MeanWeight, d.MeanWeightSE, MaxMeanWeightGap))
 	}
 	switch {
 	case !known:

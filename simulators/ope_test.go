@@ -360,7 +360,7 @@ var gapWorld = opeWorld{
 // On a log where the candidate has half its probability on an arm the
 // logging policy never played (one added after the rows were logged),
 // Diagnose reports unsupported mass 0.5, all of it on a new arm, with a
-// warning; IPS misses the arm's value by more than 10 of its standard
+// warning (and one on the mean weight, about 0.5); IPS misses the arm's value by more than 10 of its standard
 // errors, and switch with the true model recovers the value (within 4
 // SE) by valuing that arm with the model.
 func TestSupportGapIsReportedAndSwitchCoversIt(t *testing.T) {
@@ -374,9 +374,11 @@ func TestSupportGapIsReportedAndSwitchCoversIt(t *testing.T) {
 	if d.UnsupportedMass == nil || math.Abs(*d.UnsupportedMass-0.5) > 1e-12 || math.Abs(*d.NewArmMass-0.5) > 1e-12 {
 		t.Fatalf("unsupported %v, new arms %v; want 0.5 and 0.5", d.UnsupportedMass, d.NewArmMass)
 	}
-	if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "50.0% of the candidate's probability is on arms the logging policy could not choose") ||
-		!strings.Contains(d.Warnings[0], "50.0% on arms added after") {
-		t.Errorf("warnings %q, want one on the support naming the new arms", d.Warnings)
+	// The mean weight sees the gap too: E[w] = 1 - 0.5.
+	if len(d.Warnings) != 2 || !strings.Contains(d.Warnings[0], "the mean weight is 0.5") ||
+		!strings.Contains(d.Warnings[1], "50.0% of the candidate's probability is on arms the logging policy could not choose") ||
+		!strings.Contains(d.Warnings[1], "50.0% on arms added after") {
+		t.Errorf("warnings %q, want one on the mean weight and one on the support naming the new arms", d.Warnings)
 	}
 	want, z := gapWorld.value(), ZOfLevel(0.95)
 	if math.Abs(want-1.36) > 1e-12 {
@@ -394,7 +396,8 @@ func TestSupportGapIsReportedAndSwitchCoversIt(t *testing.T) {
 // nothing (ESS n, largest weight 1/n of the sum, no support gap); 999
 // rows of weight 1 and one of weight 1,000 warn of ESS (4.0%% of the rows:
 // (1999)²/(999 + 10⁶) = 3.99) and of the largest weight (50%% of the sum);
-// a log without every propensity warns that the support is unknown.
+// a near-deterministic logger warns of the mean weight only; a log
+// without every propensity warns that the support is unknown.
 func TestDiagnoseWarnsOutOfRange(t *testing.T) {
 	w := testWorld
 	w.pi = w.mu
@@ -414,6 +417,18 @@ func TestDiagnoseWarnsOutOfRange(t *testing.T) {
 	if math.Abs(d.ESS-1999*1999/(999+1e6)) > 1e-9 || math.Abs(d.MaxWeightShare-1000.0/1999) > 1e-12 || len(d.Warnings) != 2 ||
 		!strings.Contains(d.Warnings[0], "ESS 4 is 0.4% of the 1000 rows") || !strings.Contains(d.Warnings[1], "the largest weight 1e+03 is 50.0% of the sum") {
 		t.Errorf("one heavy weight: %+v", d)
+	}
+	// A near-deterministic logger (its arm at 0.9999, the other at
+	// 1e-4) and a uniform candidate: every weight is 0.5/0.9999, so ESS
+	// is n and the largest weight 1/n of the sum, and only the mean
+	// weight, 0.50005 with standard error 0 (to rounding), says that half of the
+	// candidate's play is where the log has no rows.
+	var det []OPERow
+	for range 1000 {
+		det = append(det, OPERow{Pi: []float64{0.5, 0.5}, Arm: 0, Mu: 0.9999, Reward: 1, MuAll: []float64{0.9999, 1e-4}})
+	}
+	if d := Diagnose(det); math.Abs(d.MeanWeight-0.5/0.9999) > 1e-12 || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "the mean weight is 0.5 ±") {
+		t.Errorf("a near-deterministic logger: %+v, want one warning, on the mean weight", d)
 	}
 	heavy[3].MuAll = nil
 	if d := Diagnose(heavy); d.UnsupportedMass != nil || !strings.Contains(strings.Join(d.Warnings, "; "), "support unknown") {

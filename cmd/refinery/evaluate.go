@@ -95,6 +95,12 @@ when one is out of range:
                estimates effectively rest on: warned under 10% of the rows
   max w        the largest weight, and its share of the sum of the weights:
                warned over 5% (one row moves the estimate)
+  mean w       the mean weight, whose expectation is 1 when the candidate
+               plays only where the logging policy could and mu is right:
+               warned when off by more than 0.1 and 3 standard errors (a
+               near-deterministic logger, e.g. a learnt linear-ts at
+               0.9999, never shows the rows where the candidate differs,
+               and ESS and max w look fine)
   unsupported  the candidate's mean probability on arms whose logged
                propensity is 0 (excluded when logged, or added later by
                add_arms, which is shown apart): warned over 1%; IPS, SNIPS
@@ -558,12 +564,13 @@ func writeEvalTable(w io.Writer, o *evalOutput) error {
 	fmt.Fprintf(w, "candidates fit on the oldest %d, estimated on the newest %d (mean logged reward there %.4g, smallest logged propensity %.3g)\n\n",
 		r.TrainRows, r.EvalRows, r.LoggedMean, r.MinPropensity)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "candidate\testimator\tvalue\t%.0f%% interval\tESS\tmax w (share)\tunsupported\t\n", 100*r.Level)
+	fmt.Fprintf(tw, "candidate\testimator\tvalue\t%.0f%% interval\tESS\tmax w (share)\tmean w\tunsupported\t\n", 100*r.Level)
 	for _, c := range r.Candidates {
 		for i, e := range c.Estimates {
-			ess, mw, un := "", "", ""
+			ess, mw, mean, un := "", "", "", ""
 			if i == 0 {
 				ess, mw = fmt.Sprintf("%.0f", c.ESS), fmt.Sprintf("%.3g (%.1f%%)", c.MaxWeight, 100*c.MaxWeightShare)
+				mean = fmt.Sprintf("%.3g", c.MeanWeight)
 				un = "?"
 				if c.UnsupportedMass != nil {
 					un = fmt.Sprintf("%.1f%%", 100**c.UnsupportedMass)
@@ -572,7 +579,7 @@ func writeEvalTable(w io.Writer, o *evalOutput) error {
 					}
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.4g\t[%.4g, %.4g]\t%s\t%s\t%s\t\n", c.Name, e.Estimator, e.Value, e.Lo, e.Hi, ess, mw, un)
+			fmt.Fprintf(tw, "%s\t%s\t%.4g\t[%.4g, %.4g]\t%s\t%s\t%s\t%s\t\n", c.Name, e.Estimator, e.Value, e.Lo, e.Hi, ess, mw, mean, un)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -589,8 +596,8 @@ func writeEvalTable(w io.Writer, o *evalOutput) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "clipped-ips caps weights at %g; switch uses ips where pi/mu <= %g and dm elsewhere (Wang et al. 2017); warnings when ESS < %.0f%% of the rows, the largest weight > %.0f%% of their sum, or > %.0f%% of pi on arms mu could not choose\n",
-		r.Clip, r.SwitchTau, 100*simulators.MinESSFraction, 100*simulators.MaxWeightShare, 100*simulators.MaxUnsupportedMass)
+	fmt.Fprintf(w, "clipped-ips caps weights at %g; switch uses ips where pi/mu <= %g and dm elsewhere (Wang et al. 2017); warnings when ESS < %.0f%% of the rows, the largest weight > %.0f%% of their sum, the mean weight off 1 by > %g (and 3 s.e.), or > %.0f%% of pi on arms mu could not choose\n",
+		r.Clip, r.SwitchTau, 100*simulators.MinESSFraction, 100*simulators.MaxWeightShare, simulators.MaxMeanWeightGap, 100*simulators.MaxUnsupportedMass)
 	fmt.Fprintf(w, "intervals: normal (CLT) on the per-row terms, SNIPS by the delta method; dm's covers the contexts' sampling only, not the reward model's bias\n")
 	fmt.Fprintf(w, "reward model (dm, dr): Bayesian linear regression per arm (linear-ts's model), posterior mean, fit to the training rows\n")
 	for _, c := range r.Candidates {
