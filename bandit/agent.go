@@ -1205,7 +1205,8 @@ type Propensity struct {
 	// policy.samples-subset of the samples at hand (at most
 	// policy.MaxExactSubsets): the probabilities are then exact given
 	// those samples, in steps of 1/Groups; and for "linear-posterior",
-	// computed to 1e-5 by policy.StudentWinProbs (Samples and Groups 0).
+	// computed to about 1e-5 by policy.StudentWinProbs (Samples and
+	// Groups 0).
 	//
 	// The chosen arm's estimate is never below what the decision's own
 	// draw implies: the decision's group is one of the Groups counted,

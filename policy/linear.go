@@ -193,7 +193,7 @@ func (l *Linear) Config() LinearConfig { return l.cfg }
 //
 // (Murphy 2012, Section 7.6.3.3), independent across arms, so the
 // probability that the rule picks k is the one-dimensional integral that
-// StudentWinProbs computes, to better than 1e-5. Excluded arms get
+// StudentWinProbs computes (to about 1e-5: see there). Excluded arms get
 // exactly 0.
 //
 // Each call draws, per arm, one gamma (Marsaglia–Tsang, a few uniforms

@@ -539,7 +539,7 @@ func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
 	}
 	switch {
 	case !exact && !estimated:
-		return fmt.Sprintf("logged propensities: computed (linear-ts, neural-linear: numerical integration of the exact posterior, to 1e-5; exact for any uniform, greedy, eps-greedy decisions), floored at %g: IPS and DR are unbiased up to the floor, which caps every weight at %g; a log written before this version holds Monte Carlo estimates instead", bandit.MinPropensity, 1/bandit.MinPropensity)
+		return fmt.Sprintf("logged propensities: computed (linear-ts, neural-linear: numerical integration of the exact posterior, to about 1e-5; exact for any uniform, greedy, eps-greedy decisions), floored at %g: IPS and DR are unbiased up to the floor, which caps every weight at %g; a log written before this version holds Monte Carlo estimates instead", bandit.MinPropensity, 1/bandit.MinPropensity)
 	case exact:
 		return "logged propensities: exact (uniform, greedy, eps-greedy: 1-eps+eps/m for the greedy arm, eps/m for the others); IPS and DR are unbiased, SNIPS consistent"
 	case estimated:
