@@ -117,7 +117,7 @@ bench-replicas: build ## decisions/s with 1, 2 and 3 serve replicas on one Postg
 
 .PHONY: bench-ope
 bench-ope: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/refinery_test?sslmode=disable
-bench-ope: data ## off-policy evaluation against truth: OPE_REPS (20) logs of 20,000 eps-greedy decisions through serve on the mushroom and wheel bandits, uniform, greedy, linear TS and refined TS estimated (IPS, SNIPS, DR, DM) and their true values; into bench/ope.md, ope-runs.csv and ope-*.png (10 CPU-minutes of the test process; 46 minutes wall at load 6-11)
+bench-ope: data ## off-policy evaluation against truth: OPE_REPS (20) logs of 20,000 decisions of each OPE_LOGGING policy (eps-greedy,linear-ts) through serve on the mushroom and wheel bandits, uniform, greedy, linear TS and refined TS estimated (IPS, clipped IPS, SNIPS, DR, DM, switch, with the diagnostics) and their true values; into bench/ope.md, ope-runs.csv and ope-*.png (about 70 s wall per log at load 6-11: 90 minutes for the default 20 x 2 x 2)
 	OPE_BENCH_OUT=$(CURDIR)/bench/ope.md OPE_DATA=$(CURDIR)/$(DATA_DIR) OPE_REPS=$${OPE_REPS:-20} $(GO) test -count=1 -run '^TestOPEBench$$' -v -timeout 120m ./cmd/refinery/
 
 .PHONY: bench-mushroom-delay

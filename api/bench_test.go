@@ -27,9 +27,10 @@ import (
 // its JSON response, then POST .../reward, on the in-memory store (the
 // PostgreSQL write is BenchmarkWrites'). The trainer is held back
 // (training.min_interval 1h) so that it does not run inside the
-// measurement. One op is a decision and its reward.
+// measurement. One op is a decision and its reward. linear-ts and mf-ts
+// are there for the cost of their propensities (issue 30, finding 1).
 func BenchmarkDecisionRequest(b *testing.B) {
-	for _, policy := range []string{"eps-greedy", "refined-ts"} {
+	for _, policy := range []string{"eps-greedy", "refined-ts", "linear-ts", "mf-ts"} {
 		b.Run(policy, func(b *testing.B) { benchDecisionRequest(b, policy) })
 	}
 }

@@ -116,6 +116,11 @@ func appendDecision(b []byte, arms []string, d *bandit.Decision, prop *bandit.Pr
 			b = strconv.AppendInt(b, int64(p.OutputDraws), 10)
 		}
 		var fine bool
+		if p.StdError != 0 {
+			b = append(b, `,"std_error":`...)
+			b, fine = appendFloat(b, p.StdError)
+			ok = ok && fine
+		}
 		if p.Floor != 0 {
 			b = append(b, `,"floor":`...)
 			b, fine = appendFloat(b, p.Floor)

@@ -1212,8 +1212,8 @@ type Propensity struct {
 	// Estimator is "exact" (uniform, greedy, eps-greedy), "mean-field"
 	// (Monte Carlo over groups of mean-field draws), "refined-pool"
 	// (resampled groups of the refined samples at hand),
-	// "linear-posterior" (Monte Carlo over exact posterior draws:
-	// linear-ts, neural-linear), "laplace" (groups of Laplace draws:
+	// "linear-posterior" (computed from the exact posterior by numerical
+	// integration: linear-ts, neural-linear; Exact), "laplace" (groups of Laplace draws:
 	// laplace-ts) or "flow" (groups of flow-refined draws: flow-ts).
 	Estimator string `json:"estimator"`
 	// Samples is the number of distinct posterior samples behind the
@@ -1225,13 +1225,32 @@ type Propensity struct {
 	// Exact is true for "refined-pool" when Groups is every
 	// policy.samples-subset of the samples at hand (at most
 	// policy.MaxExactSubsets): the probabilities are then exact given
-	// those samples, in steps of 1/Groups.
+	// those samples, in steps of 1/Groups; and for "linear-posterior",
+	// computed to about 1e-5 by policy.StudentWinProbs (Samples and
+	// Groups 0).
+	//
+	// The chosen arm's estimate is never below what the decision's own
+	// draw implies: the decision's group is one of the Groups counted,
+	// so an argmax frequency gives it at least 1/Groups (1/Groups for an
+	// exact subset enumeration, the decision's subset being one), and a
+	// "mean-field" or "laplace" (diagonal) estimate with OutputDraws at
+	// least 1/(Groups (OutputDraws+1)) (before the floor's mixing). The
+	// standard error of a Monte Carlo estimate p̂ is at most
+	// 1/(2 sqrt(Groups)).
 	Exact bool `json:"exact,omitempty"`
 	// OutputDraws, for "mean-field" with more than two allowed arms, is
 	// the number of draws of the output layer's noise per group behind
 	// each group's conditional probabilities (policy.WinProbs); with two
 	// they are exact and it is absent.
 	OutputDraws int `json:"output_draws,omitempty"`
+	// StdError, for the Monte Carlo estimators (not Exact), bounds the
+	// standard error of each probability before the floor:
+	// 1/(2 sqrt(Groups)), the binomial bound for an argmax frequency
+	// over Groups independent groups, which the conditional
+	// probabilities of "mean-field" and "laplace" (diagonal) do not
+	// exceed (Rao-Blackwell). For "refined-pool" it is the error given
+	// the samples at hand.
+	StdError float64 `json:"std_error,omitempty"`
 	// Floor is MinPropensity for the estimated probabilities
 	// (estimators other than "exact"): each was mixed with the uniform
 	// distribution over the m allowed arms at weight m*Floor
@@ -1291,8 +1310,9 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 //     (nn.Predictor.SampleLocalMoments, policy.ThompsonGauss): the mean
 //     over the groups of each arm's conditional probability of winning,
 //     exact given a group's hidden layers with two allowed arms and
-//     estimated from policy.OutputDraws draws with more; unbiased, with
-//     no steps of 1/M;
+//     estimated from policy.OutputDraws draws with more (the decision's
+//     own group from those and its own draw); unbiased, with no steps
+//     of 1/M;
 //   - refined-ts: the decision's S samples are a uniform draw without
 //     replacement from the usable refined samples in the bank (the
 //     pool; Propensity.Samples says how many); the probability of each
@@ -1300,8 +1320,9 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 //     there are at most policy.MaxExactSubsets (the default bank of 16
 //     in groups of 3: 560; Propensity.Exact), and otherwise estimated
 //     from M-1 further subsets drawn the same way (policy.ThompsonVote);
-//   - linear-ts, and neural-linear on the network's features: M
-//     further draws from the exact posterior (policy.Linear);
+//   - linear-ts, and neural-linear on the network's features: exact,
+//     the integral of the independent Student-t posterior predictives
+//     (policy.Linear, policy.StudentWinProbs; issue 30, finding 1);
 //   - laplace-ts (diagonal): as mf-ts, on the Laplace posterior;
 //     flow-ts and last-layer laplace-ts: M-1 more groups of fresh draws
 //     from the posterior, voting (policy.ThompsonVote).
@@ -1444,7 +1465,7 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 		if err != nil {
 			return nil, err
 		}
-		prop = &Propensity{Estimator: "linear-posterior", Samples: a.cfg.Policy.PropensitySamples + 1, Groups: a.cfg.Policy.PropensitySamples}
+		prop = &Propensity{Estimator: "linear-posterior", Exact: true}
 	case LaplaceTS, FlowTS:
 		if a.cfg.Policy.lastLayer() {
 			prop = a.lastLayerThompson(&pd, m, x, excluded, rng)
@@ -1468,6 +1489,9 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 	if prop.Estimator != "exact" {
 		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
 		prop.Floor = MinPropensity
+		if !prop.Exact && prop.Groups > 0 {
+			prop.StdError = 0.5 / math.Sqrt(float64(prop.Groups))
+		}
 	}
 	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
 	return prop, nil

@@ -12,9 +12,10 @@ import (
 
 // Probabilities returns, for the encoded context x, the probability that
 // the agent's policy picks each arm, computed by the code and estimator
-// Decide uses (choose: exact for uniform, greedy and eps-greedy; the
-// Monte Carlo or subset estimates of the Thompson-sampling kinds, floored
-// at MinPropensity). Nothing is stored and no observer is told; the
+// Decide uses (choose: exact for uniform, greedy and eps-greedy;
+// computed by numerical integration for linear-ts and neural-linear; the
+// Monte Carlo or subset estimates of the other Thompson-sampling kinds;
+// floored at MinPropensity but for the first three). Nothing is stored and no observer is told; the
 // random sources advance as a decision's would (a refined-ts agent in
 // step mode refines when its bank runs short, as Decide does). No arm is
 // excluded.

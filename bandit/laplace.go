@@ -137,8 +137,7 @@ func (a *Agent) neuralLinear(ctx context.Context, pd *policy.Decision, m *model,
 		return nil, err
 	}
 	*pd = d
-	M := a.cfg.Policy.PropensitySamples
-	return &Propensity{Estimator: "linear-posterior", Samples: M + 1, Groups: M}, nil
+	return &Propensity{Estimator: "linear-posterior", Exact: true}, nil
 }
 
 // encodePosterior puts m's fitted posterior into a snapshot's meta.

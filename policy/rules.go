@@ -71,18 +71,32 @@ func UniformRule(d *Decision, arms int, excluded []bool, rng *rand.Rand) {
 //
 //	p(greedy) = 1 - eps + eps/m,   p(other allowed arm) = eps/m,
 //
-// m the number of allowed arms. d.Scores must hold the scores.
+// m the number of allowed arms. d.Scores must hold the scores. When t
+// allowed arms tie for the highest score, Argmax picks one of them
+// uniformly, and each of them has
+//
+//	p(tied arm) = (1 - eps)/t + eps/m
+//
+// (issue 30, finding 1: the tie-breaker's pick used to get all of 1 - eps).
 func EpsGreedyRule(d *Decision, eps float64, excluded []bool, rng *rand.Rand) {
 	arms := len(d.Scores)
 	allowed := countAllowed(excluded, arms)
 	greedy := Argmax(d.Scores, excluded, rng)
 	d.Probabilities = sized(d.Probabilities, arms)
+	ties := 0
+	for a := range arms {
+		if (excluded == nil || !excluded[a]) && d.Scores[a] == d.Scores[greedy] {
+			ties++
+		}
+	}
 	for a := range arms {
 		if excluded == nil || !excluded[a] {
 			d.Probabilities[a] = eps / float64(allowed)
+			if d.Scores[a] == d.Scores[greedy] {
+				d.Probabilities[a] += (1 - eps) / float64(ties)
+			}
 		}
 	}
-	d.Probabilities[greedy] += 1 - eps
 	d.Arm = greedy
 	if eps > 0 && rng.Float64() < eps {
 		d.Arm = nthAllowed(excluded, arms, rng.IntN(allowed))
@@ -294,7 +308,10 @@ type Gaussian struct {
 // arms the conditional probabilities are exact (closed form), so p̂ has
 // no steps of 1/M and is 0 or 1 only where the Gaussians make it so in
 // floating point; with more, each is estimated from OutputDraws draws of
-// the output noise (steps of 1/(M OutputDraws)). ThompsonGauss returns
+// the output noise (steps of 1/(M OutputDraws)), and group 0's from
+// those and the decision's own draw, OutputDraws+1 in all, so that the
+// chosen arm never gets less than 1/(M (OutputDraws+1)): what the draw
+// that chose it implies. ThompsonGauss returns
 // M. d.Scores receives group 0's drawn f̄.
 func ThompsonGauss(d *Decision, g Gaussian, excluded []bool, rng *rand.Rand) int {
 	n := len(g.Mean) / g.Arms
@@ -320,6 +337,15 @@ func ThompsonGauss(d *Decision, g Gaussian, excluded []bool, rng *rand.Rand) int
 			d.Arm = Argmax(d.Scores, excluded, rng)
 		}
 		WinProbs(w, m, v, excluded, OutputDraws, rng)
+		if grp == 0 && winProbsDrawn(v, excluded) {
+			// The decision's own draw of the output noise is one more
+			// draw of group 0's: counted, the chosen arm has at least
+			// 1/(OutputDraws+1) of the group (issue 30, finding 1).
+			for j := range w {
+				w[j] *= OutputDraws / float64(OutputDraws+1)
+			}
+			w[d.Arm] += 1 / float64(OutputDraws+1)
+		}
 		for j, p := range w {
 			d.Probabilities[j] += p / float64(g.M)
 		}
@@ -390,6 +416,21 @@ func WinProbs(dst, m, v []float64, excluded []bool, draws int, rng *rand.Rand) {
 		}
 		dst[Argmax(x, excluded, rng)] += 1 / float64(draws)
 	}
+}
+
+// winProbsDrawn reports whether WinProbs estimates from draws (more
+// than two allowed arms, some variance positive) rather than computing
+// in closed form.
+func winProbsDrawn(v []float64, excluded []bool) bool {
+	if countAllowed(excluded, len(v)) <= 2 {
+		return false
+	}
+	for j := range v {
+		if (excluded == nil || !excluded[j]) && v[j] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // cdfRatio is Φ(d / sqrt(v)), with v = 0 a step (1/2 at d = 0).

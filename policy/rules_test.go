@@ -290,3 +290,30 @@ func TestExactRulesMatchFrequencies(t *testing.T) {
 		}
 	}
 }
+
+// Tied greedy arms share 1 - eps: with scores {1, 3, 3, 2} and eps 0.2
+// each of arms 1 and 2 has 0.4 + 0.05 = 0.45, the others 0.05, and over
+// 20,000 decisions each tied arm is played within 4.5 binomial standard
+// errors (0.0035) of 0.45 (issue 30, finding 1: the tie-breaker's pick
+// used to log 0.85 and the other tied arm 0.05).
+func TestEpsGreedyTiesShareTheGreedyProbability(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := []float64{0.05, 0.45, 0.45, 0.05}
+	freq := make([]float64, 4)
+	const n = 20000
+	for range n {
+		d := Decision{Scores: []float64{1, 3, 3, 2}}
+		EpsGreedyRule(&d, 0.2, nil, rng)
+		for k := range want {
+			if math.Abs(d.Probabilities[k]-want[k]) > 1e-12 {
+				t.Fatalf("probabilities %v, want %v", d.Probabilities, want)
+			}
+		}
+		freq[d.Arm] += 1.0 / n
+	}
+	for k := range want {
+		if se := math.Sqrt(want[k] * (1 - want[k]) / n); math.Abs(freq[k]-want[k]) > 4.5*se {
+			t.Errorf("arm %d played %.4f of the time, want %.2f ± %.4f", k, freq[k], want[k], 4.5*se)
+		}
+	}
+}

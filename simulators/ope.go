@@ -39,6 +39,14 @@ type OPERow struct {
 	Arm    int
 	Mu     float64
 	Reward float64
+	// MuAll is the logging policy's probability of every arm (nil when
+	// the log keeps only the chosen arm's, an OBP CSV): Switch and the
+	// support diagnostics need it.
+	MuAll []float64
+	// LoggedArms is the number of arms the bandit had when the row was
+	// logged (0: all of them); arms from LoggedArms on were added later
+	// (PATCH add_arms) and have MuAll 0.
+	LoggedArms int
 }
 
 // Weight returns the importance weight w_i = π(a_i|x_i) / μ(a_i|x_i).
@@ -47,20 +55,36 @@ func (r *OPERow) Weight() float64 { return r.Pi[r.Arm] / r.Mu }
 // Estimate is one estimator's value for one candidate with its normal
 // (CLT) confidence interval: Value ± z·SE, z the standard normal
 // quantile of the interval's level.
+//
+// A value that is undefined is NaN (null in JSON) and Reason says why.
 type Estimate struct {
 	Estimator string  `json:"estimator"`
 	Value     float64 `json:"value"`
 	SE        float64 `json:"se"`
 	Lo        float64 `json:"lo"`
 	Hi        float64 `json:"hi"`
+	Reason    string  `json:"reason,omitempty"`
 }
 
 // Estimator names, in the order OPEEstimates returns them.
 const (
-	EstIPS   = "ips"
-	EstSNIPS = "snips"
-	EstDR    = "dr"
-	EstDM    = "dm"
+	EstIPS        = "ips"
+	EstClippedIPS = "clipped-ips"
+	EstSNIPS      = "snips"
+	EstDR         = "dr"
+	EstDM         = "dm"
+	EstSwitch     = "switch"
+)
+
+// Defaults of the clipped IPS cap and the switch estimator's threshold:
+// 100, as Open Bandit Pipeline's examples use for the switch estimators
+// (tau = 1 and 100; its own default is no cap at all). With exact
+// logged propensities of an eps-greedy policy (eps >= 0.05 over up to 5
+// arms, the smallest 0.01) no weight reaches 100; a Thompson-sampling
+// propensity estimated at the 1e-4 floor gives 10,000.
+const (
+	DefaultClip      = 100
+	DefaultSwitchTau = 100
 )
 
 // ZOfLevel returns the standard normal quantile z with P(|Z| <= z) =
@@ -147,7 +171,7 @@ func SNIPS(rows []OPERow, z float64) Estimate {
 		swr += w * rows[i].Reward
 	}
 	if sw == 0 {
-		return Estimate{Estimator: EstSNIPS, Value: math.NaN(), SE: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
+		return undefined(EstSNIPS, "every importance weight is 0: the candidate never plays a logged arm")
 	}
 	v := swr / sw
 	t := make([]float64, len(rows))
@@ -156,6 +180,81 @@ func SNIPS(rows []OPERow, z float64) Estimate {
 	}
 	_, se := meanSE(t)
 	return interval(EstSNIPS, v, se/(sw/float64(len(rows))), z)
+}
+
+// undefined is an estimate whose value is undefined, with the reason.
+func undefined(name, reason string) Estimate {
+	nan := math.NaN()
+	return Estimate{Estimator: name, Value: nan, SE: nan, Lo: nan, Hi: nan, Reason: reason}
+}
+
+// ClippedIPS is IPS with every weight capped at clip (Strehl, Langford,
+// Li and Kakade 2010, Section 3, "Learning from logged implicit
+// exploration data"; Bottou et al. 2013, Section 4.2; Open Bandit
+// Pipeline's InverseProbabilityWeighting with lambda_),
+//
+//	V̂_clip = (1/n) Σ_i min(w_i, clip) r_i,
+//
+// biased (toward 0 for positive rewards, by what the capped weights
+// carried) but of bounded variance: a handful of huge weights from tiny
+// propensities cannot make it. Equal to IPS when no weight exceeds clip.
+// The interval is the normal one on the n terms.
+func ClippedIPS(rows []OPERow, clip, z float64) Estimate {
+	checkRows(rows)
+	if !(clip > 0) {
+		panic(fmt.Sprintf("simulators: ClippedIPS with cap %g", clip))
+	}
+	t := make([]float64, len(rows))
+	for i := range rows {
+		t[i] = min(rows[i].Weight(), clip) * rows[i].Reward
+	}
+	v, se := meanSE(t)
+	return interval(EstClippedIPS, v, se, z)
+}
+
+// Switch is the switch estimator of Wang, Agarwal and Dudík (2017),
+// "Optimal and Adaptive Off-policy Evaluation in Contextual Bandits"
+// (ICML), Section 4.1: importance weighting for the arms whose weight
+// ρ(a|x) = π(a|x)/μ(a|x) is at most tau, the direct method for the
+// others,
+//
+//	V̂_switch = (1/n) Σ_i [ w_i r_i 1{w_i <= tau}
+//	                      + Σ_a π(a|x_i) q̂(x_i, a) 1{ρ(a|x_i) > tau} ],
+//
+// so an arm the logging policy could not choose (μ = 0: ρ infinite) is
+// valued by the model rather than missed, and no weight above tau enters.
+// tau = +Inf is IPS on supported arms plus DM on the unsupported ones;
+// tau = 0 is DM. The interval is the normal one on the n bracketed
+// terms (it covers the contexts' and rewards' sampling, not q̂'s bias on
+// the switched arms). Rows need Q and MuAll; without them the estimate
+// is undefined.
+func Switch(rows []OPERow, tau, z float64) Estimate {
+	checkRows(rows)
+	if !(tau >= 0) {
+		panic(fmt.Sprintf("simulators: Switch with threshold %g", tau))
+	}
+	t := make([]float64, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		if r.Q == nil || r.MuAll == nil {
+			return undefined(EstSwitch, "the switch estimator needs every arm's logged propensity and the reward model")
+		}
+		for a, p := range r.Pi {
+			if p == 0 {
+				continue
+			}
+			// ρ = π/μ, infinite where μ = 0.
+			if mu := r.MuAll[a]; mu > 0 && p/mu <= tau {
+				if a == r.Arm {
+					t[i] += r.Weight() * r.Reward
+				}
+			} else {
+				t[i] += p * r.Q[a]
+			}
+		}
+	}
+	v, se := meanSE(t)
+	return interval(EstSwitch, v, se, z)
 }
 
 // DR is the doubly robust estimator (Dudík et al. 2011, Section 2.2,
@@ -223,14 +322,139 @@ func ESS(rows []OPERow) float64 {
 	return s * s / s2
 }
 
-// OPEEstimates returns IPS, SNIPS and, when the rows have Q, DR and DM,
-// at the interval level's z.
+// OPEEstimates returns IPS, clipped IPS (DefaultClip) and SNIPS and, when
+// the rows have Q, DR and DM, and switch (DefaultSwitchTau) when they
+// also have MuAll, at the interval level's z.
 func OPEEstimates(rows []OPERow, z float64) []Estimate {
-	out := []Estimate{IPS(rows, z), SNIPS(rows, z)}
+	out := []Estimate{IPS(rows, z), ClippedIPS(rows, DefaultClip, z), SNIPS(rows, z)}
 	if rows[0].Q != nil {
 		out = append(out, DR(rows, z), DM(rows, z))
+		if rows[0].MuAll != nil {
+			out = append(out, Switch(rows, DefaultSwitchTau, z))
+		}
 	}
 	return out
+}
+
+// Thresholds beyond which Diagnose warns that the importance-weighted
+// estimates (IPS, clipped IPS, SNIPS, DR, and switch's weighted part)
+// cannot be trusted.
+const (
+	// MinESSFraction: an ESS below 10% of the rows means a tenth of them
+	// carry the estimate (Owen 2013, Section 9.3, reads ESS as the
+	// number of equally weighted rows the estimate is worth).
+	MinESSFraction = 0.1
+	// MaxWeightShare: one row carrying more than 5% of the sum of the
+	// weights moves the estimate by itself.
+	MaxWeightShare = 0.05
+	// MaxMeanWeightGap: the mean weight w̄ = (1/n) Σ w_i has expectation
+	// 1 under the logging policy when every arm the candidate plays is
+	// supported and the propensities are right (Owen 2013, Section
+	// 9.3, the average importance weight); it is warned of when it
+	// differs from 1 by more than 0.1 and by more than 3 of its
+	// standard errors. A near-deterministic logging policy (a learnt
+	// linear TS logs its arm at 0.9999) gives the candidate's other arms
+	// weights that are huge but never drawn: ESS and the largest weight
+	// look fine, and w̄ is what shows it (issue 30: uniform on a linear
+	// TS log of the mushroom bandit has w̄ = 0.5, IPS half the logged
+	// mean).
+	MaxMeanWeightGap = 0.1
+	// MaxUnsupportedMass: more than 1% of the candidate's probability
+	// on arms the logging policy could not choose (μ = 0: excluded, or
+	// added after the row was logged) is value that IPS, SNIPS and DR
+	// cannot see; DM and switch value it by the reward model only.
+	MaxUnsupportedMass = 0.01
+)
+
+// Diagnostics say how far the weighted estimates of a candidate can be
+// trusted on the evaluation rows.
+type Diagnostics struct {
+	// ESS = (Σ w)²/Σ w² (ESS), ESSFraction = ESS/n.
+	ESS         float64 `json:"ess"`
+	ESSFraction float64 `json:"ess_fraction"`
+	// MaxWeight is the largest importance weight, MaxWeightShare it
+	// divided by the sum of the weights (0 when every weight is 0).
+	MaxWeight      float64 `json:"max_weight"`
+	MaxWeightShare float64 `json:"max_weight_share"`
+	// MeanWeight is (1/n) Σ w_i, MeanWeightSE its standard error.
+	MeanWeight   float64 `json:"mean_weight"`
+	MeanWeightSE float64 `json:"mean_weight_se"`
+	// UnsupportedMass is the candidate's mean probability over the rows
+	// of arms whose logged propensity is 0,
+	//
+	//	(1/n) Σ_i Σ_{a: μ(a|x_i) = 0} π(a|x_i),
+	//
+	// and NewArmMass the part of it on arms added after the row was
+	// logged (OPERow.LoggedArms). Both are nil when the log keeps only
+	// the chosen arm's propensity (an OBP CSV): unknown.
+	UnsupportedMass *float64 `json:"unsupported_mass"`
+	NewArmMass      *float64 `json:"new_arm_mass"`
+	// Warnings name every threshold crossed (MinESSFraction,
+	// MaxWeightShare, MaxMeanWeightGap, MaxUnsupportedMass), and an
+	// unknown support.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Diagnose computes the diagnostics of the rows and their warnings.
+func Diagnose(rows []OPERow) Diagnostics {
+	var d Diagnostics
+	var sw float64
+	for i := range rows {
+		w := rows[i].Weight()
+		sw += w
+		d.MaxWeight = max(d.MaxWeight, w)
+	}
+	n := float64(len(rows))
+	ws := make([]float64, len(rows))
+	for i := range rows {
+		ws[i] = rows[i].Weight()
+	}
+	d.MeanWeight, d.MeanWeightSE = meanSE(ws)
+	d.ESS = ESS(rows)
+	d.ESSFraction = d.ESS / n
+	if sw > 0 {
+		d.MaxWeightShare = d.MaxWeight / sw
+	}
+	known := true
+	var un, na float64
+	for i := range rows {
+		r := &rows[i]
+		if r.MuAll == nil {
+			known = false
+			break
+		}
+		for a, p := range r.Pi {
+			if r.MuAll[a] == 0 {
+				un += p / n
+				if r.LoggedArms > 0 && a >= r.LoggedArms {
+					na += p / n
+				}
+			}
+		}
+	}
+	if known {
+		d.UnsupportedMass, d.NewArmMass = &un, &na
+	}
+	if d.ESSFraction < MinESSFraction {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("ESS %.0f is %.1f%% of the %d rows (under %.0f%%): a few rows carry the weighted estimates", d.ESS, 100*d.ESSFraction, len(rows), 100*MinESSFraction))
+	}
+	if d.MaxWeightShare > MaxWeightShare {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the largest weight %.3g is %.1f%% of the sum of the weights (over %.0f%%): one row moves the weighted estimates", d.MaxWeight, 100*d.MaxWeightShare, 100*MaxWeightShare))
+	}
+	if gap := math.Abs(d.MeanWeight - 1); gap > MaxMeanWeightGap && gap > 3*d.MeanWeightSE {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the mean weight is %.3g ± %.2g, not 1 (off by more than %.1f and 3 standard errors): the candidate plays arms the logging policy (almost) never chose, or the logged propensities are off; the weighted estimates miss that part", d.MeanWeight, d.MeanWeightSE, MaxMeanWeightGap))
+	}
+	switch {
+	case !known:
+		d.Warnings = append(d.Warnings, "support unknown: the log keeps only the chosen arm's propensity, so the candidate's probability on arms the logging policy could not choose cannot be measured")
+	case un > MaxUnsupportedMass:
+		msg := fmt.Sprintf("%.1f%% of the candidate's probability is on arms the logging policy could not choose (over %.0f%%)", 100*un, 100*MaxUnsupportedMass)
+		if na > 0 {
+			msg += fmt.Sprintf(", %.1f%% on arms added after the rows were logged", 100*na)
+		}
+		d.Warnings = append(d.Warnings, msg+": IPS, SNIPS and DR do not see the value there (IPS and DR miss it, SNIPS rescales the rest); DM and switch value it by the reward model only")
+	}
+	return d
 }
 
 // LoggedRow is one rewarded decision of a decision log.
@@ -247,6 +471,9 @@ type LoggedRow struct {
 	Propensities []float64
 	Mu           float64
 	Reward       float64
+	// LoggedArms is the number of arms when the decision was taken (0:
+	// as many as now); Propensities holds 0 for the arms added since.
+	LoggedArms int
 }
 
 // Candidate is a policy to evaluate: the bandit configuration it runs
@@ -343,10 +570,12 @@ func describePropensity(p *bandit.Propensity) string {
 		return "logged"
 	case p.Estimator == "exact":
 		return "exact"
+	case p.Exact && p.Groups == 0:
+		return fmt.Sprintf("%s: exact (numerical integration), floor %g", p.Estimator, p.Floor)
 	case p.Exact:
 		return fmt.Sprintf("%s: exact over the %d subsets of %d samples, floor %g", p.Estimator, p.Groups, p.Samples, p.Floor)
 	}
-	return fmt.Sprintf("%s: Monte Carlo over %d groups (%d samples), floor %g", p.Estimator, p.Groups, p.Samples, p.Floor)
+	return fmt.Sprintf("%s: Monte Carlo over %d groups (%d samples), standard error at most %.2g, floor %g", p.Estimator, p.Groups, p.Samples, p.StdError, p.Floor)
 }
 
 // Agent returns the frozen agent (nil for the logging candidate).
@@ -399,6 +628,9 @@ type OPEConfig struct {
 	TrainEvery int
 	// Level of the intervals, in (0, 1).
 	Level float64
+	// Clip is clipped IPS's weight cap and SwitchTau the switch
+	// estimator's threshold; zero means DefaultClip, DefaultSwitchTau.
+	Clip, SwitchTau float64
 	// Seed of the candidates' services: candidate c's is Seed xor a
 	// hash of its name.
 	Seed uint64
@@ -414,10 +646,9 @@ type CandidateResult struct {
 	// logging candidate).
 	Policy    *bandit.PolicyConfig `json:"policy,omitempty"`
 	Estimates []Estimate           `json:"estimates"`
-	// ESS of the importance weights over the evaluation rows; MaxWeight
-	// the largest weight.
-	ESS       float64 `json:"ess"`
-	MaxWeight float64 `json:"max_weight"`
+	// Diagnostics of the importance weights over the evaluation rows
+	// (Diagnose): ESS, the largest weight, the support, and warnings.
+	Diagnostics
 	// PiEstimator says how the candidate's probabilities were computed
 	// (bandit.Propensity of its first evaluation row).
 	PiEstimator string `json:"pi_estimator"`
@@ -438,15 +669,18 @@ type OPEReport struct {
 	LoggedMean float64 `json:"logged_mean"`
 	// MinPropensity is the smallest logged propensity of a chosen arm
 	// over the evaluation rows.
-	MinPropensity float64           `json:"min_propensity"`
-	Level         float64           `json:"level"`
-	Candidates    []CandidateResult `json:"candidates"`
+	MinPropensity float64 `json:"min_propensity"`
+	Level         float64 `json:"level"`
+	// Clip and SwitchTau are clipped IPS's cap and switch's threshold.
+	Clip       float64           `json:"clip"`
+	SwitchTau  float64           `json:"switch_tau"`
+	Candidates []CandidateResult `json:"candidates"`
 }
 
 // Evaluate fits every candidate to the oldest TrainFraction of the rows
 // (Fit), fits the reward model to them (FitRewardModel), and estimates
-// each candidate's value on the remaining rows with IPS, SNIPS, DR and
-// DM.
+// each candidate's value on the remaining rows with IPS, clipped IPS,
+// SNIPS, DR, DM and switch, with the weights' diagnostics (Diagnose).
 func Evaluate(ctx context.Context, cfg OPEConfig) (*OPEReport, error) {
 	if !(cfg.TrainFraction > 0 && cfg.TrainFraction < 1) {
 		return nil, fmt.Errorf("train fraction %g, want it in (0, 1)", cfg.TrainFraction)
@@ -469,8 +703,18 @@ func Evaluate(ctx context.Context, cfg OPEConfig) (*OPEReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	clip, tau := cfg.Clip, cfg.SwitchTau
+	if clip == 0 {
+		clip = DefaultClip
+	}
+	if tau == 0 {
+		tau = DefaultSwitchTau
+	}
+	if !(clip > 0) || !(tau > 0) {
+		return nil, fmt.Errorf("clip %g, switch threshold %g: want both > 0", clip, tau)
+	}
 	q := make([][]float64, len(eval))
-	rep := &OPEReport{Rows: len(cfg.Rows), TrainRows: len(train), EvalRows: len(eval), Level: cfg.Level, MinPropensity: 1}
+	rep := &OPEReport{Rows: len(cfg.Rows), TrainRows: len(train), EvalRows: len(eval), Level: cfg.Level, MinPropensity: 1, Clip: clip, SwitchTau: tau}
 	for i := range eval {
 		if q[i], err = rm.Predict(eval[i].X); err != nil {
 			return nil, err
@@ -509,16 +753,20 @@ func Evaluate(ctx context.Context, cfg OPEConfig) (*OPEReport, error) {
 				pi = make([]float64, cfg.Arms)
 				pi[eval[i].Arm] = eval[i].Mu
 			}
-			rows[i] = OPERow{Pi: pi, Q: q[i], Arm: eval[i].Arm, Mu: eval[i].Mu, Reward: eval[i].Reward}
-			res.MaxWeight = max(res.MaxWeight, rows[i].Weight())
+			rows[i] = OPERow{Pi: pi, Q: q[i], Arm: eval[i].Arm, Mu: eval[i].Mu, Reward: eval[i].Reward,
+				MuAll: eval[i].Propensities, LoggedArms: eval[i].LoggedArms}
 		}
-		res.Estimates = []Estimate{IPS(rows, z), SNIPS(rows, z)}
-		if full {
+		res.Estimates = []Estimate{IPS(rows, z), ClippedIPS(rows, clip, z), SNIPS(rows, z)}
+		switch {
+		case !full:
+			res.Note = "DR, DM and switch need every arm's logged propensity, which the log does not have (OBP CSV)"
+		case rows[0].MuAll == nil:
 			res.Estimates = append(res.Estimates, DR(rows, z), DM(rows, z))
-		} else {
-			res.Note = "DR and DM need every arm's logged propensity, which the log does not have (OBP CSV)"
+			res.Note = "switch needs every arm's logged propensity, which the log does not have (OBP CSV)"
+		default:
+			res.Estimates = append(res.Estimates, DR(rows, z), DM(rows, z), Switch(rows, tau, z))
 		}
-		res.ESS = ESS(rows)
+		res.Diagnostics = Diagnose(rows)
 		if cfg.Keep {
 			res.Fitted, res.EvalRows = f, rows
 		} else {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func (w opeWorld) log(n int, q func(x int) []float64, rng *rand.Rand) (rows []OP
 		x := pick(w.px, rng)
 		a := pick(w.mu[x], rng)
 		r := w.m[x][a] + w.sd*rng.NormFloat64()
-		row := OPERow{Pi: w.pi[x], Arm: a, Mu: w.mu[x][a], Reward: r}
+		row := OPERow{Pi: w.pi[x], Arm: a, Mu: w.mu[x][a], Reward: r, MuAll: w.mu[x]}
 		if q != nil {
 			row.Q = q(x)
 		}
@@ -60,6 +61,7 @@ func (w opeWorld) log(n int, q func(x int) []float64, rng *rand.Rand) (rows []OP
 	return rows, xs
 }
 
+// pick draws an index with probabilities p (zeros never drawn).
 func pick(p []float64, rng *rand.Rand) int {
 	u := rng.Float64()
 	for i, v := range p {
@@ -126,7 +128,7 @@ func TestIPSIsUnbiased(t *testing.T) {
 	}
 }
 
-// The 95% intervals of IPS and DR cover the value in 93% to 97% of 1,000
+// The 95% intervals of IPS, SNIPS, DR and switch cover the value in 93% to 97% of 1,000
 // independent logs of 500 rows: the binomial standard error of a
 // coverage of 0.95 over 1,000 logs is 0.007, so this is a 3-SE band.
 func TestIntervalsCover(t *testing.T) {
@@ -135,14 +137,21 @@ func TestIntervalsCover(t *testing.T) {
 	cover := map[string]int{}
 	const logs = 1000
 	for range logs {
-		rows, _ := testWorld.log(500, func(x int) []float64 { return []float64{0.5, 0.5} }, rng)
-		for _, e := range []Estimate{IPS(rows, 1.96), SNIPS(rows, 1.96), DR(rows, 1.96)} {
+		rows, xs := testWorld.log(500, func(x int) []float64 { return []float64{0.5, 0.5} }, rng)
+		// Switch at tau = 5 values arm 1 at x = 2 (weight 10) by the
+		// model, here the true mean rewards: unbiased, so its interval
+		// must cover as the others do.
+		sw := slices.Clone(rows)
+		for i := range sw {
+			sw[i].Q = testWorld.m[xs[i]]
+		}
+		for _, e := range []Estimate{IPS(rows, 1.96), SNIPS(rows, 1.96), DR(rows, 1.96), Switch(sw, 5, 1.96)} {
 			if e.Lo <= want && want <= e.Hi {
 				cover[e.Estimator]++
 			}
 		}
 	}
-	for _, name := range []string{EstIPS, EstSNIPS, EstDR} {
+	for _, name := range []string{EstIPS, EstSNIPS, EstDR, EstSwitch} {
 		if c := float64(cover[name]) / logs; c < 0.93 || c > 0.97 {
 			t.Errorf("%s: 95%% intervals covered the value in %.3f of %d logs, want 0.93 to 0.97", name, c, logs)
 		}
@@ -282,13 +291,147 @@ func TestEvaluate(t *testing.T) {
 	if v := get(gr, EstDR).Value; !(v > 0.3) {
 		t.Errorf("greedy DR = %g, want near 0.5 (it should have learned the sign of x)", v)
 	}
-	if len(gr.Estimates) != 4 || gr.ESS <= 0 || gr.ESS > 200 {
-		t.Errorf("greedy: %d estimates, ESS %g", len(gr.Estimates), gr.ESS)
+	if len(gr.Estimates) != 6 || gr.ESS <= 0 || gr.ESS > 200 || gr.UnsupportedMass == nil || *gr.UnsupportedMass != 0 || rep.Clip != DefaultClip || rep.SwitchTau != DefaultSwitchTau {
+		t.Errorf("greedy: %d estimates, diagnostics %+v, clip %g, tau %g", len(gr.Estimates), gr.Diagnostics, rep.Clip, rep.SwitchTau)
 	}
 
 	rows[250].Mu = 0
 	_, err = Evaluate(ctx, OPEConfig{Rows: rows, Arms: 2, Dim: 1, TrainFraction: 0.5, TrainEvery: 50, Level: 0.95, Seed: 1, Candidates: []Candidate{{Name: "logging"}}})
 	if err == nil || !strings.Contains(err.Error(), "decision "+rows[250].EventID+": logged propensity 0") {
 		t.Errorf("a zero propensity: err = %v, want it named", err)
+	}
+}
+
+// Clipped IPS and switch against the closed form on one log of 20,000
+// rows (testWorld, weights up to 10): clipped IPS with a cap above every
+// weight is IPS to the bit and within 4 SE of the value; with a cap of 5
+// it is the hand-computed mean of min(w, 5) r; switch at tau = +Inf
+// (every arm supported) is IPS, at tau = 0 DM, and at tau = 5 with the
+// true mean rewards as its model within 4 SE of the value (Wang et al.
+// 2017: unbiased when the model is right on the switched arms).
+func TestClippedIPSAndSwitchAgainstTheClosedForm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	rows, xs := testWorld.log(20000, func(int) []float64 { return []float64{0, 0} }, rng)
+	want, z := testWorld.value(), ZOfLevel(0.95)
+	ips := IPS(rows, z)
+	if c := ClippedIPS(rows, 100, z); c.Value != ips.Value || c.SE != ips.SE || c.Estimator != EstClippedIPS {
+		t.Errorf("clipped IPS with cap 100 = %+v, want IPS %+v (no weight reaches 100)", c, ips)
+	} else if math.Abs(c.Value-want) > 4*c.SE {
+		t.Errorf("clipped IPS = %g ± %g, want within 4 SE of %g", c.Value, c.SE, want)
+	}
+	var hand float64
+	for _, r := range rows {
+		hand += min(r.Weight(), 5) * r.Reward / float64(len(rows))
+	}
+	if c := ClippedIPS(rows, 5, z); math.Abs(c.Value-hand) > 1e-12 || c.Value == ips.Value {
+		t.Errorf("clipped IPS with cap 5 = %.15g, want the mean of min(w, 5) r = %.15g (and not IPS %g)", c.Value, hand, ips.Value)
+	}
+	if s := Switch(rows, math.Inf(1), z); math.Abs(s.Value-ips.Value) > 1e-12 {
+		t.Errorf("switch at tau = +Inf = %.15g, want IPS %.15g", s.Value, ips.Value)
+	}
+	if s, dm := Switch(rows, 0, z), DM(rows, z); math.Abs(s.Value-dm.Value) > 1e-12 {
+		t.Errorf("switch at tau = 0 = %.15g, want DM %.15g", s.Value, dm.Value)
+	}
+	for i := range rows {
+		rows[i].Q = testWorld.m[xs[i]]
+	}
+	if s := Switch(rows, 5, z); math.Abs(s.Value-want) > 4*s.SE || !(s.SE > 0) {
+		t.Errorf("switch at tau = 5 with the true model = %g ± %g, want within 4 SE of %g", s.Value, s.SE, want)
+	}
+	rows[0].MuAll = nil
+	if s := Switch(rows, 5, z); !math.IsNaN(s.Value) || s.Reason == "" {
+		t.Errorf("switch without every logged propensity = %+v, want NaN with a reason", s)
+	}
+}
+
+// gapWorld is testWorld's contexts with a third arm that the logging
+// policy never plays, as after PATCH add_arms: the candidate puts half
+// its probability on it, so V(pi) = 0.5 (1.1) + 0.3 (0.9) + 0.2 (2.7) =
+// 1.36, of which 0.5 (1) + 0.3 (0.5) + 0.2 (2) = 1.05 comes from the
+// unplayed arm.
+var gapWorld = opeWorld{
+	px: []float64{0.5, 0.3, 0.2},
+	m:  [][]float64{{1, 0, 2}, {0, 2, 1}, {-1, 3, 4}},
+	mu: [][]float64{{0.8, 0.2, 0}, {0.5, 0.5, 0}, {0.9, 0.1, 0}},
+	pi: [][]float64{{0.1, 0.4, 0.5}, {0.3, 0.2, 0.5}, {0.2, 0.3, 0.5}},
+	sd: 1,
+}
+
+// On a log where the candidate has half its probability on an arm the
+// logging policy never played (one added after the rows were logged),
+// Diagnose reports unsupported mass 0.5, all of it on a new arm, with a
+// warning (and one on the mean weight, about 0.5); IPS misses the arm's value by more than 10 of its standard
+// errors, and switch with the true model recovers the value (within 4
+// SE) by valuing that arm with the model.
+func TestSupportGapIsReportedAndSwitchCoversIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	rows, xs := gapWorld.log(20000, nil, rng)
+	for i := range rows {
+		rows[i].Q = gapWorld.m[xs[i]]
+		rows[i].LoggedArms = 2
+	}
+	d := Diagnose(rows)
+	if d.UnsupportedMass == nil || math.Abs(*d.UnsupportedMass-0.5) > 1e-12 || math.Abs(*d.NewArmMass-0.5) > 1e-12 {
+		t.Fatalf("unsupported %v, new arms %v; want 0.5 and 0.5", d.UnsupportedMass, d.NewArmMass)
+	}
+	// The mean weight sees the gap too: E[w] = 1 - 0.5.
+	if len(d.Warnings) != 2 || !strings.Contains(d.Warnings[0], "the mean weight is 0.5") ||
+		!strings.Contains(d.Warnings[1], "50.0% of the candidate's probability is on arms the logging policy could not choose") ||
+		!strings.Contains(d.Warnings[1], "50.0% on arms added after") {
+		t.Errorf("warnings %q, want one on the mean weight and one on the support naming the new arms", d.Warnings)
+	}
+	want, z := gapWorld.value(), ZOfLevel(0.95)
+	if math.Abs(want-1.36) > 1e-12 {
+		t.Fatalf("V(pi) = %.15g, want the closed form 1.36", want)
+	}
+	if ips := IPS(rows, z); math.Abs(ips.Value-want) < 10*ips.SE {
+		t.Errorf("IPS = %g ± %g, within 10 SE of %g: the gap should bias it", ips.Value, ips.SE, want)
+	}
+	if s := Switch(rows, DefaultSwitchTau, z); math.Abs(s.Value-want) > 4*s.SE {
+		t.Errorf("switch = %g ± %g, want within 4 SE of %g", s.Value, s.SE, want)
+	}
+}
+
+// Diagnose's thresholds: the logging policy on its own log warns of
+// nothing (ESS n, largest weight 1/n of the sum, no support gap); 999
+// rows of weight 1 and one of weight 1,000 warn of ESS (4.0%% of the rows:
+// (1999)²/(999 + 10⁶) = 3.99) and of the largest weight (50%% of the sum);
+// a near-deterministic logger warns of the mean weight only; a log
+// without every propensity warns that the support is unknown.
+func TestDiagnoseWarnsOutOfRange(t *testing.T) {
+	w := testWorld
+	w.pi = w.mu
+	rows, _ := w.log(1000, nil, rand.New(rand.NewPCG(17, 18)))
+	if d := Diagnose(rows); len(d.Warnings) != 0 || math.Abs(d.ESSFraction-1) > 1e-12 || math.Abs(d.MaxWeightShare-1.0/1000) > 1e-12 || *d.UnsupportedMass != 0 {
+		t.Errorf("the logging policy: %+v, want no warnings, ESS fraction 1, max share 0.001, no unsupported mass", d)
+	}
+	var heavy []OPERow
+	for i := range 1000 {
+		r := OPERow{Pi: []float64{0.5, 0.5}, Arm: 0, Mu: 0.5, Reward: 1, MuAll: []float64{0.5, 0.5}}
+		if i == 0 {
+			r.Pi, r.Mu, r.MuAll = []float64{1, 0}, 0.001, []float64{0.001, 0.999}
+		}
+		heavy = append(heavy, r)
+	}
+	d := Diagnose(heavy)
+	if math.Abs(d.ESS-1999*1999/(999+1e6)) > 1e-9 || math.Abs(d.MaxWeightShare-1000.0/1999) > 1e-12 || len(d.Warnings) != 2 ||
+		!strings.Contains(d.Warnings[0], "ESS 4 is 0.4% of the 1000 rows") || !strings.Contains(d.Warnings[1], "the largest weight 1e+03 is 50.0% of the sum") {
+		t.Errorf("one heavy weight: %+v", d)
+	}
+	// A near-deterministic logger (its arm at 0.9999, the other at
+	// 1e-4) and a uniform candidate: every weight is 0.5/0.9999, so ESS
+	// is n and the largest weight 1/n of the sum, and only the mean
+	// weight, 0.50005 with standard error 0 (to rounding), says that half of the
+	// candidate's play is where the log has no rows.
+	var det []OPERow
+	for range 1000 {
+		det = append(det, OPERow{Pi: []float64{0.5, 0.5}, Arm: 0, Mu: 0.9999, Reward: 1, MuAll: []float64{0.9999, 1e-4}})
+	}
+	if d := Diagnose(det); math.Abs(d.MeanWeight-0.5/0.9999) > 1e-12 || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "the mean weight is 0.5 ±") {
+		t.Errorf("a near-deterministic logger: %+v, want one warning, on the mean weight", d)
+	}
+	heavy[3].MuAll = nil
+	if d := Diagnose(heavy); d.UnsupportedMass != nil || !strings.Contains(strings.Join(d.Warnings, "; "), "support unknown") {
+		t.Errorf("without every propensity: unsupported %v, warnings %q; want nil and a warning", d.UnsupportedMass, d.Warnings)
 	}
 }

@@ -21,7 +21,7 @@ func SaveOPEPlot(path, title string, rep *OPEReport, truth map[string]float64) e
 	p.Y.Label.Text = "value (mean reward per decision)"
 	p.Add(plotter.NewGrid())
 	var names []string
-	order := []string{EstIPS, EstSNIPS, EstDR, EstDM}
+	order := []string{EstIPS, EstClippedIPS, EstSNIPS, EstDR, EstDM, EstSwitch}
 	const width = 0.7 // of one candidate's slot
 	for ei, est := range order {
 		var pts plotter.XYs

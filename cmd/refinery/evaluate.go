@@ -29,7 +29,7 @@ func init() {
 const evaluateUsage = `usage: refinery evaluate (--bandit NAME [--database-url URL] | --log FILE --bandit-config FILE)
                          [--from TIME] [--to TIME] [--candidates LIST] [--candidate NAME=JSON ...]
                          [--train-fraction F] [--train-every T] [--level L] [--seed S]
-                         [--json FILE] [--plot FILE.png]
+                         [--clip C] [--switch-tau TAU] [--json FILE] [--plot FILE.png]
 
 Off-policy evaluation: estimates the value (mean reward per decision) of
 candidate policies from a bandit's decision log, without running them.
@@ -61,32 +61,59 @@ decision of its logged arm and rewarded, the agent retrains every
 --train-every rows (default 100) and once at the end, and is then frozen.
 Its probabilities pi(a|x) on each evaluation row come from the same
 decision code and propensity estimator the service uses (exact for
-uniform, greedy and eps-greedy; Monte Carlo for the Thompson-sampling
-kinds, floored at 1e-4). A refined-ts candidate refines one bank of
+uniform, greedy and eps-greedy; computed by numerical integration for
+linear-ts and neural-linear; Monte Carlo for the other Thompson-sampling
+kinds; floored at 1e-4 but for the first three). A refined-ts candidate refines one bank of
 refinement.bank_size samples and keeps it (policy.max_sample_uses raised
 to 1,000,000): one frozen pool of refined samples serves every context, as
 the service's pool does, and its probabilities are exact given the pool.
 
-Estimators (Dudik, Langford and Li 2011), over the evaluation rows, with
-w = pi(a|x) / mu(a|x) and mu the logged propensity:
-  ips    mean of w r
-  snips  sum of w r / sum of w
-  dr     doubly robust: mean of [sum_a pi(a|x) q(x,a) + w (r - q(x,a_logged))]
-  dm     direct method: mean of sum_a pi(a|x) q(x,a)
+Estimators (Dudik, Langford and Li 2011; Wang, Agarwal and Dudik 2017 for
+switch), over the evaluation rows, with w = pi(a|x) / mu(a|x) and mu the
+logged propensity:
+  ips          mean of w r
+  clipped-ips  mean of min(w, C) r, C = --clip (default 100): bounded
+               variance, biased toward 0 where weights exceed C
+  snips        sum of w r / sum of w
+  dr           doubly robust: mean of [sum_a pi(a|x) q(x,a) + w (r - q(x,a_logged))]
+  dm           direct method: mean of sum_a pi(a|x) q(x,a)
+  switch       ips for the arms whose weight pi/mu is at most TAU =
+               --switch-tau (default 100), dm for the others (and for arms
+               the logging policy could not choose, mu = 0)
 q is a Bayesian linear regression per arm (linear-ts's model, its
 posterior mean) fit to the training rows. Intervals are normal (CLT) on the
 per-row terms at --level (default 0.95; SNIPS by the delta method); DM's
-covers the sampling of contexts only, not the model's bias. ESS =
-(sum w)^2 / sum w^2 says how many evaluation rows the estimate effectively
-rests on. DR and DM of the logging candidate need every arm's logged
-propensity, which an OBP CSV does not keep.
+covers the sampling of contexts only, not the model's bias. DR, DM and
+switch of the logging candidate, and switch of every candidate, need every
+arm's logged propensity, which an OBP CSV does not keep. An estimate that is
+undefined (SNIPS when every weight is 0) is printed as NaN and written to
+--json as null with a "reason".
+
+Diagnostics, per candidate, and a WARNING line (and "warnings" in --json)
+when one is out of range:
+  ESS          (sum w)^2 / sum w^2, how many evaluation rows the weighted
+               estimates effectively rest on: warned under 10% of the rows
+  max w        the largest weight, and its share of the sum of the weights:
+               warned over 5% (one row moves the estimate)
+  mean w       the mean weight, whose expectation is 1 when the candidate
+               plays only where the logging policy could and mu is right:
+               warned when off by more than 0.1 and 3 standard errors (a
+               near-deterministic logger, e.g. a learnt linear-ts at
+               0.9999, never shows the rows where the candidate differs,
+               and ESS and max w look fine)
+  unsupported  the candidate's mean probability on arms whose logged
+               propensity is 0 (excluded when logged, or added later by
+               add_arms, which is shown apart): warned over 1%; IPS, SNIPS
+               and DR cannot see the value there, DM and switch value it by
+               the reward model only. Unknown (and warned) for an OBP CSV.
 
 The logged propensities mu are the service's: exact for uniform, greedy
 and eps-greedy (1 - eps + eps/m for the greedy arm, eps/m for the others),
 so IPS and DR are unbiased and SNIPS consistent; estimated for the
 Thompson-sampling kinds (Monte Carlo over policy.propensity_samples groups
 of policy.samples posterior draws, or exact over every subset of the
-refined samples at hand, then floored at 1e-4). An estimated mu carries
+refined samples at hand; computed by numerical integration for linear-ts
+and neural-linear; then floored at 1e-4). An estimated mu carries
 its error into 1/mu: E[1/mu-hat] >= 1/mu, so weights are biased upward
 where mu is small, the floor caps every weight at 10,000 at the price of
 moving a propensity by up to m x 1e-4, and a few huge weights show as a
@@ -109,6 +136,7 @@ type evalFlags struct {
 	trainEvery                             int
 	level                                  float64
 	seed                                   uint64
+	clip, switchTau                        float64
 	jsonOut, plotOut                       string
 }
 
@@ -128,6 +156,8 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&f.trainEvery, "train-every", 100, "")
 	fs.Float64Var(&f.level, "level", 0.95, "")
 	fs.Uint64Var(&f.seed, "seed", 1, "")
+	fs.Float64Var(&f.clip, "clip", simulators.DefaultClip, "")
+	fs.Float64Var(&f.switchTau, "switch-tau", simulators.DefaultSwitchTau, "")
 	fs.StringVar(&f.jsonOut, "json", "", "")
 	fs.StringVar(&f.plotOut, "plot", "", "")
 	if err := fs.Parse(args); err != nil {
@@ -166,6 +196,10 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{fmt.Errorf("--train-every %d: want at least 1", f.trainEvery)}
 	case !(f.level > 0 && f.level < 1):
 		return usageError{fmt.Errorf("--level %g: want a number in (0, 1), e.g. 0.95", f.level)}
+	case !(f.clip > 0):
+		return usageError{fmt.Errorf("--clip %g: want a weight cap > 0, e.g. 100", f.clip)}
+	case !(f.switchTau > 0):
+		return usageError{fmt.Errorf("--switch-tau %g: want a weight threshold > 0, e.g. 100", f.switchTau)}
 	}
 	if f.plotOut != "" && !strings.HasSuffix(f.plotOut, ".png") && !strings.HasSuffix(f.plotOut, ".svg") {
 		return usageError{fmt.Errorf("--plot %q: want a .png or .svg file", f.plotOut)}
@@ -214,7 +248,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rep, err := simulators.Evaluate(ctx, simulators.OPEConfig{
 		Rows: lg.rows, Arms: len(base.Arms), Dim: bandit.NewEncoder(base.Features).Dim(),
 		Candidates: cands, TrainFraction: f.trainFraction, TrainEvery: f.trainEvery,
-		Level: f.level, Seed: f.seed,
+		Level: f.level, Seed: f.seed, Clip: f.clip, SwitchTau: f.switchTau,
 	})
 	if err != nil {
 		return err
@@ -312,14 +346,15 @@ func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, arms int,
 	if !(mu > 0 && mu <= 1) {
 		return fmt.Errorf("%s: decision %s: logged propensity %g of its arm, want it in (0, 1]: its importance weight pi/mu is undefined", where, rec.EventID, mu)
 	}
-	props := rec.Propensities
+	props, logged := rec.Propensities, 0
 	if slices.ContainsFunc(props, math.IsNaN) {
 		props = nil // an OBP CSV keeps the chosen arm's only
 	} else if len(props) < arms {
+		logged = len(props)
 		props = append(slices.Clone(props), make([]float64, arms-len(props))...)
 	}
 	l.rows = append(l.rows, simulators.LoggedRow{EventID: rec.EventID, Context: rec.Context, X: x, Arm: rec.Arm,
-		Propensities: props, Mu: mu, Reward: rec.Reward.Value})
+		Propensities: props, Mu: mu, Reward: rec.Reward.Value, LoggedArms: logged})
 	return nil
 }
 
@@ -493,11 +528,15 @@ func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
 	for k := range kinds {
 		switch bandit.PolicyKind(k) {
 		case bandit.Uniform, bandit.Greedy, bandit.EpsGreedy:
+		case bandit.LinearTS, bandit.NeuralLinear:
+			exact = false
 		default:
 			exact, estimated = false, true
 		}
 	}
 	switch {
+	case !exact && !estimated:
+		return fmt.Sprintf("logged propensities: computed (linear-ts, neural-linear: numerical integration of the exact posterior, to about 1e-5; exact for any uniform, greedy, eps-greedy decisions), floored at %g: IPS and DR are unbiased up to the floor, which caps every weight at %g; a log written before this version holds Monte Carlo estimates instead", bandit.MinPropensity, 1/bandit.MinPropensity)
 	case exact:
 		return "logged propensities: exact (uniform, greedy, eps-greedy: 1-eps+eps/m for the greedy arm, eps/m for the others); IPS and DR are unbiased, SNIPS consistent"
 	case estimated:
@@ -522,20 +561,40 @@ func writeEvalTable(w io.Writer, o *evalOutput) error {
 	fmt.Fprintf(w, "candidates fit on the oldest %d, estimated on the newest %d (mean logged reward there %.4g, smallest logged propensity %.3g)\n\n",
 		r.TrainRows, r.EvalRows, r.LoggedMean, r.MinPropensity)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "candidate\testimator\tvalue\t%.0f%% interval\tESS\tmax w\t\n", 100*r.Level)
+	fmt.Fprintf(tw, "candidate\testimator\tvalue\t%.0f%% interval\tESS\tmax w (share)\tmean w\tunsupported\t\n", 100*r.Level)
 	for _, c := range r.Candidates {
 		for i, e := range c.Estimates {
-			ess, mw := "", ""
+			ess, mw, mean, un := "", "", "", ""
 			if i == 0 {
-				ess, mw = fmt.Sprintf("%.0f", c.ESS), fmt.Sprintf("%.3g", c.MaxWeight)
+				ess, mw = fmt.Sprintf("%.0f", c.ESS), fmt.Sprintf("%.3g (%.1f%%)", c.MaxWeight, 100*c.MaxWeightShare)
+				mean = fmt.Sprintf("%.3g", c.MeanWeight)
+				un = "?"
+				if c.UnsupportedMass != nil {
+					un = fmt.Sprintf("%.1f%%", 100**c.UnsupportedMass)
+					if *c.NewArmMass > 0 {
+						un += fmt.Sprintf(" (new arms %.1f%%)", 100**c.NewArmMass)
+					}
+				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.4g\t[%.4g, %.4g]\t%s\t%s\t\n", c.Name, e.Estimator, e.Value, e.Lo, e.Hi, ess, mw)
+			fmt.Fprintf(tw, "%s\t%s\t%.4g\t[%.4g, %.4g]\t%s\t%s\t%s\t%s\t\n", c.Name, e.Estimator, e.Value, e.Lo, e.Hi, ess, mw, mean, un)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
+	for _, c := range r.Candidates {
+		for _, warn := range c.Warnings {
+			fmt.Fprintf(w, "WARNING %s: %s\n", c.Name, warn)
+		}
+		for _, e := range c.Estimates {
+			if e.Reason != "" {
+				fmt.Fprintf(w, "%s %s undefined: %s\n", c.Name, e.Estimator, e.Reason)
+			}
+		}
+	}
+	fmt.Fprintf(w, "clipped-ips caps weights at %g; switch uses ips where pi/mu <= %g and dm elsewhere (Wang et al. 2017); warnings when ESS < %.0f%% of the rows, the largest weight > %.0f%% of their sum, the mean weight off 1 by > %g (and 3 s.e.), or > %.0f%% of pi on arms mu could not choose\n",
+		r.Clip, r.SwitchTau, 100*simulators.MinESSFraction, 100*simulators.MaxWeightShare, simulators.MaxMeanWeightGap, 100*simulators.MaxUnsupportedMass)
 	fmt.Fprintf(w, "intervals: normal (CLT) on the per-row terms, SNIPS by the delta method; dm's covers the contexts' sampling only, not the reward model's bias\n")
 	fmt.Fprintf(w, "reward model (dm, dr): Bayesian linear regression per arm (linear-ts's model), posterior mean, fit to the training rows\n")
 	for _, c := range r.Candidates {

@@ -113,7 +113,7 @@ func TestEvaluateReadsTheDatabaseAndBothExportLayouts(t *testing.T) {
 	if fromDB.Rows != 240 || fromDB.Skipped != 60 || fromDB.TrainRows != 96 || fromDB.EvalRows != 144 {
 		t.Errorf("from the database: %d rows (%d skipped), %d train, %d eval; want 240 (60), 96, 144", fromDB.Rows, fromDB.Skipped, fromDB.TrainRows, fromDB.EvalRows)
 	}
-	for _, want := range []string{"logged by eps-greedy x 240", "60 without a reward skipped", "greedy", "snips", "logged propensities: exact", "linear-ts: pi from linear-posterior: Monte Carlo over 32 groups"} {
+	for _, want := range []string{"logged by eps-greedy x 240", "60 without a reward skipped", "greedy", "snips", "logged propensities: exact", "linear-ts: pi from linear-posterior: exact (numerical integration)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table does not say %q:\n%s", want, table)
 		}
@@ -132,9 +132,14 @@ func TestEvaluateReadsTheDatabaseAndBothExportLayouts(t *testing.T) {
 			o := other.out.Candidates[i]
 			want := c.Estimates
 			if other.name == "obp-csv" && c.Name == "logging" {
-				want = want[:2] // IPS and SNIPS only
+				want = want[:3] // IPS, clipped IPS and SNIPS only
 				if !strings.Contains(o.Note, "OBP CSV") {
 					t.Errorf("obp-csv: the logging candidate's note %q does not say why DR is missing", o.Note)
+				}
+			} else if other.name == "obp-csv" {
+				want = want[:5] // no switch: it needs every arm's logged propensity
+				if !strings.Contains(o.Note, "switch needs") || o.UnsupportedMass != nil {
+					t.Errorf("obp-csv: %s's note %q, unsupported mass %v: want the missing switch explained and the support unknown", c.Name, o.Note, o.UnsupportedMass)
 				}
 			}
 			if len(o.Estimates) != len(want) {
@@ -279,6 +284,27 @@ func TestEvaluateReadsAGrownBandit(t *testing.T) {
 	for name, out := range map[string]evalOutput{"database": fromDB, "dsjson": fromDS} {
 		if out.Rows != 120 || out.Skipped != 0 {
 			t.Errorf("from the %s: %d rows (%d skipped), want 120 (0)", name, out.Rows, out.Skipped)
+		}
+	}
+
+	// Issue 30, finding 4: evaluated on the newest 90, 30 of them logged
+	// before arm w existed, the uniform candidate has 1/4 of its
+	// probability on w in those: 30/90 x 1/4 = 1/12 on an arm the
+	// logging policy could not choose, which the table and the JSON
+	// warn of; the logging candidate has none.
+	cands[3] = "0.25"
+	for name, args := range map[string][]string{"database": {"--database-url", url, "--bandit", "shop"}, "dsjson": {"--log", ds, "--bandit-config", cfgFile}} {
+		table, out := evaluated(t, append(args, cands...)...)
+		lg, un := out.Candidates[0], out.Candidates[1]
+		if out.EvalRows != 90 || un.NewArmMass == nil || math.Abs(*un.NewArmMass-1.0/12) > 1e-12 || math.Abs(*un.UnsupportedMass-1.0/12) > 1e-12 {
+			t.Errorf("from the %s: %d evaluation rows, uniform's unsupported mass %v, on new arms %v; want 90 and 1/12 for both", name, out.EvalRows, un.UnsupportedMass, un.NewArmMass)
+		}
+		if lg.UnsupportedMass == nil || *lg.UnsupportedMass != 0 || len(lg.Warnings) != 0 {
+			t.Errorf("from the %s: the logging candidate's unsupported mass %v, warnings %q; want 0 and none", name, lg.UnsupportedMass, lg.Warnings)
+		}
+		warn := "WARNING uniform: 8.3% of the candidate's probability is on arms the logging policy could not choose (over 1%), 8.3% on arms added after the rows were logged"
+		if !strings.Contains(table, warn) || len(un.Warnings) == 0 || !strings.Contains(warn, un.Warnings[0][:40]) {
+			t.Errorf("from the %s: the table\n%s\nand the JSON warnings %q; want %q in both", name, table, un.Warnings, warn)
 		}
 	}
 }

@@ -321,8 +321,10 @@ func writeOBP(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) erro
 // the lines' _multi must name in order (all of them, or those the bandit
 // had when it decided: arms are only ever appended, PATCH add_arms). A
 // decision without _label_* members (_skipLearn) has a nil Reward.
-// Propensities are put back in the bandit's arm order from a and p, 0 for
-// the arms added after the decision.
+// Propensities are put back in the bandit's arm order from a and p, one
+// per arm the bandit had when it decided (as the store keeps them: the
+// arms added since are not there, and evalLog.add pads them with 0 and
+// remembers how many there were).
 func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.DecisionRecord) error) error {
 	sc := bufio.NewScanner(&lineLimiter{r: r, max: maxLogLine})
 	sc.Buffer(make([]byte, 64<<10), maxLogLine+1)
@@ -360,7 +362,7 @@ func readDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.Decisi
 		if len(l.A) != k || len(l.P) != k {
 			return fmt.Errorf("line %d: %d actions and %d propensities for %d arms", n, len(l.A), len(l.P), k)
 		}
-		rec := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: l.EventID, Context: l.C.Context, Propensities: make([]float64, len(arms))}}
+		rec := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: l.EventID, Context: l.C.Context, Propensities: make([]float64, k)}}
 		for i, a := range l.A {
 			if a < 1 || a > k {
 				return fmt.Errorf("line %d: action %d, want 1 to %d", n, a, k)

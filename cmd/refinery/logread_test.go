@@ -74,7 +74,7 @@ func TestEvaluateLogReadersAreBoundedAndStrict(t *testing.T) {
 func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 	rep := &simulators.OPEReport{Rows: 10, TrainRows: 5, EvalRows: 5, LoggedMean: 0.5, MinPropensity: 0.1, Level: 0.95,
 		Candidates: []simulators.CandidateResult{{Name: "greedy", Policy: &bandit.PolicyConfig{Kind: bandit.Greedy},
-			Estimates: []simulators.Estimate{{Estimator: "ips", Value: 0.4}, {Estimator: "dr", Value: 0.3}}, ESS: 4.5, MaxWeight: 2, PiEstimator: "exact"}}}
+			Estimates: []simulators.Estimate{{Estimator: "ips", Value: 0.4}, {Estimator: "dr", Value: 0.3}}, Diagnostics: simulators.Diagnostics{ESS: 4.5, MaxWeight: 2}, PiEstimator: "exact"}}}
 	out := evalOutput{Source: "log.jsonl", Bandit: "b", LoggedPolicy: map[string]int{"eps-greedy": 10, "greedy": 2}, Skipped: 1, Propensities: "exact", OPEReport: rep}
 	want, err := json.MarshalIndent(&out, "", "  ")
 	if err != nil {
@@ -85,7 +85,7 @@ func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 	if b.String() != string(want) {
 		t.Errorf("the NaN-safe path writes\n%s\nencoding/json\n%s", b.String(), want)
 	}
-	rep.Candidates[0].Estimates[1].Value = math.NaN()
+	rep.Candidates[0].Estimates[1] = simulators.Estimate{Estimator: "dr", Value: math.NaN(), SE: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Reason: "undefined here"}
 	rep.Candidates[0].ESS = math.Inf(1)
 	got, err := marshalIndentFinite(&out)
 	if err != nil {
@@ -95,7 +95,8 @@ func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 		Candidates []struct {
 			ESS       *float64 `json:"ess"`
 			Estimates []struct {
-				Value *float64 `json:"value"`
+				Value  *float64 `json:"value"`
+				Reason string   `json:"reason"`
 			} `json:"estimates"`
 		} `json:"candidates"`
 	}
@@ -105,6 +106,9 @@ func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 	c := back.Candidates[0]
 	if c.ESS != nil || c.Estimates[1].Value != nil || c.Estimates[0].Value == nil || *c.Estimates[0].Value != 0.4 {
 		t.Errorf("NaN and +Inf written as %s, want null (and 0.4 kept)", got)
+	}
+	if c.Estimates[1].Reason != "undefined here" || c.Estimates[0].Reason != "" {
+		t.Errorf("reasons %q, %q; want none for the defined estimate and the NaN's beside its null", c.Estimates[0].Reason, c.Estimates[1].Reason)
 	}
 }
 
@@ -129,7 +133,8 @@ func mustAppendFinite(t *testing.T, v any) []byte {
 }
 
 // FuzzReadDSJSON: any file through the DSJSON reader errs or yields
-// decisions with valid event IDs and propensities for the bandit's arms,
+// decisions with valid event IDs and propensities for the bandit's arms
+// (those it had when it decided),
 // never panics, and errors quote at most a short prefix.
 func FuzzReadDSJSON(f *testing.F) {
 	f.Add([]byte(dsjsonLineFor("e1", "")))
@@ -140,7 +145,7 @@ func FuzzReadDSJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		arms := []string{"a", "b"}
 		err := readDSJSON(bytes.NewReader(data), arms, func(line int, rec *bandit.DecisionRecord) error {
-			if !bandit.ValidEventID(rec.EventID) || len(rec.Propensities) != len(arms) || rec.Arm < 0 || rec.Arm >= len(arms) {
+			if !bandit.ValidEventID(rec.EventID) || len(rec.Propensities) < 1 || len(rec.Propensities) > len(arms) || rec.Arm < 0 || rec.Arm >= len(rec.Propensities) {
 				t.Fatalf("line %d: decision %q, arm %d, %d propensities", line, rec.EventID, rec.Arm, len(rec.Propensities))
 			}
 			return nil

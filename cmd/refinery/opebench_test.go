@@ -42,10 +42,12 @@ const opeBenchMarker = "<!-- written by hand below: kept by make bench-ope -->"
 const opeBenchCandidates = "logging,uniform,greedy,linear-ts,refined-ts"
 
 // TestOPEBench is make bench-ope (bench/ope.md): on the mushroom and
-// the wheel bandits, OPE_REPS times (default 5) with independent seeds,
-// it logs OPE_DECISIONS (default 20,000) decisions of eps-greedy
-// through serve over loopback HTTP into PostgreSQL (api/client, 4
-// clients), estimates the candidates from the log exactly as refinery
+// the wheel bandits, for each logging policy of OPE_LOGGING (default
+// "eps-greedy,linear-ts": eps-greedy with epsilon 0.1, linear TS with
+// its computed propensities, issue 30's failing case), OPE_REPS times
+// (default 5) with independent seeds, it logs OPE_DECISIONS (default
+// 20,000) decisions through serve over loopback HTTP into PostgreSQL
+// (api/client, 4 clients), estimates the candidates from the log exactly as refinery
 // evaluate does (readLogDB, simulators.Evaluate), and measures each
 // frozen candidate's true value: the mean of Σ_a π(a|x) E[r|x,a] over
 // every one of the mushroom bandit's 8,124 equally likely contexts
@@ -92,6 +94,15 @@ func TestOPEBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	loggers := strings.Split(os.Getenv("OPE_LOGGING"), ",")
+	if os.Getenv("OPE_LOGGING") == "" {
+		loggers = []string{"eps-greedy", "linear-ts"}
+	}
+	for _, lp := range loggers {
+		if _, ok := opeBenchLoggers[lp]; !ok {
+			t.Fatalf("OPE_LOGGING: unknown logging policy %q (want eps-greedy, linear-ts)", lp)
+		}
+	}
 	start := time.Now()
 	var results []opeBenchResult
 	for _, envName := range []string{"mushroom", "wheel"} {
@@ -99,32 +110,38 @@ func TestOPEBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for rep := 1; rep <= reps; rep++ {
-			r := opeBenchRun(t, ctx, cl, st, env, rep, decisions, truthN)
-			results = append(results, r)
-			if rep == 1 {
-				png := strings.TrimSuffix(out, filepath.Ext(out)) + "-" + envName + ".png"
-				title := fmt.Sprintf("%s, eps-greedy log of %d, seed 1: estimates (95%% intervals) and truth", envName, decisions)
-				if err := simulators.SaveOPEPlot(png, title, r.report, r.truth); err != nil {
-					t.Fatal(err)
+		for _, lp := range loggers {
+			for rep := 1; rep <= reps; rep++ {
+				r := opeBenchRun(t, ctx, cl, st, env, lp, rep, decisions, truthN)
+				results = append(results, r)
+				if rep == 1 {
+					png := strings.TrimSuffix(out, filepath.Ext(out)) + "-" + envName + "-" + lp + ".png"
+					title := fmt.Sprintf("%s, %s log of %d, seed 1: estimates (95%% intervals) and truth", envName, lp, decisions)
+					if err := simulators.SaveOPEPlot(png, title, r.report, r.truth); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 		}
 	}
 	var csv strings.Builder
-	csv.WriteString("env,rep,candidate,estimator,value,lo,hi,truth,truth_se,value_on_log_contexts,ess,max_weight\n")
+	csv.WriteString("env,logging,rep,candidate,estimator,value,lo,hi,truth,truth_se,value_on_log_contexts,ess,max_weight,max_weight_share,unsupported_mass,warnings\n")
 	for _, r := range results {
 		for _, c := range r.report.Candidates {
+			un := math.NaN()
+			if c.UnsupportedMass != nil {
+				un = *c.UnsupportedMass
+			}
 			for _, e := range c.Estimates {
-				fmt.Fprintf(&csv, "%s,%d,%s,%s,%g,%g,%g,%g,%g,%g,%g,%g\n", r.env, r.rep, c.Name, e.Estimator, e.Value, e.Lo, e.Hi,
-					r.truth[c.Name], r.truthSE[c.Name], r.onLog[c.Name], c.ESS, c.MaxWeight)
+				fmt.Fprintf(&csv, "%s,%s,%d,%s,%s,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%d\n", r.env, r.logging, r.rep, c.Name, e.Estimator, e.Value, e.Lo, e.Hi,
+					r.truth[c.Name], r.truthSE[c.Name], r.onLog[c.Name], c.ESS, c.MaxWeight, c.MaxWeightShare, un, len(c.Warnings))
 			}
 		}
 	}
 	if err := os.WriteFile(strings.TrimSuffix(out, filepath.Ext(out))+"-runs.csv", []byte(csv.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	md := opeBenchMarkdown(results, commit, reps, decisions, truthN, time.Since(start))
+	md := opeBenchMarkdown(results, loggers, commit, reps, decisions, truthN, time.Since(start))
 	// The reading of the numbers is written by hand below a marker; a
 	// new run keeps it (it says which run it read).
 	if old, err := os.ReadFile(out); err == nil {
@@ -185,9 +202,17 @@ func (m *mushroomSim) context(k int) (map[string]any, []float64) {
 	return ctx, ex
 }
 
-// opeBenchResult is one repetition on one environment.
+// opeBenchLoggers are the logging policies of OPE_LOGGING.
+var opeBenchLoggers = map[string]map[string]any{
+	"eps-greedy": {"kind": "eps-greedy", "epsilon": 0.1},
+	"linear-ts":  {"kind": "linear-ts"},
+}
+
+// opeBenchResult is one repetition on one environment and logging
+// policy.
 type opeBenchResult struct {
 	env     string
+	logging string
 	rep     int
 	report  *simulators.OPEReport
 	truth   map[string]float64 // candidate -> true value
@@ -199,20 +224,20 @@ type opeBenchResult struct {
 	logSeconds, evalSeconds, truthSeconds float64
 }
 
-// opeBenchRun logs decisions of a fresh eps-greedy bandit through the
-// service, evaluates the candidates from the log and measures their
-// truth.
-func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *store.Postgres, env simEnv, rep, decisions, truthN int) opeBenchResult {
-	name := fmt.Sprintf("%s-eps-greedy-%d", env.name(), rep)
+// opeBenchRun logs decisions of a fresh bandit of the logging policy
+// through the service, evaluates the candidates from the log and
+// measures their truth.
+func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *store.Postgres, env simEnv, logging string, rep, decisions, truthN int) opeBenchResult {
+	name := fmt.Sprintf("%s-%s-%d", env.name(), logging, rep)
 	cfg := map[string]any{"name": name, "arms": env.arms(), "features": env.features(),
-		"policy": map[string]any{"kind": "eps-greedy", "epsilon": 0.1}}
+		"policy": opeBenchLoggers[logging]}
 	for k, v := range opeBenchModel {
 		cfg[k] = v
 	}
 	if _, err := cl.CreateBandit(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	res := opeBenchResult{env: env.name(), rep: rep, truth: map[string]float64{}, truthSE: map[string]float64{}, onLog: map[string]float64{}}
+	res := opeBenchResult{env: env.name(), logging: logging, rep: rep, truth: map[string]float64{}, truthSE: map[string]float64{}, onLog: map[string]float64{}}
 	t0 := time.Now()
 	const clients = 4
 	var wg sync.WaitGroup
@@ -341,30 +366,24 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 		c.Fitted, c.EvalRows = nil, nil
 	}
 	res.truthSeconds = time.Since(t0).Seconds()
-	t.Logf("%s rep %d: logged in %.0fs, evaluated in %.0fs, truth in %.0fs", env.name(), rep, res.logSeconds, res.evalSeconds, res.truthSeconds)
+	t.Logf("%s, %s log, rep %d: logged in %.0fs, evaluated in %.0fs, truth in %.0fs", env.name(), logging, rep, res.logSeconds, res.evalSeconds, res.truthSeconds)
 	return res
 }
 
 // opeBenchMarkdown renders the results.
-func opeBenchMarkdown(results []opeBenchResult, commit string, reps, decisions, truthN int, wall time.Duration) string {
+func opeBenchMarkdown(results []opeBenchResult, loggers []string, commit string, reps, decisions, truthN int, wall time.Duration) string {
 	var b strings.Builder
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "<!-- generated by make bench-ope (TestOPEBench in cmd/refinery) at commit %s; load at the end %s; wall %s -->\n\n",
 		commit, strings.Join(strings.Fields(string(load))[:3], " "), wall.Round(time.Second))
-	fmt.Fprintf(&b, "Per environment: %d repetitions (seeds 1..%d), each a log of %d eps-greedy (epsilon 0.1) decisions through serve, candidates fit on the oldest half, estimated on the newest %d; the truth of each frozen candidate is its mean expected reward over all 8,124 mushrooms (exact: the bandit draws them uniformly) and over %d fresh draws of the wheel (± its standard error).\n\n",
-		reps, reps, decisions, decisions/2, truthN)
-	for _, env := range []string{"mushroom", "wheel"} {
-		var rs []opeBenchResult
-		for _, r := range results {
-			if r.env == env {
-				rs = append(rs, r)
-			}
-		}
-		if len(rs) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "### %s\n\n", env)
-		fmt.Fprintf(&b, "| candidate | estimator | mean estimate | mean 95%% interval | mean truth (± SE) | on the evaluation contexts | mean error | RMSE | coverage | mean ESS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Per environment and logging policy (%s; eps-greedy has epsilon 0.1, linear-ts logs its computed propensities): %d repetitions (seeds 1..%d), each a log of %d decisions through serve, candidates fit on the oldest half, estimated on the newest %d; the truth of each frozen candidate is its mean expected reward over all 8,124 mushrooms (exact: the bandit draws them uniformly) and over %d fresh draws of the wheel (± its standard error). clipped-ips caps weights at %g, switch uses ips where pi/mu <= %g (Wang et al. 2017); \"warned\" counts the repetitions whose diagnostics warned (ESS under %.0f%% of the rows, the largest weight over %.0f%% of their sum, or over %.0f%% of pi on arms mu could not choose).\n\n",
+		strings.Join(loggers, ", "), reps, reps, decisions, decisions/2, truthN, float64(simulators.DefaultClip), float64(simulators.DefaultSwitchTau),
+		100*simulators.MinESSFraction, 100*simulators.MaxWeightShare, 100*simulators.MaxUnsupportedMass)
+	for _, group := range opeBenchGroups(results) {
+		rs := group.rs
+		env := group.env
+		fmt.Fprintf(&b, "### %s, %s log\n\n", env, group.logging)
+		fmt.Fprintf(&b, "| candidate | estimator | mean estimate | mean 95%% interval | mean truth (± SE) | on the evaluation contexts | mean error | RMSE | coverage | mean ESS | warned |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for ci, c := range rs[0].report.Candidates {
 			for ei, e := range c.Estimates {
 				var est, lo, hi, tr, trse, onLog, errSum, sq, ess float64
@@ -410,11 +429,18 @@ func opeBenchMarkdown(results []opeBenchResult, commit string, reps, decisions, 
 					rmse = fmt.Sprintf("%.3g", math.Sqrt(sq/n))
 					cov = fmt.Sprintf("%d/%d", covered, withTruth)
 				}
-				name := ""
+				name, warned := "", ""
 				if ei == 0 {
 					name = c.Name
+					n := 0
+					for _, r := range rs {
+						if len(r.report.Candidates[ci].Warnings) > 0 {
+							n++
+						}
+					}
+					warned = fmt.Sprintf("%d/%d", n, len(rs))
 				}
-				fmt.Fprintf(&b, "| %s | %s | %.4g | [%.4g, %.4g] | %s | %s | %s | %s | %s | %.0f |\n", name, e.Estimator, est, lo, hi, truthCell, onLogCell, errCell, rmse, cov, ess)
+				fmt.Fprintf(&b, "| %s | %s | %.4g | [%.4g, %.4g] | %s | %s | %s | %s | %s | %.0f | %s |\n", name, e.Estimator, est, lo, hi, truthCell, onLogCell, errCell, rmse, cov, ess, warned)
 			}
 		}
 		// Coverage pooled over the candidates other than logging.
@@ -452,4 +478,24 @@ func opeBenchMarkdown(results []opeBenchResult, commit string, reps, decisions, 
 		fmt.Fprintf(&b, "\nPer repetition (mean): logging %.0f s, fitting and estimating %.0f s, truth %.0f s (wall).\n\n", logS/float64(len(rs)), evalS/float64(len(rs)), truthS/float64(len(rs)))
 	}
 	return b.String()
+}
+
+// opeBenchGroup is the repetitions of one environment and logging policy.
+type opeBenchGroup struct {
+	env, logging string
+	rs           []opeBenchResult
+}
+
+// opeBenchGroups groups the results by environment and logging policy,
+// in the order they ran.
+func opeBenchGroups(results []opeBenchResult) []opeBenchGroup {
+	var out []opeBenchGroup
+	for _, r := range results {
+		if n := len(out); n > 0 && out[n-1].env == r.env && out[n-1].logging == r.logging {
+			out[n-1].rs = append(out[n-1].rs, r)
+			continue
+		}
+		out = append(out, opeBenchGroup{env: r.env, logging: r.logging, rs: []opeBenchResult{r}})
+	}
+	return out
 }
