@@ -341,8 +341,16 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		if p.LockedIn > 0 {
 			locked += fmt.Sprintf(" (%s %s)", plural.Word(p.LockedIn, "seed", "seeds"), joinInts(p.LockedInSeeds))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f ± %.1f | %.1f | %.1f ± %.1f | %s | %s | %.1f | %.1f |\n",
-			p.Policy, runs, p.ExpectedMean, p.ExpectedStd, p.ExpectedSE, p.RealizedMean, p.RealizedStd, refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
+		// One run has no spread: its standard deviation and error are
+		// undefined, not 0.
+		spread := func(x float64) string {
+			if p.Runs < 2 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f", x)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.1f ± %s | %s | %.1f ± %s | %s | %s | %.1f | %.1f |\n",
+			p.Policy, runs, p.ExpectedMean, spread(p.ExpectedStd), spread(p.ExpectedSE), p.RealizedMean, spread(p.RealizedStd), refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
 	}
 	fmt.Fprintf(&b, "\nLocked into one arm: one arm took at least %g%% of the decisions of a run's last %d steps (all of them in a shorter run).\n", 100*LockInShare, LockInWindow)
 	for _, e := range s.Errors {

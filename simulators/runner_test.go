@@ -432,3 +432,16 @@ func TestRefinedTSSupply(t *testing.T) {
 		}
 	}
 }
+
+// A policy with one run has no spread: the table says "-" where a
+// standard deviation or error would be, not 0.0.
+func TestOneRunHasNoSpread(t *testing.T) {
+	sum := Summary{Env: "e", Steps: 10, Seeds: 1, FirstSeed: 1, Policies: []PolicySummary{{Policy: "uniform", Runs: 1, ExpectedMean: 12.5, RealizedMean: 13}}}
+	var md strings.Builder
+	if err := WriteSummaryMarkdown(&md, sum); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| uniform | 1 | 12.5 ± - | - | 13.0 ± - |"; !strings.Contains(md.String(), want) {
+		t.Errorf("one-run row is not %q:\n%s", want, md.String())
+	}
+}
