@@ -26,6 +26,8 @@ type hammer struct {
 	base   string
 	bandit string
 	client *http.Client
+	// auth, when set, is sent as the Authorization header.
+	auth   string
 	seq    atomic.Int64
 	prefix string
 
@@ -61,6 +63,9 @@ func (h *hammer) post(path, body string) (int, time.Duration) {
 		panic(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if h.auth != "" {
+		req.Header.Set("Authorization", h.auth)
+	}
 	resp, err := h.client.Do(req)
 	d := time.Since(start)
 	code := 0
