@@ -125,6 +125,35 @@ func (h *hammer) closedLoop(n int, stop <-chan struct{}) {
 	wg.Wait()
 }
 
+// flood runs n clients, each sending the request next makes (from its
+// own seeded generator) one after another until stop is closed, and
+// counts only the answers' status codes (0: transport error).
+func (h *hammer) flood(n int, stop <-chan struct{}, next func(rng *rand.Rand) *http.Request) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 64))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code := 0
+				if resp, err := h.client.Do(next(rng)); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					code = resp.StatusCode
+				}
+				h.mu.Lock()
+				h.status[code]++
+				h.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // openLoop starts rate transactions a second for d, whatever the answers,
 // with at most maxOutstanding under way (more are counted as unsent).
 func (h *hammer) openLoop(rate float64, d time.Duration, maxOutstanding int64) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -199,62 +198,24 @@ func TestOverloadBench(t *testing.T) {
 	cheap := newHammer(base, "load", "cheap")
 	cheapBase, _ := honest(idle)
 	cheapRate, cheapHonestSt := honest(func(stop <-chan struct{}) {
-		var wg sync.WaitGroup
-		for range 64 {
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					code := 0
-					if resp, err := cheap.client.Get(base + "/healthz"); err == nil {
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						code = resp.StatusCode
-					}
-					cheap.mu.Lock()
-					cheap.status[code]++
-					cheap.mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		cheap.flood(64, stop, func(*rand.Rand) *http.Request {
+			req, _ := http.NewRequest("GET", base+"/healthz", nil)
+			return req
+		})
 	})
 	cheapSt, _, _ := cheap.take()
 	floodBase, _ := honest(idle)
 	floodRate, floodHonestSt := honest(func(stop <-chan struct{}) {
-		var wg sync.WaitGroup
-		for i := range 64 {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(i), 64))
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					secret, _, err := keys.New(rngReader{rng}, "x", []keys.Scope{keys.Admin}, time.Now())
-					if err != nil {
-						panic(err)
-					}
-					req, _ := http.NewRequest("POST", base+"/v1/bandits/load/decisions", strings.NewReader(`{"context": {"color": "red", "size": 1}}`))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("Authorization", "Bearer "+secret)
-					code := 0
-					if resp, err := flood.client.Do(req); err == nil {
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						code = resp.StatusCode
-					}
-					flood.mu.Lock()
-					flood.status[code]++
-					flood.mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		flood.flood(64, stop, func(rng *rand.Rand) *http.Request {
+			secret, _, err := keys.New(rngReader{rng}, "x", []keys.Scope{keys.Admin}, time.Now())
+			if err != nil {
+				panic(err)
+			}
+			req, _ := http.NewRequest("POST", base+"/v1/bandits/load/decisions", strings.NewReader(`{"context": {"color": "red", "size": 1}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+secret)
+			return req
+		})
 	})
 	floodSt, _, _ := flood.take()
 	// Goodput: every client's acknowledged decisions a second.
