@@ -1,0 +1,392 @@
+package bandit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/policy"
+)
+
+// DecideRequest asks for one decision.
+type DecideRequest struct {
+	// EventID identifies the decision; empty: the service makes one.
+	EventID string
+	// Context is the JSON object of feature values.
+	Context json.RawMessage
+	// Excluded names arms that must not be chosen.
+	Excluded []string
+}
+
+// Propensity describes how a decision's probabilities were obtained.
+type Propensity struct {
+	// Estimator is "exact" (uniform, greedy, eps-greedy), "mean-field"
+	// (Monte Carlo over groups of mean-field draws), "refined-pool"
+	// (resampled groups of the refined samples at hand),
+	// "linear-posterior" (computed from the exact posterior by numerical
+	// integration: linear-ts, neural-linear; Exact), "laplace" (groups of Laplace draws:
+	// laplace-ts) or "flow" (groups of flow-refined draws: flow-ts).
+	Estimator string `json:"estimator"`
+	// Samples is the number of distinct posterior samples behind the
+	// estimate, Groups the number of groups of policy.samples draws
+	// whose argmax frequencies (or, for "mean-field", conditional
+	// probabilities) average to the probabilities (0 when exact).
+	Samples int `json:"samples"`
+	Groups  int `json:"groups"`
+	// Exact is true for "refined-pool" when Groups is every
+	// policy.samples-subset of the samples at hand (at most
+	// policy.MaxExactSubsets): the probabilities are then exact given
+	// those samples, in steps of 1/Groups; and for "linear-posterior",
+	// computed to about 1e-5 by policy.StudentWinProbs (Samples and
+	// Groups 0).
+	//
+	// The chosen arm's estimate is never below what the decision's own
+	// draw implies: the decision's group is one of the Groups counted,
+	// so an argmax frequency gives it at least 1/Groups (1/Groups for an
+	// exact subset enumeration, the decision's subset being one), and a
+	// "mean-field" or "laplace" (diagonal) estimate with OutputDraws at
+	// least 1/(Groups (OutputDraws+1)) (before the floor's mixing). The
+	// standard error of a Monte Carlo estimate p̂ is at most
+	// 1/(2 sqrt(Groups)).
+	Exact bool `json:"exact,omitempty"`
+	// OutputDraws, for "mean-field" with more than two allowed arms, is
+	// the number of draws of the output layer's noise per group behind
+	// each group's conditional probabilities (policy.WinProbs); with two
+	// they are exact and it is absent.
+	OutputDraws int `json:"output_draws,omitempty"`
+	// StdError, for the Monte Carlo estimators (not Exact), bounds the
+	// standard error of each probability before the floor:
+	// 1/(2 sqrt(Groups)), the binomial bound for an argmax frequency
+	// over Groups independent groups, which the conditional
+	// probabilities of "mean-field" and "laplace" (diagonal) do not
+	// exceed (Rao-Blackwell). For "refined-pool" it is the error given
+	// the samples at hand.
+	StdError float64 `json:"std_error,omitempty"`
+	// Floor is MinPropensity for the estimated probabilities
+	// (estimators other than "exact"): each was mixed with the uniform
+	// distribution over the m allowed arms at weight m*Floor
+	// (policy.FloorPropensities), so no allowed arm reports less than
+	// Floor and none moved by more than m*Floor.
+	Floor float64 `json:"floor,omitempty"`
+	// For refined samples (estimator "refined-pool"): SampleUses is the
+	// mean number of decisions the decision's samples have served, this
+	// one included; SampleAgeSeconds the age of the oldest since it was
+	// banked; VersionsBehind how many posterior versions the oldest is
+	// behind the newest published; BeyondBounds is true when the bank
+	// had fewer usable samples than the decision needs and it acted on
+	// the freshest samples past policy.max_sample_uses, max_sample_age
+	// or max_versions_behind.
+	SampleUses       float64 `json:"sample_uses,omitempty"`
+	SampleAgeSeconds float64 `json:"sample_age_seconds,omitempty"`
+	VersionsBehind   int64   `json:"versions_behind,omitempty"`
+	BeyondBounds     bool    `json:"beyond_bounds,omitempty"`
+}
+
+// Outcome is the answer to a DecideRequest.
+type Outcome struct {
+	Decision *Decision
+	// Created is false when the event ID was already decided and the
+	// stored decision is returned (idempotency).
+	Created bool
+	// Propensity is set for new decisions only.
+	Propensity *Propensity
+}
+
+// eventIDRE is what a client-chosen event ID may look like: it appears
+// in URLs unescaped.
+var eventIDRE = regexp.MustCompile(`^[A-Za-z0-9._~:-]{1,128}$`)
+
+// NewEventID returns a random 128-bit event ID in hex.
+func NewEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidEventID reports whether id may be used as an event ID: 1 to 128
+// characters from [A-Za-z0-9._~:-].
+func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
+
+// Decide validates and encodes the context, lets the policy choose an
+// arm, stores the decision durably and returns it.
+//
+// Probabilities: uniform, greedy and eps-greedy are exact. The
+// Thompson-sampling rules play the argmax of the average prediction of S
+// = policy.samples posterior samples; the probability of each arm is
+// estimated from M = policy.propensity_samples groups of S samples, the
+// decision's own group being the first (issue 18, finding 2):
+//
+//   - mf-ts (and refined-ts before its first refined samples): M groups
+//     of S mean-field draws whose output layer's noise is integrated out
+//     (nn.Predictor.SampleLocalMoments, policy.ThompsonGauss): the mean
+//     over the groups of each arm's conditional probability of winning,
+//     exact given a group's hidden layers with two allowed arms and
+//     estimated from policy.OutputDraws draws with more (the decision's
+//     own group from those and its own draw); unbiased, with no steps
+//     of 1/M;
+//   - refined-ts: the decision's S samples are a uniform draw without
+//     replacement from the usable refined samples in the bank (the
+//     pool; Propensity.Samples says how many); the probability of each
+//     arm given the pool is computed exactly over every S-subset when
+//     there are at most policy.MaxExactSubsets (the default bank of 16
+//     in groups of 3: 560; Propensity.Exact), and otherwise estimated
+//     from M-1 further subsets drawn the same way (policy.ThompsonVote);
+//   - linear-ts, and neural-linear on the network's features: exact,
+//     the integral of the independent Student-t posterior predictives
+//     (policy.Linear, policy.StudentWinProbs; issue 30, finding 1);
+//   - laplace-ts (diagonal): as mf-ts, on the Laplace posterior;
+//     flow-ts and last-layer laplace-ts: M-1 more groups of fresh draws
+//     from the posterior, voting (policy.ThompsonVote).
+//
+// Every estimate is then floored at MinPropensity for each allowed arm
+// (policy.FloorPropensities); Propensity says which estimator, how many
+// samples and groups stand behind it, and the floor.
+//
+// An event ID that was already decided returns the stored decision
+// (Outcome.Created false) when the context encodes identically and the
+// stored arm is not excluded now, and ErrConflict otherwise.
+//
+// Contract: Decide is safe for concurrent use (step mode serializes it
+// with Reward); outside step mode it never waits for a retraining or a
+// refinement to finish (linear-ts waits at most for one row's update);
+// it returns once the store has the decision (durably, but for the
+// in-memory store); it keeps no reference to req, and the Outcome is the
+// caller's.
+func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
+	if at := a.archivedAt.Load(); at != 0 {
+		return nil, fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",
+			a.name, time.Unix(0, at).UTC().Format(time.RFC3339), ErrArchived)
+	}
+	var v validator
+	if req.EventID != "" && !ValidEventID(req.EventID) {
+		v.add("event_id", "want 1 to 128 characters from [A-Za-z0-9._~:-]")
+	}
+	x, err := a.enc.Encode(req.Context)
+	if err != nil {
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			return nil, err
+		}
+		v.errs = append(v.errs, ve.Errors...)
+	}
+	excluded := a.excluded(req.Excluded, &v)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	eventID := req.EventID
+	if eventID == "" {
+		eventID = NewEventID()
+	}
+	rng := a.acquireRNG()
+	defer a.releaseRNG(rng)
+	m := a.model.Load()
+	d := &Decision{
+		Bandit:       a.name,
+		EventID:      eventID,
+		Context:      req.Context,
+		Encoded:      x,
+		Policy:       string(a.cfg.Policy.Kind),
+		ModelVersion: m.version,
+	}
+	prop, err := a.choose(ctx, d, m, x, excluded, rng)
+	if err != nil {
+		return nil, err
+	}
+	stored, created, err := a.store.InsertDecision(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		enc := stored.Encoded
+		if len(enc) != len(x) { // decided before category values were added
+			enc, _ = a.enc.Encode(stored.Context)
+		}
+		if !slices.Equal(enc, x) {
+			return nil, fmt.Errorf("event %s was decided for another context: %w", eventID, ErrConflict)
+		}
+		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] {
+			return nil, fmt.Errorf("event %s was decided with arm %s, which is now excluded: %w", eventID, a.cfg.Arms[stored.Arm], ErrConflict)
+		}
+		return &Outcome{Decision: stored, Created: false}, nil
+	}
+	a.obs.Decided(a.name, a.cfg.Arms[d.Arm], d.Sample)
+	a.health.decided(d.Arm, x, excluded)
+	return &Outcome{Decision: stored, Created: true, Propensity: prop}, nil
+}
+
+// acquireRNG returns the random source of one decision; give it back
+// with releaseRNG. In step mode it is the agent's own, under stepMu (held
+// until the release: decisions and rewards are serialized); otherwise one
+// from the pool.
+func (a *Agent) acquireRNG() *mrand.Rand {
+	if a.step != nil {
+		a.stepMu.Lock()
+		return a.stepRNG
+	}
+	return a.rngs.Get().(*mrand.Rand)
+}
+
+// releaseRNG gives back what acquireRNG returned.
+func (a *Agent) releaseRNG(rng *mrand.Rand) {
+	if a.step != nil {
+		a.stepMu.Unlock()
+		return
+	}
+	a.rngs.Put(rng)
+}
+
+// excluded turns arm names into flags.
+func (a *Agent) excluded(names []string, v *validator) []bool {
+	ex := make([]bool, len(a.cfg.Arms))
+	for i, n := range names {
+		j := slices.Index(a.cfg.Arms, n)
+		if j < 0 {
+			v.add(fmt.Sprintf("excluded_arms[%d]", i), fmt.Sprintf("unknown arm %q", n))
+			continue
+		}
+		ex[j] = true
+	}
+	if len(names) > 0 && !slices.Contains(ex, false) {
+		v.add("excluded_arms", "every arm is excluded")
+	}
+	return ex
+}
+
+// choose fills d's arm, scores, probabilities and sample kind: the
+// forward passes and samplers are nn.Predictor's, the rules policy's
+// (policy.UniformRule, policy.EpsGreedyRule, policy.ThompsonGauss,
+// policy.ThompsonVote, policy.Linear).
+func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	arms := len(a.cfg.Arms)
+	var pd policy.Decision
+	prop := &Propensity{Estimator: "exact"}
+	switch a.cfg.Policy.Kind {
+	case Uniform:
+		policy.UniformRule(&pd, arms, excluded, rng)
+	case Greedy, EpsGreedy:
+		p := a.predictor()
+		pd.Scores = p.PredictWeights(make([]float64, arms), m.weights(a.arch), x, m.std)
+		a.predictors.Put(p)
+		policy.EpsGreedyRule(&pd, *a.cfg.Policy.Epsilon, excluded, rng)
+	case LinearTS:
+		a.linMu.Lock()
+		var err error
+		pd, err = a.lin.Decide(ctx, x, excluded)
+		a.linMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		prop = &Propensity{Estimator: "linear-posterior", Exact: true}
+	case LaplaceTS, FlowTS:
+		if a.cfg.Policy.lastLayer() {
+			prop = a.lastLayerThompson(&pd, m, x, excluded, rng)
+			break
+		}
+		var err error
+		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
+			return nil, err
+		}
+	case NeuralLinear:
+		var err error
+		if prop, err = a.neuralLinear(ctx, &pd, m, x, excluded); err != nil {
+			return nil, err
+		}
+	case RefinedTS, MeanFieldTS:
+		var err error
+		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
+			return nil, err
+		}
+	}
+	if prop.Estimator != "exact" {
+		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
+		prop.Floor = MinPropensity
+		if !prop.Exact && prop.Groups > 0 {
+			prop.StdError = 0.5 / math.Sqrt(float64(prop.Groups))
+		}
+	}
+	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
+	return prop, nil
+}
+
+// thompson is Thompson sampling on refined samples from the bank
+// (policy.ThompsonVote) when the bandit is refined-ts and the bank has
+// them, and on mean-field draws otherwise (policy.ThompsonGauss), with
+// the propensity estimates of Decide.
+func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	arms := len(a.cfg.Arms)
+	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
+	p := a.predictor()
+	defer a.predictors.Put(p)
+	if a.cfg.Policy.Kind == RefinedTS && m.lik != nil {
+		if a.step != nil {
+			if err := a.refineNow(ctx, m, S); err != nil {
+				return nil, err
+			}
+		}
+		if t, ok := a.bank.take(S, rng); ok {
+			a.obs.Bank(a.name, a.bank.status().Depth)
+			pool := make([]float64, len(t.pool)*arms) // predictions in reward units
+			version := t.got[0].version
+			for i, r := range t.pool {
+				p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, x, r.std)
+				if i < S {
+					version = min(version, r.version)
+				}
+			}
+			groups, exact := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
+			pd.Sample = SampleRefined
+			// The oldest posterior version the samples were refined from.
+			d.ModelVersion = version
+			a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
+			return &Propensity{
+				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: exact,
+				SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
+			}, nil
+		}
+	}
+	// Draw g*S+k is sample k of group g; the output layer's noise is
+	// integrated out (policy.ThompsonGauss).
+	mean, vari := p.SampleLocalMoments(nil, nil, m.mu, m.sig2, x, M*S, m.std, rng)
+	policy.ThompsonGauss(pd, policy.Gaussian{Mean: mean, Var: vari, Arms: arms, S: S, M: M}, excluded, rng)
+	prop := &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}
+	if allowed := arms - countTrue(excluded); allowed > 2 {
+		prop.OutputDraws = policy.OutputDraws
+	}
+	if a.cfg.Policy.Kind == LaplaceTS { // the diagonal Laplace posterior is a mean-field Gaussian too
+		pd.Sample = SampleLaplace
+		prop.Estimator = "laplace"
+		return prop, nil
+	}
+	pd.Sample = SampleMeanField
+	return prop, nil
+}
+
+// MinPropensity is the least probability the Thompson-sampling policies
+// report for an allowed arm (Propensity.Floor): importance weights from
+// their propensities are at most 1/MinPropensity = 10,000, and no
+// estimate moves by more than arms x 1e-4.
+const MinPropensity = 1e-4
+
+// countTrue returns the number of true flags.
+func countTrue(b []bool) int {
+	n := 0
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return n
+}
+
+// predictor returns a Predictor of the agent's network; put it back in
+// a.predictors when done.
+func (a *Agent) predictor() *nn.Predictor { return a.predictors.Get().(*nn.Predictor) }
