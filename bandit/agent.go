@@ -117,6 +117,10 @@ type Agent struct {
 	store     Store
 	log       *slog.Logger
 	obs       Observer
+	// decider is the policy kind's (kinds.go), caps its capabilities
+	// under the configuration.
+	decider decider
+	caps    Capabilities
 
 	// tcfg configures every trainer of the agent (newTrainer); set in
 	// newAgent and read only after, also by refineFrom on the decision
@@ -204,6 +208,11 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		done:      make(chan struct{}),
 		seed:      seed,
 		trng:      mrand.New(mrand.NewPCG(seed, 0)),
+		decider:   cfg.Policy.Kind.decider(),
+		caps:      cfg.Policy.Capabilities(),
+	}
+	if a.decider == nil {
+		return nil, fmt.Errorf("bandit %s: unknown policy kind %q", cfg.Name, cfg.Policy.Kind)
 	}
 	if !b.ArchivedAt.IsZero() {
 		a.archivedAt.Store(b.ArchivedAt.UnixNano())
@@ -218,8 +227,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	a.rngs.New = func() any { return mrand.New(mrand.NewPCG(a.seed, a.seeds.Add(1))) }
 	a.data = nn.NewData(dim, arms)
 	m := &model{elbo: math.NaN(), superseded: make(chan struct{}), std: nn.Standardization{Scale: 1}}
-	switch {
-	case cfg.Policy.Kind.neural():
+	if a.caps.Network {
 		a.arch = nn.NewArch(dim, cfg.Model.Hidden, arms)
 		batch := min(cfg.Policy.Samples*cfg.Policy.PropensitySamples, 256)
 		a.predictors.New = func() any { return nn.NewPredictor(a.arch, batch) }
@@ -233,7 +241,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.q = a.freshPosterior()
 		a.std = nn.Standardization{Scale: 1}
 		a.sigma = make([]float64, n)
-		point := cfg.Policy.Kind.point()
+		point := a.caps.MAP
 		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 		if !point { // a point estimate has no collapsed bound
 			b, err := posterior.ParseBound(cfg.Training.Bound)
@@ -261,23 +269,9 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
 			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
 		}
-	case cfg.Policy.Kind == LinearTS:
-		lin, err := policy.NewLinear(policy.LinearConfig{Arms: arms, Features: dim, ProbabilitySamples: cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
-		if err != nil {
-			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
-		}
-		a.lin = lin
 	}
-	if cfg.Policy.Kind == RefinedTS {
-		a.bank = newBank(cfg.Refinement.BankSize, bankBounds{
-			maxUses:   cfg.Policy.MaxSampleUses,
-			maxAge:    time.Duration(*cfg.Policy.MaxSampleAge),
-			maxBehind: int64(*cfg.Policy.MaxVersionsBehind),
-		}, a.clock)
-		a.bank.onSpace = func() {
-			a.obs.Bank(a.name, a.bank.status().Depth)
-			pool.kick()
-		}
+	if err := a.decider.construct(a, seed); err != nil {
+		return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
 	}
 	a.model.Store(m)
 	return a, nil
@@ -303,7 +297,7 @@ func (a *Agent) setPosterior(m *model) {
 	m.q = a.q.Clone()
 	m.fam = a.fam
 	m.mu, m.sig2 = m.q.Mu, sigma2(a.q)
-	if m.version == 0 && a.cfg.Policy.Kind.thompson() {
+	if m.version == 0 && a.caps.MeanField {
 		m.mu = make([]float64, len(m.q.Mu))
 		if m.q.PriorMean != nil {
 			copy(m.mu, m.q.PriorMean)
@@ -327,7 +321,7 @@ func sigma2(q *posterior.MeanField) []float64 {
 // and training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
 	est, _ := a.cfg.Training.estimator()
-	if a.cfg.Policy.Kind.point() {
+	if a.caps.MAP {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}
 	opt := nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, Family: a.fam}
@@ -345,7 +339,7 @@ func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
 // Gaussian linear model to the output layer and always train under the
 // Gaussian likelihood with one noise variance.
 func (a *Agent) likelihoodChoice() bool {
-	return !a.cfg.Policy.lastLayer() && a.cfg.Policy.Kind != NeuralLinear
+	return !a.caps.FixedLikelihood
 }
 
 // noisePerArm reports whether the Gaussian likelihood learns one noise
@@ -491,7 +485,7 @@ func (a *Agent) start() {
 	if a.step != nil {
 		return // step mode: the callers' Decide and Reward do the work
 	}
-	if a.cfg.Policy.Kind != Uniform {
+	if a.caps.Model {
 		a.wg.Go(a.trainLoop)
 	}
 	if a.cfg.Reward.Default != nil {

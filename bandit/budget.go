@@ -55,7 +55,7 @@ func (c *Config) DecisionBudget() error {
 // decision of the mean-field Thompson samplers, zero for other policies.
 func (c *Config) decisionCost() (cost, floats float64) {
 	p := c.Policy
-	if p.Kind != MeanFieldTS && p.Kind != RefinedTS {
+	if !p.Capabilities().MeanField {
 		return 0, 0
 	}
 	draws := float64(p.Samples) * float64(p.PropensitySamples)

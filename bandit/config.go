@@ -20,87 +20,8 @@ import (
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
-// PolicyKind names a decision rule.
+// PolicyKind names a decision rule: one decider each (kinds.go).
 type PolicyKind string
-
-// The policies a bandit can use.
-const (
-	// RefinedTS is Thompson sampling on locally refined posterior samples
-	// (Havasi et al. 2021, Algorithm 1) taken from the agent's bank.
-	RefinedTS PolicyKind = "refined-ts"
-	// MeanFieldTS is Thompson sampling on plain mean-field samples.
-	MeanFieldTS PolicyKind = "mf-ts"
-	// EpsGreedy plays the arm a point-estimate network prefers with
-	// probability 1-epsilon and a uniformly random allowed arm otherwise.
-	EpsGreedy PolicyKind = "eps-greedy"
-	// Greedy is EpsGreedy with epsilon 0.
-	Greedy PolicyKind = "greedy"
-	// Uniform picks an allowed arm uniformly at random; no model.
-	Uniform PolicyKind = "uniform"
-	// LinearTS is Thompson sampling with an exact Normal-inverse-gamma
-	// linear model per arm (policy.Linear).
-	LinearTS PolicyKind = "linear-ts"
-	// LaplaceTS is Thompson sampling on Laplace's approximation at the
-	// network's MAP (Khan 2018, Section 1): the diagonal generalized
-	// Gauss-Newton of the whole network (policy.laplace "diagonal",
-	// posterior.LaplaceDiag) or the exact full-covariance posterior of
-	// the output layer (policy.laplace "last-layer",
-	// posterior.FitLastLayer).
-	LaplaceTS PolicyKind = "laplace-ts"
-	// FlowTS is Thompson sampling on the last-layer Laplace posterior
-	// refined by a radial flow fitted once per model version on the ELBO
-	// of Kristiadi et al. 2022, Eq. 4 (posterior.FitFlow): each sample is a Gaussian
-	// draw pushed through the flow.
-	FlowTS PolicyKind = "flow-ts"
-	// NeuralLinear is linear Thompson sampling (policy.Linear's exact
-	// Normal-inverse-gamma posterior per arm) on the last hidden layer's
-	// features of the network's MAP, rebuilt after every retraining
-	// (Riquelme, Tucker & Snoek 2018).
-	NeuralLinear PolicyKind = "neural-linear"
-)
-
-var policyKinds = []PolicyKind{RefinedTS, MeanFieldTS, EpsGreedy, Greedy, Uniform, LinearTS, LaplaceTS, FlowTS, NeuralLinear}
-
-// neural reports whether the kind uses the Bayesian neural network.
-func (k PolicyKind) neural() bool {
-	return k == RefinedTS || k == MeanFieldTS || k == EpsGreedy || k == Greedy || k == LaplaceTS || k == FlowTS || k == NeuralLinear
-}
-
-// point reports whether the kind trains a point estimate of the network
-// (the MAP under the prior, nn.Deterministic) rather than a mean-field
-// posterior.
-func (k PolicyKind) point() bool {
-	return k == EpsGreedy || k == Greedy || k == LaplaceTS || k == FlowTS || k == NeuralLinear
-}
-
-// Laplace structures of laplace-ts (PolicyConfig.Laplace).
-const (
-	LaplaceDiagonal  = "diagonal"
-	LaplaceLastLayer = "last-layer"
-)
-
-// lastLayer reports whether the configuration samples the output layer
-// from its last-layer Laplace posterior (flow-refined or not).
-func (p PolicyConfig) lastLayer() bool {
-	return p.Kind == FlowTS || (p.Kind == LaplaceTS && p.Laplace == LaplaceLastLayer)
-}
-
-// FlowConfig is flow-ts's radial flow (posterior.FitFlow).
-type FlowConfig struct {
-	// Length is the number of radial layers; default 10 (the paper uses
-	// 5 to 10, Kristiadi et al. 2022, Section 6), 1..50.
-	Length int `json:"length"`
-	// Iterations of Adam on the single-sample ELBO per fit (one fit per
-	// model version); default 1000, 1..100000.
-	Iterations int `json:"iterations"`
-	// LR is Adam's initial step size, decayed to zero on a cosine;
-	// default 0.03, (0, 1].
-	LR float64 `json:"lr"`
-}
-
-// thompson reports whether the kind is Thompson sampling on the network's
-// mean-field posterior (refined-ts, mf-ts).
-func (k PolicyKind) thompson() bool { return k == RefinedTS || k == MeanFieldTS }
 
 // FeatureType is the type of one context feature.
 type FeatureType string
@@ -660,34 +581,8 @@ func (c *Config) SetDefaults() {
 	if p.Samples == 0 {
 		p.Samples = DefaultSamples
 	}
-	switch p.Kind {
-	case EpsGreedy:
-		if p.Epsilon == nil {
-			e := DefaultEpsilon
-			p.Epsilon = &e
-		}
-	case Greedy:
-		if p.Epsilon == nil {
-			e := 0.0
-			p.Epsilon = &e
-		}
-	}
-	if p.Kind == LaplaceTS && p.Laplace == "" {
-		p.Laplace = LaplaceDiagonal
-	}
-	if p.Kind == FlowTS {
-		if p.Flow == nil {
-			p.Flow = &FlowConfig{}
-		}
-		if p.Flow.Length == 0 {
-			p.Flow.Length = posterior.DefaultFlowLength
-		}
-		if p.Flow.Iterations == 0 {
-			p.Flow.Iterations = posterior.DefaultFlowIterations
-		}
-		if p.Flow.LR == 0 {
-			p.Flow.LR = posterior.DefaultFlowLR
-		}
+	if d := p.Kind.decider(); d != nil {
+		d.setDefaults(p)
 	}
 	if p.MaxSampleUses == 0 {
 		p.MaxSampleUses = DefaultMaxSampleUses
@@ -706,7 +601,7 @@ func (c *Config) SetDefaults() {
 	m := &c.Model
 	if m.Hidden == nil {
 		m.Hidden = append([]int(nil), DefaultHidden...)
-		if p.Kind.thompson() {
+		if p.Capabilities().MeanField {
 			m.Hidden = append([]int(nil), DefaultThompsonHidden...)
 		}
 	}
@@ -722,13 +617,13 @@ func (c *Config) SetDefaults() {
 	// to 100 times more strongly and they played 2 to 3 times worse).
 	if m.Prior == "" {
 		m.Prior = PriorFanIn
-		if p.Kind.point() {
+		if p.Capabilities().MAP {
 			m.Prior = PriorFixed
 		}
 	}
 	if m.Likelihood == "" {
 		m.Likelihood = LikelihoodAuto
-		if p.Kind.point() {
+		if p.Capabilities().MAP {
 			m.Likelihood = LikelihoodGaussian
 		}
 	}
@@ -737,7 +632,7 @@ func (c *Config) SetDefaults() {
 	}
 	if m.NoisePrior == nil {
 		m.NoisePrior = &NoisePrior{Shape: DefaultNoiseShape, Rate: DefaultNoiseRate}
-		if p.Kind.point() {
+		if p.Capabilities().MAP {
 			m.NoisePrior = &NoisePrior{}
 		}
 	}
@@ -847,7 +742,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateFeatures(&v)
 	c.validatePolicy(&v)
-	if c.Policy.Kind.neural() {
+	if c.Policy.Capabilities().Network {
 		c.validateModel(&v)
 	}
 	if len(v.errs) == 0 {
@@ -923,26 +818,19 @@ func (c *Config) validateFeatures(v *validator) {
 
 func (c *Config) validatePolicy(v *validator) {
 	p := c.Policy
-	known := false
-	for _, k := range policyKinds {
-		known = known || p.Kind == k
+	d := p.Kind.decider()
+	if d == nil {
+		v.add("policy.kind", fmt.Sprintf("unknown policy %q: want one of %s", p.Kind, kindList()))
 	}
-	if !known {
-		v.add("policy.kind", fmt.Sprintf("unknown policy %q: want one of refined-ts, mf-ts, eps-greedy, greedy, uniform, linear-ts, laplace-ts, flow-ts, neural-linear", p.Kind))
-	}
-	switch {
-	case p.Laplace != "" && p.Kind != LaplaceTS:
-		v.add("policy.laplace", "laplace applies to laplace-ts only")
-	case p.Kind == LaplaceTS && p.Laplace != LaplaceDiagonal && p.Laplace != LaplaceLastLayer:
-		v.add("policy.laplace", fmt.Sprintf("%q, want \"diagonal\" or \"last-layer\"", p.Laplace))
-	}
-	switch {
-	case p.Flow != nil && p.Kind != FlowTS:
-		v.add("policy.flow", "flow applies to flow-ts only")
-	case p.Flow != nil:
-		v.intRange("policy.flow.length", p.Flow.Length, 1, 50)
-		v.intRange("policy.flow.iterations", p.Flow.Iterations, 1, 100000)
-		v.positive("policy.flow.lr", p.Flow.LR, 1)
+	// The options only some kinds take: given to another kind, they are
+	// an error naming the kind that takes them.
+	for _, o := range []struct {
+		name string
+		set  bool
+	}{{"laplace", p.Laplace != ""}, {"flow", p.Flow != nil}} {
+		if o.set && !p.Kind.Takes(o.name) {
+			v.add("policy."+o.name, fmt.Sprintf("%s applies to %s only", o.name, optionOwner(o.name)))
+		}
 	}
 	v.intRange("policy.samples", p.Samples, 1, 100)
 	v.intRange("policy.max_sample_uses", p.MaxSampleUses, 1, 1000000)
@@ -953,14 +841,24 @@ func (c *Config) validatePolicy(v *validator) {
 		v.add("policy.max_sample_age", "want a duration between 1ms and 24h")
 	}
 	v.intRange("policy.propensity_samples", p.PropensitySamples, 1, 10000)
-	switch {
-	case p.Epsilon != nil && p.Kind != EpsGreedy && p.Kind != Greedy:
-		v.add("policy.epsilon", "epsilon applies to eps-greedy only")
-	case p.Kind == Greedy && p.Epsilon != nil && *p.Epsilon != 0:
-		v.add("policy.epsilon", "greedy has epsilon 0; use eps-greedy")
-	case p.Epsilon != nil && !(*p.Epsilon >= 0 && *p.Epsilon <= 1):
-		v.add("policy.epsilon", "want a number in [0, 1]")
+	if p.Epsilon != nil && !p.Kind.Takes("epsilon") {
+		v.add("policy.epsilon", fmt.Sprintf("epsilon applies to %s only", optionOwner("epsilon")))
 	}
+	if d != nil {
+		d.validate(p, v)
+	}
+}
+
+// kindList is the policy kinds joined by ", ".
+func kindList() string {
+	var b strings.Builder
+	for i, k := range PolicyKinds() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(k))
+	}
+	return b.String()
 }
 
 func (c *Config) validateModel(v *validator) {
@@ -1033,15 +931,19 @@ func (c *Config) validateModel(v *validator) {
 // valid.
 func (c *Config) validateCost(v *validator) {
 	p := c.Policy
+	caps := p.Capabilities()
 	dim, arms := c.encodedDim(), len(c.Arms)
 	draws := p.Samples * p.PropensitySamples
-	thompson := p.Kind == RefinedTS || p.Kind == MeanFieldTS || p.Kind == LaplaceTS || p.Kind == FlowTS
+	// The Thompson samplers on the network's weights draw samples x
+	// propensity_samples of them per decision; neural-linear's head is
+	// exact.
+	thompson := caps.Network && caps.Posterior && !caps.LinearHead
 	if thompson && draws > MaxDecisionDraws {
 		v.add("policy.propensity_samples", fmt.Sprintf("policy.samples x policy.propensity_samples = %d posterior draws per decision, want at most %d", draws, MaxDecisionDraws))
 		return
 	}
 	switch {
-	case p.Kind.neural():
+	case caps.Network:
 		arch := nn.NewArch(dim, c.Model.Hidden, arms)
 		params := float64(arch.NumParams())
 		units := arms
@@ -1052,13 +954,13 @@ func (c *Config) validateCost(v *validator) {
 		// Laplace, flow-ts) and NeuralLinear's per-arm posteriors are
 		// arms x (inputs+1)^2.
 		last := float64(arch.Layer(arch.NumLayers()-1).In + 1)
-		if p.lastLayer() || p.Kind == NeuralLinear {
+		if caps.LastLayer || caps.LinearHead {
 			if fl := float64(arms) * last * last; fl > MaxLinearFloats {
 				v.add("model.hidden", fmt.Sprintf("%d arms x %.0f^2 last-layer inputs = %.3g numbers, want at most %d (a narrower last hidden layer or fewer arms)", arms, last, fl, MaxLinearFloats))
 			}
 		}
 		switch {
-		case p.lastLayer():
+		case caps.LastLayer:
 			if cost := float64(draws) * float64(arms) * last * last; cost > MaxDecisionCost {
 				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %d arms x %.0f^2 last-layer inputs = %.3g per decision, want at most %.3g", draws, arms, last, cost, float64(MaxDecisionCost)))
 			}
@@ -1067,7 +969,7 @@ func (c *Config) validateCost(v *validator) {
 					v.add("policy.flow.iterations", fmt.Sprintf("%d iterations x %d arms x %.0f last-layer inputs x (inputs + length) = %.3g per fit, want at most %.3g", f.Iterations, arms, last, cost, float64(MaxTrainCost)))
 				}
 			}
-		case p.Kind == NeuralLinear:
+		case caps.LinearHead:
 			if cost := float64(p.PropensitySamples) * float64(arms) * last * last; cost > MaxLinearCost {
 				v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d arms x %.0f^2 features = %.3g per decision, want at most %.3g", p.PropensitySamples, arms, last, cost, float64(MaxLinearCost)))
 			}
@@ -1084,10 +986,10 @@ func (c *Config) validateCost(v *validator) {
 			v.add("training.iterations", fmt.Sprintf("%d iterations x batch %d x %.0f parameters = %.3g per retraining, want at most %.3g", t.Iterations, t.BatchSize, params, cost, float64(MaxTrainCost)))
 		}
 		r := c.Refinement
-		if cost := float64(r.Iterations) * float64(len(r.Fractions)) * float64(r.BatchSize) * params; p.Kind == RefinedTS && cost > MaxRefineCost {
+		if cost := float64(r.Iterations) * float64(len(r.Fractions)) * float64(r.BatchSize) * params; caps.SampleBank && cost > MaxRefineCost {
 			v.add("refinement.iterations", fmt.Sprintf("%d iterations x %d fractions x batch %d x %.0f parameters = %.3g per refined sample, want at most %.3g", r.Iterations, len(r.Fractions), r.BatchSize, params, cost, float64(MaxRefineCost)))
 		}
-	case p.Kind == LinearTS:
+	case caps.LinearHead:
 		sq := float64(dim) * float64(dim)
 		if fl := float64(arms) * sq; fl > MaxLinearFloats {
 			v.add("features", fmt.Sprintf("linear-ts keeps %d arms x %d^2 inputs = %.3g numbers, want at most %d (fewer inputs or arms)", arms, dim, fl, MaxLinearFloats))

@@ -261,50 +261,14 @@ func (a *Agent) excluded(names []string, v *validator) []bool {
 	return ex
 }
 
-// choose fills d's arm, scores, probabilities and sample kind: the
-// forward passes and samplers are nn.Predictor's, the rules policy's
-// (policy.UniformRule, policy.EpsGreedyRule, policy.ThompsonGauss,
-// policy.ThompsonVote, policy.Linear).
+// choose fills d's arm, scores, probabilities and sample kind with the
+// policy kind's decider (kinds.go) and floors the estimated
+// probabilities at MinPropensity.
 func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
-	arms := len(a.cfg.Arms)
 	var pd policy.Decision
-	prop := &Propensity{Estimator: "exact"}
-	switch a.cfg.Policy.Kind {
-	case Uniform:
-		policy.UniformRule(&pd, arms, excluded, rng)
-	case Greedy, EpsGreedy:
-		p := a.predictor()
-		pd.Scores = p.PredictWeights(make([]float64, arms), m.weights(a.arch), x, m.std)
-		a.predictors.Put(p)
-		policy.EpsGreedyRule(&pd, *a.cfg.Policy.Epsilon, excluded, rng)
-	case LinearTS:
-		a.linMu.Lock()
-		var err error
-		pd, err = a.lin.Decide(ctx, x, excluded)
-		a.linMu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		prop = &Propensity{Estimator: "linear-posterior", Exact: true}
-	case LaplaceTS, FlowTS:
-		if a.cfg.Policy.lastLayer() {
-			prop = a.lastLayerThompson(&pd, m, x, excluded, rng)
-			break
-		}
-		var err error
-		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
-			return nil, err
-		}
-	case NeuralLinear:
-		var err error
-		if prop, err = a.neuralLinear(ctx, &pd, m, x, excluded); err != nil {
-			return nil, err
-		}
-	case RefinedTS, MeanFieldTS:
-		var err error
-		if prop, err = a.thompson(ctx, &pd, d, m, x, excluded, rng); err != nil {
-			return nil, err
-		}
+	prop, err := a.decider.choose(ctx, a, &pd, d, m, x, excluded, rng)
+	if err != nil {
+		return nil, err
 	}
 	if prop.Estimator != "exact" {
 		policy.FloorPropensities(pd.Probabilities, excluded, MinPropensity)
@@ -314,59 +278,6 @@ func (a *Agent) choose(ctx context.Context, d *Decision, m *model, x []float64, 
 		}
 	}
 	d.Arm, d.Sample, d.Scores, d.Propensities = pd.Arm, pd.Sample, pd.Scores, pd.Probabilities
-	return prop, nil
-}
-
-// thompson is Thompson sampling on refined samples from the bank
-// (policy.ThompsonVote) when the bandit is refined-ts and the bank has
-// them, and on mean-field draws otherwise (policy.ThompsonGauss), with
-// the propensity estimates of Decide.
-func (a *Agent) thompson(ctx context.Context, pd *policy.Decision, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
-	arms := len(a.cfg.Arms)
-	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
-	p := a.predictor()
-	defer a.predictors.Put(p)
-	if a.cfg.Policy.Kind == RefinedTS && m.lik != nil {
-		if a.step != nil {
-			if err := a.refineNow(ctx, m, S); err != nil {
-				return nil, err
-			}
-		}
-		if t, ok := a.bank.take(S, rng); ok {
-			a.obs.Bank(a.name, a.bank.status().Depth)
-			pool := make([]float64, len(t.pool)*arms) // predictions in reward units
-			version := t.got[0].version
-			for i, r := range t.pool {
-				p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, x, r.std)
-				if i < S {
-					version = min(version, r.version)
-				}
-			}
-			groups, exact := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
-			pd.Sample = SampleRefined
-			// The oldest posterior version the samples were refined from.
-			d.ModelVersion = version
-			a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
-			return &Propensity{
-				Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: exact,
-				SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
-			}, nil
-		}
-	}
-	// Draw g*S+k is sample k of group g; the output layer's noise is
-	// integrated out (policy.ThompsonGauss).
-	mean, vari := p.SampleLocalMoments(nil, nil, m.mu, m.sig2, x, M*S, m.std, rng)
-	policy.ThompsonGauss(pd, policy.Gaussian{Mean: mean, Var: vari, Arms: arms, S: S, M: M}, excluded, rng)
-	prop := &Propensity{Estimator: "mean-field", Samples: M * S, Groups: M}
-	if allowed := arms - countTrue(excluded); allowed > 2 {
-		prop.OutputDraws = policy.OutputDraws
-	}
-	if a.cfg.Policy.Kind == LaplaceTS { // the diagonal Laplace posterior is a mean-field Gaussian too
-		pd.Sample = SampleLaplace
-		prop.Estimator = "laplace"
-		return prop, nil
-	}
-	pd.Sample = SampleMeanField
 	return prop, nil
 }
 

@@ -326,8 +326,7 @@ func (a *Agent) Health() (out *Health) {
 // that have one over every weight (mf-ts, refined-ts, laplace-ts
 // "diagonal"), nil for the others.
 func (a *Agent) layerHealth(m *model) []LayerHealth {
-	p := a.cfg.Policy
-	if !p.Kind.thompson() && !(p.Kind == LaplaceTS && p.Laplace == LaplaceDiagonal) || m.sig2 == nil || m.q == nil {
+	if !a.caps.WeightSpread || m.sig2 == nil || m.q == nil {
 		return nil
 	}
 	return layerSpread(a.arch, m.sig2, m.q.PriorVar)
@@ -363,7 +362,7 @@ func layerSpread(arch nn.Arch, sig2, priorVar []float64) []LayerHealth {
 // noiseHealth returns m's noise against the variance of the rewards it
 // was trained on, nil for the kinds without a network.
 func (a *Agent) noiseHealth(m *model) *NoiseHealth {
-	if m.q == nil || !a.cfg.Policy.Kind.neural() {
+	if m.q == nil || !a.caps.Network {
 		return nil
 	}
 	nh := &NoiseHealth{Likelihood: m.fam.String()}
@@ -546,8 +545,7 @@ func (a *Agent) scoreHeldOut(prev *model) (ho *HeldOutHealth) {
 		return nil
 	}
 	pr := predictive{arch: a.arch, lik: prev.lik, mu: prev.q.Mu, hyper: prev.q.Hyper, std: prev.std, draws: 1}
-	p := a.cfg.Policy
-	if p.Kind.thompson() || p.Kind == LaplaceTS && p.Laplace == LaplaceDiagonal {
+	if a.caps.WeightSpread {
 		pr.mu, pr.sig2, pr.draws = prev.mu, prev.sig2, HeldOutDraws
 	}
 	rows := make([]int, 0, v.Len()-lo)
@@ -638,13 +636,12 @@ func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64
 	}
 	rng := mrand.New(mrand.NewPCG(a.seed, lockInStream|uint64(m.version)))
 	pb := make([]float64, arms)
-	p := a.cfg.Policy
 	switch {
-	case p.Kind == Uniform:
+	case !a.caps.Model:
 		return nil
-	case p.Kind == LinearTS || p.Kind == NeuralLinear:
+	case a.caps.LinearHead:
 		return a.linearBest(m, xs, ex, rng)
-	case p.lastLayer():
+	case a.caps.LastLayer:
 		if m.ll == nil {
 			return nil
 		}
@@ -676,7 +673,7 @@ func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64
 	// training), or the diagonal Laplace posterior at the MAP of a
 	// point estimate (greedy, eps-greedy).
 	mu, sig2 := m.mu, m.sig2
-	if p.Kind == Greedy || p.Kind == EpsGreedy {
+	if a.caps.PointEstimate {
 		if m.version == 0 || m.lik == nil {
 			mu = make([]float64, len(m.q.Mu))
 			if m.q.PriorMean != nil {
@@ -710,7 +707,7 @@ func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64
 func (a *Agent) linearBest(m *model, xs [][]float64, ex [][]bool, rng *mrand.Rand) []float64 {
 	arms := len(a.cfg.Arms)
 	lin := a.lin
-	if a.cfg.Policy.Kind == NeuralLinear {
+	if a.caps.Network {
 		lin = m.lin
 	}
 	if lin == nil {
@@ -743,7 +740,7 @@ func (a *Agent) linearBest(m *model, xs [][]float64, ex [][]bool, rng *mrand.Ran
 	}
 	a.linMu.Unlock()
 	var pred *nn.Predictor
-	if a.cfg.Policy.Kind == NeuralLinear {
+	if a.caps.Network {
 		pred = a.predictor()
 		defer a.predictors.Put(pred)
 	}

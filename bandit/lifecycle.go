@@ -276,14 +276,14 @@ func addNames(v *validator, field, exists string, dst, have, add []string) []str
 // effects says what changing cur to c does to the live agent.
 func effects(cur, c *Config, p *Patch, added int) []string {
 	var out []string
-	kind := c.Policy.Kind
+	caps := c.Policy.Capabilities()
 	if p.Policy != nil {
 		out = append(out, "policy: applies from the next decision; what the bandit learned is kept")
 	}
-	if p.Training != nil && kind != Uniform {
+	if p.Training != nil && caps.Model {
 		out = append(out, "training: applies from the next retraining, warm-started from the current posterior (the optimizer's moment estimates start again)")
 	}
-	if p.Refinement != nil && kind == RefinedTS {
+	if p.Refinement != nil && caps.SampleBank {
 		out = append(out, "refinement: applies to refined samples made from now")
 	}
 	if p.Reward != nil {
@@ -291,9 +291,9 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	}
 	if n := len(c.Arms) - len(cur.Arms); n > 0 {
 		switch {
-		case kind.neural():
+		case caps.Network:
 			out = append(out, fmt.Sprintf("add_arms: the output layer grew by %d unit(s) whose weights and bias start at their prior (model.prior %s; before any reward of theirs, exactly the posterior); every other parameter is kept", n, c.Model.Prior))
-		case kind == LinearTS:
+		case caps.Model:
 			out = append(out, fmt.Sprintf("add_arms: %d new linear posterior(s) start at the prior; the others are rebuilt exactly from the stored rewards", n))
 		default:
 			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are drawn uniformly from now", n))
@@ -301,19 +301,19 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	}
 	if added > 0 {
 		switch {
-		case kind.neural():
+		case caps.Network:
 			out = append(out, fmt.Sprintf("add_values: the input layer grew by %d input(s) whose weights start at their prior (model.prior %s; earlier contexts never had these values: exactly the posterior); every other parameter keeps its posterior and its prior", added, c.Model.Prior))
-		case kind == LinearTS:
+		case caps.Model:
 			out = append(out, fmt.Sprintf("add_values: the linear posteriors grew by %d input(s) and were rebuilt exactly from the stored rewards", added))
 		default:
 			out = append(out, fmt.Sprintf("add_values: %d value(s) are accepted in contexts from now", added))
 		}
 		out = append(out, "add_values: stored decisions keep their encoding; the trainer encodes their contexts again")
 	}
-	if kind == RefinedTS && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
+	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
 		out = append(out, "the bank of refined samples starts empty and refills from the kept posterior; until its first samples decisions act on mean-field draws (sample \"mean-field\")")
 	}
-	if (kind == LaplaceTS || kind == FlowTS || kind == NeuralLinear) && (len(c.Arms) > len(cur.Arms) || added > 0) {
+	if caps.FitsAtMAP && (len(c.Arms) > len(cur.Arms) || added > 0) {
 		out = append(out, "the posterior fitted at the network's MAP (Laplace, flow or linear head) is fitted again on the stored rewards")
 	}
 	return out

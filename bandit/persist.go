@@ -48,7 +48,7 @@ type snapshotMeta struct {
 // Rows newer than the snapshot wake the trainer once start has run.
 func (a *Agent) load(ctx context.Context) error {
 	var snap *Snapshot
-	if a.cfg.Policy.Kind != Uniform {
+	if a.caps.Model {
 		s, err := a.store.LatestSnapshot(ctx, a.name)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -93,7 +93,7 @@ func (a *Agent) install(ctx context.Context, snap *Snapshot, following bool) err
 			}
 		}
 	}
-	if a.cfg.Policy.Kind == Uniform {
+	if !a.caps.Model {
 		return nil
 	}
 	if _, err := a.readRows(ctx); err != nil {
@@ -156,7 +156,7 @@ func (a *Agent) decodeSnapshot(s *Snapshot) (*snapshotMeta, *posterior.MeanField
 	if meta.Kind != a.cfg.Policy.Kind {
 		return nil, nil, fmt.Errorf("snapshot of a %s posterior, the bandit uses %s", meta.Kind, a.cfg.Policy.Kind)
 	}
-	if !a.cfg.Policy.Kind.neural() {
+	if !a.caps.Network {
 		return &meta, nil, nil
 	}
 	q := new(posterior.MeanField)
@@ -234,7 +234,7 @@ func (a *Agent) snapshotOf(m *model) (*Snapshot, error) {
 		if params, err = m.q.MarshalBinary(); err != nil {
 			return nil, err
 		}
-		if err := encodePosterior(&meta, m); err != nil {
+		if err := a.decider.encode(&meta, m); err != nil {
 			return nil, err
 		}
 	}

@@ -100,16 +100,11 @@ func (f *SnapshotFile) Verify() error {
 	return nil
 }
 
-// kindsWithRowPosteriors keep (part of) their posterior in the stored
-// rows, which a snapshot does not carry: linear-ts's exact posterior and
-// neural-linear's linear head are rebuilt from the rows at load.
-func (k PolicyKind) posteriorInRows() bool { return k == LinearTS || k == NeuralLinear }
-
 // ExportSnapshot returns the bandit's configuration and published
 // posterior as a checksummed SnapshotFile. linear-ts and neural-linear
 // cannot be exported: their posteriors live in their stored rows.
 func (a *Agent) ExportSnapshot() (*SnapshotFile, error) {
-	if a.cfg.Policy.Kind.posteriorInRows() {
+	if a.caps.PosteriorInRows {
 		return nil, fmt.Errorf("bandit %s: a %s posterior is rebuilt from the stored rewards, which a snapshot does not carry: %w", a.name, a.cfg.Policy.Kind, ErrConflict)
 	}
 	cfg, err := json.Marshal(a.cfg)
@@ -118,7 +113,7 @@ func (a *Agent) ExportSnapshot() (*SnapshotFile, error) {
 	}
 	f := &SnapshotFile{Format: SnapshotFormat, FormatVersion: SnapshotFormatVersion, ModelLayout: ModelLayout,
 		CreatedAt: time.Now().UTC(), Bandit: cfg, PosteriorMeta: json.RawMessage("null")}
-	if m := a.model.Load(); m.version > 0 && a.cfg.Policy.Kind != Uniform {
+	if m := a.model.Load(); m.version > 0 && a.caps.Model {
 		snap, err := a.snapshotOf(m)
 		if err != nil {
 			return nil, fmt.Errorf("bandit %s: snapshot: %w", a.name, err)
@@ -153,14 +148,14 @@ func (s *Service) Import(ctx context.Context, f *SnapshotFile) (*Agent, error) {
 	fail := func(field, format string, args ...any) error {
 		return &ValidationError{Errors: []FieldError{{Field: field, Detail: fmt.Sprintf(format, args...)}}}
 	}
-	if cfg.Policy.Kind.posteriorInRows() {
+	if cfg.Policy.Capabilities().PosteriorInRows {
 		return nil, fail("bandit.policy.kind", "a %s posterior is rebuilt from the stored rewards, which a snapshot does not carry", cfg.Policy.Kind)
 	}
 	if f.ModelVersion < 0 || f.ModelVersion > MaxModelVersion {
 		return nil, fail("model_version", "%d: want 0 to %d (2^53 - 1), so that the versions after it cannot overflow", f.ModelVersion, int64(MaxModelVersion))
 	}
 	var snap *Snapshot
-	if f.ModelVersion > 0 && cfg.Policy.Kind != Uniform {
+	if f.ModelVersion > 0 && cfg.Policy.Capabilities().Model {
 		snap = &Snapshot{Bandit: cfg.Name, Version: f.ModelVersion, Params: f.Posterior, Metrics: f.PosteriorMeta}
 		// Decode it as the new agent will, so that a posterior that does
 		// not fit is an error here rather than a warning at load.

@@ -112,6 +112,29 @@ func (a *Agent) Spread() []LayerSpread {
 	return out
 }
 
+// PosteriorStatus describes the posterior that laplace-ts, flow-ts and
+// neural-linear fit at the network's MAP after each retraining.
+type PosteriorStatus struct {
+	// Kind is "laplace-diagonal", "laplace-last-layer", "flow" or
+	// "neural-linear".
+	Kind string `json:"kind"`
+	// For the last layer (laplace-last-layer, flow): PriorPrecision is
+	// the prior precision the marginal likelihood chose, NoiseVariance
+	// the MAP's noise variance in standardized units, LogEvidence the
+	// log marginal likelihood of the standardized rewards.
+	PriorPrecision *float64 `json:"prior_precision,omitempty"`
+	NoiseVariance  *float64 `json:"noise_variance,omitempty"`
+	LogEvidence    *float64 `json:"log_evidence,omitempty"`
+	// For flow: FlowLength radial layers, FlowELBO the mean
+	// single-sample ELBO of the last tenth of the fit's iterations
+	// (absent before any data: the flow is fitted once there are rows).
+	FlowLength int      `json:"flow_length,omitempty"`
+	FlowELBO   *float64 `json:"flow_elbo,omitempty"`
+	// For laplace-diagonal: MeanSigma is the mean posterior standard
+	// deviation over all parameters (Agent.Spread has it per layer).
+	MeanSigma *float64 `json:"mean_sigma,omitempty"`
+}
+
 // Name returns the bandit's name.
 func (a *Agent) Name() string { return a.name }
 
@@ -133,7 +156,7 @@ func (a *Agent) ArchivedAt() time.Time {
 // rewardPending records that a reward was accepted (TrainerLag); the
 // policies without a model have no trainer and no lag.
 func (a *Agent) rewardPending() {
-	if a.cfg.Policy.Kind != Uniform {
+	if a.caps.Model {
 		a.pendingSince.CompareAndSwap(0, a.clock.Now().UnixNano())
 	}
 }

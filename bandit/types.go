@@ -2,7 +2,6 @@ package bandit
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/refinery-bandits/refinery/policy"
@@ -37,36 +36,6 @@ const (
 	SampleFlow      = policy.SampleFlow      // flow-refined last-layer draw (flow-ts)
 	SampleNone      = policy.SampleNone      // no model (uniform)
 )
-
-// SampleKinds lists the kinds of sample a decision of this policy can act
-// on (Decision.Sample), in a fixed order: refined-ts decides on refined
-// samples, or on mean-field draws before its bank has any; mf-ts on
-// mean-field draws; greedy and eps-greedy on a point estimate; linear-ts
-// and neural-linear on exact posterior draws; laplace-ts on Laplace
-// draws; flow-ts on flow-refined draws; uniform on none. The metrics create every
-// bandit x arm x kind series of refinery_decisions_total from it, at 0.
-func (k PolicyKind) SampleKinds() []SampleKind {
-	switch k {
-	case RefinedTS:
-		return []SampleKind{SampleRefined, SampleMeanField}
-	case MeanFieldTS:
-		return []SampleKind{SampleMeanField}
-	case EpsGreedy, Greedy:
-		return []SampleKind{SamplePoint}
-	case LinearTS, NeuralLinear:
-		return []SampleKind{SampleExact}
-	case LaplaceTS:
-		return []SampleKind{SampleLaplace}
-	case FlowTS:
-		return []SampleKind{SampleFlow}
-	case Uniform:
-		return []SampleKind{SampleNone}
-	}
-	return nil
-}
-
-// PolicyKinds returns every policy kind a configuration accepts.
-func PolicyKinds() []PolicyKind { return slices.Clone(policyKinds) }
 
 // Decision is one arm choice, as stored.
 type Decision struct {

@@ -1,0 +1,70 @@
+package bandit
+
+import (
+	"context"
+	mrand "math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/policy"
+)
+
+const (
+	// EpsGreedy plays the arm a point-estimate network prefers with
+	// probability 1-epsilon and a uniformly random allowed arm otherwise.
+	EpsGreedy PolicyKind = "eps-greedy"
+	// Greedy is EpsGreedy with epsilon 0.
+	Greedy PolicyKind = "greedy"
+)
+
+// epsGreedy is the decider of EpsGreedy, and of Greedy when greedy is
+// set: the network is trained to its MAP (a point estimate) and the
+// decision is policy.EpsGreedyRule on its predictions, with exact
+// probabilities.
+type epsGreedy struct {
+	noFit
+	greedy bool
+}
+
+func (e epsGreedy) kind() PolicyKind {
+	if e.greedy {
+		return Greedy
+	}
+	return EpsGreedy
+}
+
+func (e epsGreedy) caps(PolicyConfig) Capabilities {
+	return Capabilities{Model: true, Network: true, MAP: true, PointEstimate: true, Explores: !e.greedy, Cost: 2}
+}
+
+func (epsGreedy) sampleKinds() []SampleKind { return []SampleKind{SamplePoint} }
+
+func (epsGreedy) options() []string { return []string{"epsilon"} }
+
+// setDefaults sets policy.epsilon: DefaultEpsilon for eps-greedy, 0 for
+// greedy.
+func (e epsGreedy) setDefaults(p *PolicyConfig) {
+	if p.Epsilon != nil {
+		return
+	}
+	eps := DefaultEpsilon
+	if e.greedy {
+		eps = 0
+	}
+	p.Epsilon = &eps
+}
+
+func (e epsGreedy) validate(p PolicyConfig, v *validator) {
+	switch {
+	case e.greedy && p.Epsilon != nil && *p.Epsilon != 0:
+		v.add("policy.epsilon", "greedy has epsilon 0; use eps-greedy")
+	case p.Epsilon != nil && !(*p.Epsilon >= 0 && *p.Epsilon <= 1):
+		v.add("policy.epsilon", "want a number in [0, 1]")
+	}
+}
+
+func (epsGreedy) choose(_ context.Context, a *Agent, pd *policy.Decision, _ *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	p := a.predictor()
+	pd.Scores = p.PredictWeights(make([]float64, len(a.cfg.Arms)), m.weights(a.arch), x, m.std)
+	a.predictors.Put(p)
+	policy.EpsGreedyRule(pd, *a.cfg.Policy.Epsilon, excluded, rng)
+	return &Propensity{Estimator: "exact"}, nil
+}

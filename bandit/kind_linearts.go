@@ -1,0 +1,44 @@
+package bandit
+
+import (
+	"context"
+	mrand "math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/policy"
+)
+
+// LinearTS is Thompson sampling with an exact Normal-inverse-gamma
+// linear model per arm (policy.Linear).
+const LinearTS PolicyKind = "linear-ts"
+
+// linearTS is the decider of LinearTS: no network; the trainer reads the
+// rewards into Agent.lin (readRows), which decides exactly.
+type linearTS struct{ noFit }
+
+func (linearTS) kind() PolicyKind { return LinearTS }
+
+func (linearTS) caps(PolicyConfig) Capabilities {
+	return Capabilities{Model: true, Posterior: true, LinearHead: true, PosteriorInRows: true, Cost: 3}
+}
+
+func (linearTS) sampleKinds() []SampleKind { return []SampleKind{SampleExact} }
+
+func (linearTS) construct(a *Agent, seed uint64) error {
+	lin, err := policy.NewLinear(policy.LinearConfig{Arms: len(a.cfg.Arms), Features: a.enc.Dim(), ProbabilitySamples: a.cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
+	if err != nil {
+		return err
+	}
+	a.lin = lin
+	return nil
+}
+
+func (linearTS) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, _ *model, x []float64, excluded []bool, _ *mrand.Rand) (*Propensity, error) {
+	a.linMu.Lock()
+	d, err := a.lin.Decide(ctx, x, excluded)
+	a.linMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	*pd = d
+	return &Propensity{Estimator: "linear-posterior", Exact: true}, nil
+}

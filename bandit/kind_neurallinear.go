@@ -1,0 +1,69 @@
+package bandit
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/policy"
+)
+
+// NeuralLinear is linear Thompson sampling (policy.Linear's exact
+// Normal-inverse-gamma posterior per arm) on the last hidden layer's
+// features of the network's MAP, rebuilt after every retraining
+// (Riquelme, Tucker & Snoek 2018).
+const NeuralLinear PolicyKind = "neural-linear"
+
+// neuralLinear is the decider of NeuralLinear.
+type neuralLinear struct{ noFit }
+
+func (neuralLinear) kind() PolicyKind { return NeuralLinear }
+
+func (neuralLinear) caps(PolicyConfig) Capabilities {
+	return Capabilities{Model: true, Network: true, MAP: true, Posterior: true, LinearHead: true, FitsAtMAP: true, FixedLikelihood: true, PosteriorInRows: true, Cost: 1}
+}
+
+func (neuralLinear) sampleKinds() []SampleKind { return []SampleKind{SampleExact} }
+
+// choose decides with m.lin (policy.Linear) on the MAP's last hidden
+// features of x.
+func (neuralLinear) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, m *model, x []float64, excluded []bool, _ *mrand.Rand) (*Propensity, error) {
+	p := a.predictor()
+	phi := p.Features(nil, m.q.Mu, x)
+	a.predictors.Put(p)
+	a.linMu.Lock()
+	d, err := m.lin.Decide(ctx, phi, excluded)
+	a.linMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	*pd = d
+	return &Propensity{Estimator: "linear-posterior", Exact: true}, nil
+}
+
+// fit sets m.lin, policy.Linear's exact posterior on the MAP's last
+// hidden features of every row of lik (O(rows x features^2)). It is not
+// persisted: load rebuilds it from the MAP and the rows.
+func (neuralLinear) fit(a *Agent, m *model, lik *nn.Likelihood) error {
+	h := a.arch.Layer(a.arch.NumLayers() - 1).In
+	lin, err := policy.NewLinear(policy.LinearConfig{Arms: a.arch.Out(), Features: h, ProbabilitySamples: a.cfg.Policy.PropensitySamples},
+		mrand.New(mrand.NewPCG(a.seed, uint64(m.version)^1<<59)))
+	if err != nil {
+		return err
+	}
+	view := lik.Data()
+	x, arms, y := view.Rows()
+	feat := nn.NewPredictor(a.arch, 256).Features(nil, m.q.Mu, x)
+	for i, arm := range arms {
+		if err := lin.Observe(context.Background(), feat[i*h:(i+1)*h], arm, y[i]); err != nil {
+			return fmt.Errorf("neural-linear row %d: %w", i, err)
+		}
+	}
+	m.lin = lin
+	return nil
+}
+
+func (neuralLinear) status(*Agent, *model) *PosteriorStatus {
+	return &PosteriorStatus{Kind: "neural-linear"}
+}

@@ -1,0 +1,83 @@
+package bandit
+
+import (
+	"context"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/refinery-bandits/refinery/policy"
+)
+
+// RefinedTS is Thompson sampling on locally refined posterior samples
+// (Havasi et al. 2021, Algorithm 1) taken from the agent's bank.
+const RefinedTS PolicyKind = "refined-ts"
+
+// refinedTS is the decider of RefinedTS: the trainer fits the network's
+// mean-field posterior as for mf-ts, the refinement workers fill the
+// agent's bank with refined samples of it, and decisions vote on those
+// (on mean-field draws while the bank has none).
+type refinedTS struct{ noFit }
+
+func (refinedTS) kind() PolicyKind { return RefinedTS }
+
+func (refinedTS) caps(PolicyConfig) Capabilities {
+	return Capabilities{Model: true, Network: true, Posterior: true, MeanField: true, WeightSpread: true, SampleBank: true, Cost: 0}
+}
+
+func (refinedTS) sampleKinds() []SampleKind { return []SampleKind{SampleRefined, SampleMeanField} }
+
+// construct makes the bank of refined samples.
+func (refinedTS) construct(a *Agent, _ uint64) error {
+	cfg := a.cfg
+	a.bank = newBank(cfg.Refinement.BankSize, bankBounds{
+		maxUses:   cfg.Policy.MaxSampleUses,
+		maxAge:    time.Duration(*cfg.Policy.MaxSampleAge),
+		maxBehind: int64(*cfg.Policy.MaxVersionsBehind),
+	}, a.clock)
+	a.bank.onSpace = func() {
+		a.obs.Bank(a.name, a.bank.status().Depth)
+		a.pool.kick()
+	}
+	return nil
+}
+
+// choose is Thompson sampling on refined samples from the bank
+// (policy.ThompsonVote) when the bank has them, and on mean-field draws
+// otherwise (meanFieldThompson), with the propensity estimates of
+// Decide.
+func (refinedTS) choose(ctx context.Context, a *Agent, pd *policy.Decision, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	if m.lik == nil {
+		return a.meanFieldThompson(pd, m, x, excluded, rng), nil
+	}
+	arms := len(a.cfg.Arms)
+	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
+	if a.step != nil {
+		if err := a.refineNow(ctx, m, S); err != nil {
+			return nil, err
+		}
+	}
+	t, ok := a.bank.take(S, rng)
+	if !ok {
+		return a.meanFieldThompson(pd, m, x, excluded, rng), nil
+	}
+	a.obs.Bank(a.name, a.bank.status().Depth)
+	p := a.predictor()
+	defer a.predictors.Put(p)
+	pool := make([]float64, len(t.pool)*arms) // predictions in reward units
+	version := t.got[0].version
+	for i, r := range t.pool {
+		p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, x, r.std)
+		if i < S {
+			version = min(version, r.version)
+		}
+	}
+	groups, exact := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M, Resample: true}, excluded, rng)
+	pd.Sample = SampleRefined
+	// The oldest posterior version the samples were refined from.
+	d.ModelVersion = version
+	a.obs.Sampled(a.name, t.uses, t.age, t.behind, t.beyond)
+	return &Propensity{
+		Estimator: "refined-pool", Samples: len(t.pool), Groups: groups, Exact: exact,
+		SampleUses: t.uses, SampleAgeSeconds: t.age.Seconds(), VersionsBehind: t.behind, BeyondBounds: t.beyond,
+	}, nil
+}
