@@ -798,7 +798,7 @@ func (s *Server) view(ctx context.Context, a *bandit.Agent, withStatus bool) (*b
 		return nil, err
 	}
 	v.Status = &statusView{Decisions: d, Rewards: rw, TrainerLag: max(rw-int64(st.TrainedRows), 0), Status: st}
-	if a.Config().Policy.Kind == bandit.Uniform {
+	if !a.Capabilities().Model {
 		v.Status.TrainerLag = 0
 	}
 	return v, nil

@@ -292,7 +292,7 @@ func (d *Dashboard) measure(ctx context.Context, st bandit.Store, a *bandit.Agen
 	}
 	status := a.Status()
 	s.version = status.ModelVersion
-	if a.Config().Policy.Kind != bandit.Uniform { // no model, no trainer: no lag (issue 18, finding 7)
+	if a.Capabilities().Model { // no model, no trainer: no lag (issue 18, finding 7)
 		s.lag = max(s.rewards-int64(status.TrainedRows), 0)
 	}
 	if b := status.Bank; b != nil {

@@ -109,17 +109,18 @@ type dashPanels struct {
 // card's posterior line (bandit.PosteriorStatus) instead.
 func panelsFor(p bandit.PolicyConfig) dashPanels {
 	d := dashPanels{charts: []string{"throughput", "reward", "arms"}}
-	switch p.Kind {
-	case bandit.Uniform:
+	c := p.Capabilities()
+	switch {
+	case !c.Model:
 		return d
-	case bandit.LinearTS:
+	case !c.Network:
 		d.charts = append(d.charts, "lag")
 		return d
-	case bandit.MeanFieldTS, bandit.RefinedTS:
+	case !c.MAP:
 		d.objective, d.spread = "elbo", "mean posterior σ per layer"
 	default: // eps-greedy, greedy, laplace-ts, flow-ts, neural-linear
 		d.objective = "map"
-		if p.Kind == bandit.LaplaceTS && p.Laplace == bandit.LaplaceDiagonal {
+		if c.WeightSpread {
 			d.spread = "mean Laplace σ per layer"
 		}
 	}
@@ -127,7 +128,7 @@ func panelsFor(p bandit.PolicyConfig) dashPanels {
 	if d.spread != "" {
 		d.charts = append(d.charts, "spread")
 	}
-	if p.Kind == bandit.RefinedTS {
+	if c.SampleBank {
 		d.charts = append(d.charts, "bank")
 	}
 	return d
@@ -228,7 +229,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Policy.Kind != bandit.Uniform {
+	if cfg.Policy.Capabilities().Model {
 		b.TrainerLag = max(b.Rewards-int64(st.TrainedRows), 0)
 	}
 	recs, err := s.svc.Store().ListDecisions(ctx, a.Name(), time.Time{}, dashboardRecent)

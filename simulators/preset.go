@@ -203,7 +203,7 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 		}
 		c.Policy.Kind = bandit.PolicyKind(spec.Kind)
 		c.Policy.Epsilon = nil
-		if spec.Kind == "eps-greedy" {
+		if c.Policy.Kind.Capabilities().Explores {
 			e := spec.Epsilon
 			c.Policy.Epsilon = &e
 		}
@@ -275,13 +275,16 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 		if !slices.Contains(PolicyNames, kind) {
 			return nil, fmt.Errorf("unknown policy %q (want one of %s)", item, strings.Join(PolicyNames, ", "))
 		}
-		if hasArg && kind != "eps-greedy" && kind != "laplace-ts" && kind != "refined-ts" {
+		// What a kind's argument is comes from its capabilities: an
+		// epsilon, a Laplace structure, or the refined-sample supply.
+		caps := bandit.PolicyKind(kind).Capabilities()
+		if hasArg && !caps.Explores && len(caps.Structures) == 0 && !caps.SampleBank {
 			return nil, fmt.Errorf("policy %q takes no argument", kind)
 		}
 		if hasArg && hasMethods {
 			return nil, fmt.Errorf("%s: a policy with an argument (%s) takes no training method", item+"@"+methods, arg)
 		}
-		if hasArg && kind == "refined-ts" {
+		if hasArg && caps.SampleBank {
 			if arg != "supply" {
 				return nil, fmt.Errorf("refined-ts:%s: want refined-ts:supply", arg)
 			}
@@ -290,8 +293,8 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 			}
 			continue
 		}
-		if hasArg && kind == "laplace-ts" {
-			if arg != bandit.LaplaceDiagonal && arg != bandit.LaplaceLastLayer {
+		if hasArg && len(caps.Structures) > 0 {
+			if !slices.Contains(caps.Structures, arg) {
 				return nil, fmt.Errorf("laplace-ts:%s: want laplace-ts:%s or laplace-ts:%s", arg, bandit.LaplaceDiagonal, bandit.LaplaceLastLayer)
 			}
 			if err := add(PolicySpec{Name: "laplace-ts-" + arg, Kind: kind, Laplace: arg}); err != nil {
@@ -300,7 +303,7 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 			continue
 		}
 		if hasMethods {
-			if kind != "mf-ts" && kind != "refined-ts" {
+			if !caps.MeanField {
 				return nil, fmt.Errorf("policy %q takes no training method (only mf-ts and refined-ts do)", kind)
 			}
 			spec := PolicySpec{Name: kind + "@" + methods, Kind: kind}
@@ -315,7 +318,7 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 			}
 			continue
 		}
-		if kind != "eps-greedy" {
+		if !caps.Explores {
 			if err := add(PolicySpec{Name: kind, Kind: kind}); err != nil {
 				return nil, err
 			}

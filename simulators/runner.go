@@ -180,8 +180,9 @@ func policyStream(name string) uint64 {
 	return h.Sum64()
 }
 
-// cost orders jobs so that the most expensive start first.
-var cost = map[string]int{"refined-ts": 0, "flow-ts": 1, "laplace-ts": 1, "neural-linear": 1, "mf-ts": 1, "eps-greedy": 2, "greedy": 2, "linear-ts": 3, "uniform": 4}
+// cost orders jobs so that the most expensive start first
+// (bandit.Capabilities.Cost).
+func cost(kind string) int { return bandit.PolicyKind(kind).Capabilities().Cost }
 
 // Run plays every (policy, seed) pair for cfg.Steps steps, Workers runs
 // at a time, and returns one result per pair in policy-then-seed order.
@@ -215,7 +216,7 @@ func Run(ctx context.Context, cfg RunConfig) ([]*RunResult, error) {
 	order := make([]*RunResult, len(results))
 	copy(order, results)
 	sort.SliceStable(order, func(i, j int) bool {
-		return cost[specs[order[i].Policy].Kind] < cost[specs[order[j].Policy].Kind]
+		return cost(specs[order[i].Policy].Kind) < cost(specs[order[j].Policy].Kind)
 	})
 
 	prog := newProgress(results, cfg.Steps, workers)

@@ -441,7 +441,7 @@ func evalCandidates(base *bandit.Config, list string, extra []string) ([]simulat
 					names = append(names, string(k))
 				}
 				return nil, fmt.Errorf("--candidates: unknown candidate %q (want logging, %s, or eps-greedy:E)", item, strings.Join(names, ", "))
-			case hasArg && kind != string(bandit.EpsGreedy):
+			case hasArg && !bandit.PolicyKind(kind).Capabilities().Explores:
 				return nil, fmt.Errorf("--candidates: %q takes no argument (only eps-greedy:E does)", item)
 			}
 			pol := map[string]any{"kind": kind}
@@ -494,7 +494,7 @@ func candidateConfig(base *bandit.Config, overlay map[string]any) (*bandit.Confi
 		return nil, err
 	}
 	pol := overlay["policy"].(map[string]any)
-	if pol["kind"] == string(bandit.RefinedTS) {
+	if kind, _ := pol["kind"].(string); bandit.PolicyKind(kind).Capabilities().SampleBank {
 		if _, ok := pol["max_sample_uses"]; !ok {
 			pol["max_sample_uses"] = 1_000_000
 		}
@@ -526,9 +526,10 @@ func merge(dst, src map[string]any) {
 func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
 	exact, estimated := true, false
 	for k := range kinds {
-		switch bandit.PolicyKind(k) {
-		case bandit.Uniform, bandit.Greedy, bandit.EpsGreedy:
-		case bandit.LinearTS, bandit.NeuralLinear:
+		c := bandit.PolicyKind(k).Capabilities()
+		switch {
+		case slices.Contains(bandit.PolicyKinds(), bandit.PolicyKind(k)) && !c.Posterior: // uniform, greedy, eps-greedy
+		case c.LinearHead:
 			exact = false
 		default:
 			exact, estimated = false, true
