@@ -244,7 +244,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		point := a.caps.MAP
 		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 		if !point { // a point estimate has no collapsed bound
-			b, err := posterior.ParseBound(cfg.Training.Bound)
+			b, err := cfg.Training.Bound.posterior()
 			if err != nil {
 				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
 			}

@@ -325,7 +325,7 @@ type TrainingConfig struct {
 	// with collapsed-mean on none, ending at an eighth of the regret.
 	// eps-greedy, greedy, laplace-ts, flow-ts and neural-linear train a
 	// point estimate (the MAP) and ignore it.
-	Bound string `json:"bound"`
+	Bound Bound `json:"bound"`
 	// CollapsedReg is alpha_reg = gamma/(gamma + alpha) of Eq. 9 and
 	// delta of Eq. 10, the weight of the posterior means' regularization;
 	// default 0.075 (the paper's), (0, 1]; 1 makes "collapsed-mean" the
@@ -395,7 +395,7 @@ const (
 	DefaultCPUShare          = 0.25
 	DefaultEstimator         = "local-reparam"
 	DefaultRISSamples        = 1
-	DefaultBound             = "collapsed-mean"
+	DefaultBound             = BoundCollapsedMean
 	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
 	DefaultCollapsedShape    = posterior.DefaultCollapsedShape
 	DefaultOptimizer         = "adam"
@@ -906,8 +906,8 @@ func (c *Config) validateModel(v *validator) {
 		v.add("training.estimator", err.Error())
 	}
 	v.intRange("training.ris_samples", t.RISSamples, 1, MaxRISSamples)
-	if _, err := posterior.ParseBound(t.Bound); err != nil {
-		v.add("training.bound", fmt.Sprintf("%q, want one of \"elbo\", \"collapsed-mean\", \"collapsed-mean-var\"", t.Bound))
+	if _, err := ParseBound(string(t.Bound)); err != nil {
+		v.add("training.bound", fmt.Sprintf("%q, %v", t.Bound, err))
 	}
 	v.positive("training.collapsed_reg", t.CollapsedReg, 1)
 	v.positive("training.collapsed_shape", t.CollapsedShape, 1000)

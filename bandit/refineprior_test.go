@@ -36,7 +36,7 @@ func TestRefinementTargetsTheTrainedModelsPrior(t *testing.T) {
 			}
 			defer svc.Close(ctx)
 			cfg := smallConfig(bandit.RefinedTS)
-			cfg.Training.Bound, cfg.Training.CollapsedReg = c.bound, c.reg
+			cfg.Training.Bound, cfg.Training.CollapsedReg = bandit.Bound(c.bound), c.reg
 			cfg.Model.PriorVariance = 0.8
 			a, err := svc.Create(ctx, cfg)
 			if err != nil {

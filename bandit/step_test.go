@@ -133,7 +133,7 @@ func TestTrainingEstimatorIsUsed(t *testing.T) {
 // bound (Tomczak et al. 2021, Eqs. 9 and 10) the scores differ from the ELBO's.
 func TestTrainingBoundIsUsed(t *testing.T) {
 	settingIsUsed(t, []string{"elbo", "collapsed-mean", "collapsed-mean-var"}, func(c *bandit.TrainingConfig, v string) {
-		c.Bound = v
+		c.Bound = bandit.Bound(v)
 	})
 }
 

@@ -268,8 +268,9 @@ func TestTrainingMethodsSetTheTrainingConfiguration(t *testing.T) {
 	p := Presets()["fast"]
 	p.Bandit.Training.Estimator = "weight-reparam" // as --estimator would
 	for _, c := range []struct {
-		policy                      string
-		estimator, bound, optimizer string
+		policy, estimator string
+		bound             bandit.Bound
+		optimizer         string
 	}{
 		{"mf-ts", "weight-reparam", bandit.DefaultBound, "adam"},
 		{"mf-ts@elbo", "local-reparam", "elbo", "adam"},
@@ -306,7 +307,7 @@ func TestTrainingMethodsShareTheSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := tinyPreset()
-	specs, err := ParsePolicies("mf-ts,mf-ts@"+bandit.DefaultBound+",mf-ts@ngvi", p)
+	specs, err := ParsePolicies("mf-ts,mf-ts@"+string(bandit.DefaultBound)+",mf-ts@ngvi", p)
 	if err != nil {
 		t.Fatal(err)
 	}

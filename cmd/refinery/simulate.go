@@ -52,7 +52,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
 	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
-	bound := fs.String("bound", "", "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of Tomczak et al. 2021) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
+	var bound bandit.Bound
+	fs.TextVar(&bound, "bound", bandit.Bound(""), "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of Tomczak et al. 2021) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
 	optimizer := fs.String("optimizer", "", "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, Khan 2018) (default: the preset's, adam)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set one field of the preset's bandit configuration, as a JSON path and value: --set model.noise=per-arm --set training.sigma_lr=0.01 (repeatable; the value is JSON, or a string when it does not parse as JSON)")
@@ -110,14 +111,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageError{fmt.Errorf("--estimator %q: %w", *estimator, err)}
 		}
 	}
-	if *bound != "" {
+	if bound != "" {
 		if *banditConfig != "" {
 			return usageError{errors.New("--bound: the --bandit-config file sets training.bound")}
 		}
-		if _, err := posterior.ParseBound(*bound); err != nil {
-			return usageError{fmt.Errorf("--bound %q: want one of \"elbo\", \"collapsed-mean\", \"collapsed-mean-var\"", *bound)}
-		}
-		preset.Bandit.Training.Bound = *bound
+		preset.Bandit.Training.Bound = bound
 	}
 	if *optimizer != "" {
 		if *banditConfig != "" {

@@ -46,7 +46,7 @@ func TestSimulateBanditConfig(t *testing.T) {
 			`refinery simulate: --estimator "exact": want one of "local-reparam", "weight-reparam", "ris"` + "\n"},
 		{"--bound sets the preset's training.bound", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--bound", "collapsed-mean", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"bound":"collapsed-mean"`, ""},
 		{"an unknown bound is refused", []string{"simulate", "--bound", "collapsed"}, 2, "",
-			`refinery simulate: --bound "collapsed": want one of "elbo", "collapsed-mean", "collapsed-mean-var"` + "\n"},
+			`refinery simulate: invalid value "collapsed" for flag -bound: want one of "elbo", "collapsed-mean", "collapsed-mean-var"` + "\n"},
 		{"--bound does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--bound", "elbo"}, 2, "",
 			"refinery simulate: --bound: the --bandit-config file sets training.bound\n"},
 		{"--optimizer sets the preset's training.optimizer", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--optimizer", "ngvi", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"optimizer":"ngvi"`, ""},

@@ -1,0 +1,86 @@
+package bandit
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/refinery-bandits/refinery/posterior"
+)
+
+// Typed settings: the named values of a configuration parse and print
+// themselves, as log/slog.Level does. UnmarshalText (the CLI's
+// flag.TextVar, a policy spec) refuses a name it does not know; JSON
+// takes any string (UnmarshalJSON), so that Validate reports an unknown
+// name with the body's other errors, naming its field.
+
+// Bound is training.bound, the trainer's objective (posterior.Bound by
+// its name; TrainingConfig.Bound has the choices).
+type Bound string
+
+// The bounds of training.bound.
+const (
+	BoundELBO             Bound = "elbo"
+	BoundCollapsedMean    Bound = "collapsed-mean"
+	BoundCollapsedMeanVar Bound = "collapsed-mean-var"
+)
+
+// Bounds lists the values of training.bound.
+var Bounds = []Bound{BoundELBO, BoundCollapsedMean, BoundCollapsedMeanVar}
+
+// ParseBound returns the bound of that name.
+func ParseBound(s string) (Bound, error) { return parseName(s, Bounds) }
+
+func (b Bound) String() string                   { return string(b) }
+func (b Bound) MarshalText() ([]byte, error)     { return []byte(b), nil }
+func (b *Bound) UnmarshalText(t []byte) error    { return unmarshalText(t, b, Bounds) }
+func (b *Bound) UnmarshalJSON(data []byte) error { return unmarshalJSONName(data, b) }
+
+// posterior returns the trainer's bound.
+func (b Bound) posterior() (posterior.Bound, error) { return posterior.ParseBound(string(b)) }
+
+// parseName returns s as a T when it is one of names, and otherwise an
+// error listing them ("want one of ...": the caller names the value).
+func parseName[T ~string](s string, names []T) (T, error) {
+	if slices.Contains(names, T(s)) {
+		return T(s), nil
+	}
+	return "", fmt.Errorf("want one of %s", quoteNames(names))
+}
+
+// quoteNames returns names quoted and joined by ", ".
+func quoteNames[T ~string](names []T) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(string(n))
+	}
+	return strings.Join(q, ", ")
+}
+
+// unmarshalText sets *dst to the name in t, one of names; the error
+// does not repeat t (flag and the other callers name it).
+func unmarshalText[T ~string](t []byte, dst *T, names []T) error {
+	v, err := parseName(string(t), names)
+	if err != nil {
+		return err
+	}
+	*dst = v
+	return nil
+}
+
+// unmarshalJSONName sets *dst to the JSON string in data, unchecked
+// (Validate checks it). A value that is not a string is the same
+// *json.UnmarshalTypeError a plain string field gives.
+func unmarshalJSONName[T ~string](data []byte, dst *T) error {
+	if string(data) == "null" {
+		return nil // as for a string: unchanged
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return err
+	}
+	*dst = T(s)
+	return nil
+}
