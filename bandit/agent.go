@@ -249,7 +249,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
 			}
 			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
-			o, err := posterior.ParseOptimizer(cfg.Training.Optimizer)
+			o, err := cfg.Training.Optimizer.posterior()
 			if err != nil {
 				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
 			}

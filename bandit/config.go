@@ -344,7 +344,7 @@ type TrainingConfig struct {
 	// variance takes Adam steps at lr under both. Refinement always uses
 	// Adam (Havasi et al. 2021, Section 3); eps-greedy and greedy train a
 	// point estimate with Adam and ignore it.
-	Optimizer string `json:"optimizer"`
+	Optimizer Optimizer `json:"optimizer"`
 	// NGVIStep is the natural-gradient step size beta of "ngvi";
 	// default 0.01 (posterior.DefaultNGVIStep), (0, 1]. "adam" ignores it.
 	NGVIStep float64 `json:"ngvi_step"`
@@ -398,7 +398,7 @@ const (
 	DefaultBound             = BoundCollapsedMean
 	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
 	DefaultCollapsedShape    = posterior.DefaultCollapsedShape
-	DefaultOptimizer         = "adam"
+	DefaultOptimizer         = OptimizerAdam
 	DefaultNGVIStep          = posterior.DefaultNGVIStep
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
@@ -911,8 +911,8 @@ func (c *Config) validateModel(v *validator) {
 	}
 	v.positive("training.collapsed_reg", t.CollapsedReg, 1)
 	v.positive("training.collapsed_shape", t.CollapsedShape, 1000)
-	if _, err := posterior.ParseOptimizer(t.Optimizer); err != nil {
-		v.add("training.optimizer", fmt.Sprintf("%q, want one of \"adam\", \"ngvi\"", t.Optimizer))
+	if _, err := ParseOptimizer(string(t.Optimizer)); err != nil {
+		v.add("training.optimizer", fmt.Sprintf("%q, %v", t.Optimizer, err))
 	}
 	v.positive("training.ngvi_step", t.NGVIStep, 1)
 	r := c.Refinement

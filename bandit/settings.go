@@ -41,6 +41,33 @@ func (b *Bound) UnmarshalJSON(data []byte) error { return unmarshalJSONName(data
 // posterior returns the trainer's bound.
 func (b Bound) posterior() (posterior.Bound, error) { return posterior.ParseBound(string(b)) }
 
+// Optimizer is training.optimizer, how the trainer steps the posterior
+// (posterior.Optimizer by its name; TrainingConfig.Optimizer has the
+// choices).
+type Optimizer string
+
+// The optimizers of training.optimizer.
+const (
+	OptimizerAdam Optimizer = "adam"
+	OptimizerNGVI Optimizer = "ngvi"
+)
+
+// Optimizers lists the values of training.optimizer.
+var Optimizers = []Optimizer{OptimizerAdam, OptimizerNGVI}
+
+// ParseOptimizer returns the optimizer of that name.
+func ParseOptimizer(s string) (Optimizer, error) { return parseName(s, Optimizers) }
+
+func (o Optimizer) String() string                   { return string(o) }
+func (o Optimizer) MarshalText() ([]byte, error)     { return []byte(o), nil }
+func (o *Optimizer) UnmarshalText(t []byte) error    { return unmarshalText(t, o, Optimizers) }
+func (o *Optimizer) UnmarshalJSON(data []byte) error { return unmarshalJSONName(data, o) }
+
+// posterior returns the trainer's optimizer.
+func (o Optimizer) posterior() (posterior.Optimizer, error) {
+	return posterior.ParseOptimizer(string(o))
+}
+
 // parseName returns s as a T when it is one of names, and otherwise an
 // error listing them ("want one of ...": the caller names the value).
 func parseName[T ~string](s string, names []T) (T, error) {

@@ -270,7 +270,7 @@ func TestTrainingMethodsSetTheTrainingConfiguration(t *testing.T) {
 	for _, c := range []struct {
 		policy, estimator string
 		bound             bandit.Bound
-		optimizer         string
+		optimizer         bandit.Optimizer
 	}{
 		{"mf-ts", "weight-reparam", bandit.DefaultBound, "adam"},
 		{"mf-ts@elbo", "local-reparam", "elbo", "adam"},

@@ -13,7 +13,6 @@ import (
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/nn/kern"
-	"github.com/refinery-bandits/refinery/posterior"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -54,7 +53,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
 	var bound bandit.Bound
 	fs.TextVar(&bound, "bound", bandit.Bound(""), "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of Tomczak et al. 2021) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
-	optimizer := fs.String("optimizer", "", "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, Khan 2018) (default: the preset's, adam)")
+	var optimizer bandit.Optimizer
+	fs.TextVar(&optimizer, "optimizer", bandit.Optimizer(""), "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, Khan 2018) (default: the preset's, adam)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set one field of the preset's bandit configuration, as a JSON path and value: --set model.noise=per-arm --set training.sigma_lr=0.01 (repeatable; the value is JSON, or a string when it does not parse as JSON)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
@@ -117,14 +117,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		preset.Bandit.Training.Bound = bound
 	}
-	if *optimizer != "" {
+	if optimizer != "" {
 		if *banditConfig != "" {
 			return usageError{errors.New("--optimizer: the --bandit-config file sets training.optimizer")}
 		}
-		if _, err := posterior.ParseOptimizer(*optimizer); err != nil {
-			return usageError{fmt.Errorf("--optimizer %q: want one of \"adam\", \"ngvi\"", *optimizer)}
-		}
-		preset.Bandit.Training.Optimizer = *optimizer
+		preset.Bandit.Training.Optimizer = optimizer
 	}
 	if len(sets) > 0 {
 		if *banditConfig != "" {

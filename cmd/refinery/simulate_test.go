@@ -51,7 +51,7 @@ func TestSimulateBanditConfig(t *testing.T) {
 			"refinery simulate: --bound: the --bandit-config file sets training.bound\n"},
 		{"--optimizer sets the preset's training.optimizer", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--optimizer", "ngvi", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"optimizer":"ngvi"`, ""},
 		{"an unknown optimizer is refused", []string{"simulate", "--optimizer", "vogn"}, 2, "",
-			`refinery simulate: --optimizer "vogn": want one of "adam", "ngvi"` + "\n"},
+			`refinery simulate: invalid value "vogn" for flag -optimizer: want one of "adam", "ngvi"` + "\n"},
 		{"--optimizer does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--optimizer", "adam"}, 2, "",
 			"refinery simulate: --optimizer: the --bandit-config file sets training.optimizer\n"},
 		{"--set sets a field of the preset's configuration", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--set", "model.noise=per-arm", "--set", "training.sigma_lr=0.01", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"noise":"per-arm"`, ""},
