@@ -301,7 +301,7 @@ type TrainingConfig struct {
 	// bench/ris-mushroom.md). eps-greedy, greedy, laplace-ts, flow-ts and
 	// neural-linear train a point estimate (the MAP) and ignore it; refinement always uses local-reparam (its
 	// ELBO_aux is the ELBO's).
-	Estimator string `json:"estimator"`
+	Estimator Estimator `json:"estimator"`
 	// RISSamples is the number of importance samples per row and hidden
 	// unit of "ris" (Algorithm 1's M); default 1, 1..16. Other
 	// estimators ignore it.
@@ -393,7 +393,7 @@ const (
 	DefaultIterationsPerRew  = 20
 	DefaultStopTolerance     = 0.0
 	DefaultCPUShare          = 0.25
-	DefaultEstimator         = "local-reparam"
+	DefaultEstimator         = EstimatorLocalReparam
 	DefaultRISSamples        = 1
 	DefaultBound             = BoundCollapsedMean
 	DefaultCollapsedReg      = posterior.DefaultCollapsedReg
@@ -1093,30 +1093,8 @@ func checkName(n string) string {
 	return ""
 }
 
-// trainingEstimators are the estimators training.estimator may name.
-var trainingEstimators = []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.RIS}
-
-// ValidateEstimator reports whether Estimator names an estimator the
-// trainer offers (training.estimator); the empty string is the default.
-func (t TrainingConfig) ValidateEstimator() error {
-	if t.Estimator == "" {
-		return nil
-	}
-	_, err := t.estimator()
-	return err
-}
-
 // estimator returns the nn.Estimator that Estimator names.
-func (t TrainingConfig) estimator() (nn.Estimator, error) {
-	names := make([]string, len(trainingEstimators))
-	for i, e := range trainingEstimators {
-		if e.Name() == t.Estimator {
-			return e, nil
-		}
-		names[i] = strconv.Quote(e.Name())
-	}
-	return 0, fmt.Errorf("want one of %s", strings.Join(names, ", "))
-}
+func (t TrainingConfig) estimator() (nn.Estimator, error) { return t.Estimator.nn() }
 
 // oneOf checks that s is one of the allowed names.
 func (v *validator) oneOf(field, s string, allowed ...string) {

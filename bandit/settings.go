@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
@@ -66,6 +67,46 @@ func (o *Optimizer) UnmarshalJSON(data []byte) error { return unmarshalJSONName(
 // posterior returns the trainer's optimizer.
 func (o Optimizer) posterior() (posterior.Optimizer, error) {
 	return posterior.ParseOptimizer(string(o))
+}
+
+// Estimator is training.estimator, how the trainer estimates the
+// expected log-likelihood and its gradient (nn.Estimator by its name;
+// TrainingConfig.Estimator has the choices).
+type Estimator string
+
+// The estimators of training.estimator, named as nn names them.
+const (
+	EstimatorLocalReparam  Estimator = "local-reparam"
+	EstimatorWeightReparam Estimator = "weight-reparam"
+	EstimatorRIS           Estimator = "ris"
+)
+
+// trainingEstimators are the estimators training.estimator may name:
+// not nn.Deterministic, which is the point estimate's.
+var trainingEstimators = []nn.Estimator{nn.LocalReparam, nn.WeightReparam, nn.RIS}
+
+// Estimators lists the values of training.estimator.
+var Estimators = []Estimator{EstimatorLocalReparam, EstimatorWeightReparam, EstimatorRIS}
+
+// ParseEstimator returns the estimator of that name.
+func ParseEstimator(s string) (Estimator, error) { return parseName(s, Estimators) }
+
+func (e Estimator) String() string                   { return string(e) }
+func (e Estimator) MarshalText() ([]byte, error)     { return []byte(e), nil }
+func (e *Estimator) UnmarshalText(t []byte) error    { return unmarshalText(t, e, Estimators) }
+func (e *Estimator) UnmarshalJSON(data []byte) error { return unmarshalJSONName(data, e) }
+
+// nn returns the trainer's nn.Estimator.
+func (e Estimator) nn() (nn.Estimator, error) {
+	for _, n := range trainingEstimators {
+		if n.Name() == string(e) {
+			return n, nil
+		}
+	}
+	if _, err := ParseEstimator(string(e)); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("bandit: estimator %q is not one of nn's", e)
 }
 
 // parseName returns s as a T when it is one of names, and otherwise an

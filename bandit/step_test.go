@@ -125,7 +125,7 @@ func settingIsUsed(t *testing.T, values []string, set func(*bandit.TrainingConfi
 // uses local reparameterization under each).
 func TestTrainingEstimatorIsUsed(t *testing.T) {
 	settingIsUsed(t, []string{"local-reparam", "weight-reparam", "ris"}, func(c *bandit.TrainingConfig, v string) {
-		c.Estimator, c.RISSamples = v, 2
+		c.Estimator, c.RISSamples = bandit.Estimator(v), 2
 	})
 }
 

@@ -268,9 +268,10 @@ func TestTrainingMethodsSetTheTrainingConfiguration(t *testing.T) {
 	p := Presets()["fast"]
 	p.Bandit.Training.Estimator = "weight-reparam" // as --estimator would
 	for _, c := range []struct {
-		policy, estimator string
-		bound             bandit.Bound
-		optimizer         bandit.Optimizer
+		policy    string
+		estimator bandit.Estimator
+		bound     bandit.Bound
+		optimizer bandit.Optimizer
 	}{
 		{"mf-ts", "weight-reparam", bandit.DefaultBound, "adam"},
 		{"mf-ts@elbo", "local-reparam", "elbo", "adam"},

@@ -50,7 +50,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	banditConfig := fs.String("bandit-config", "", "play exactly this bandit configuration (the JSON body of POST /v1/bandits) instead of --policies and --preset; its arms and features must be the environment's")
 	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
-	estimator := fs.String("estimator", "", "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
+	var estimator bandit.Estimator
+	fs.TextVar(&estimator, "estimator", bandit.Estimator(""), "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
 	var bound bandit.Bound
 	fs.TextVar(&bound, "bound", bandit.Bound(""), "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of Tomczak et al. 2021) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
 	var optimizer bandit.Optimizer
@@ -102,14 +103,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !ok {
 		return usageError{fmt.Errorf("unknown preset %q (want %s)", *presetName, presetNames())}
 	}
-	if *estimator != "" {
+	if estimator != "" {
 		if *banditConfig != "" {
 			return usageError{errors.New("--estimator: the --bandit-config file sets training.estimator")}
 		}
-		preset.Bandit.Training.Estimator = *estimator
-		if err := preset.Bandit.Training.ValidateEstimator(); err != nil {
-			return usageError{fmt.Errorf("--estimator %q: %w", *estimator, err)}
-		}
+		preset.Bandit.Training.Estimator = estimator
 	}
 	if bound != "" {
 		if *banditConfig != "" {

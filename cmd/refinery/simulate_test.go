@@ -43,7 +43,7 @@ func TestSimulateBanditConfig(t *testing.T) {
 		{"a negative reward delay is refused", []string{"simulate", "--reward-delay", "-1"}, 2, "", "refinery simulate: --reward-delay -1: want at least 0\n"},
 		{"--estimator sets the preset's training.estimator", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"estimator":"ris"`, ""},
 		{"an unknown estimator is refused", []string{"simulate", "--estimator", "exact"}, 2, "",
-			`refinery simulate: --estimator "exact": want one of "local-reparam", "weight-reparam", "ris"` + "\n"},
+			`refinery simulate: invalid value "exact" for flag -estimator: want one of "local-reparam", "weight-reparam", "ris"` + "\n"},
 		{"--bound sets the preset's training.bound", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--bound", "collapsed-mean", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"bound":"collapsed-mean"`, ""},
 		{"an unknown bound is refused", []string{"simulate", "--bound", "collapsed"}, 2, "",
 			`refinery simulate: invalid value "collapsed" for flag -bound: want one of "elbo", "collapsed-mean", "collapsed-mean-var"` + "\n"},
