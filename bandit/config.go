@@ -196,7 +196,7 @@ type ModelConfig struct {
 	// likelihood and trains on every stored reward again). laplace-ts
 	// "last-layer", flow-ts and neural-linear fit a Gaussian linear
 	// model to the last layer and always use "gaussian".
-	Likelihood string `json:"likelihood"`
+	Likelihood Likelihood `json:"likelihood"`
 	// Noise is how the Gaussian likelihood's noise variance is learned:
 	// "shared" (default; one for all arms, as in the paper) or "per-arm"
 	// (one per arm). Per arm is not the default because of the mushroom
@@ -222,12 +222,8 @@ type NoisePrior struct {
 	Rate  float64 `json:"rate"`
 }
 
-// Reward models of model.likelihood, weight priors of model.prior and
-// noise structures of model.noise.
+// Weight priors of model.prior and noise structures of model.noise.
 const (
-	LikelihoodAuto      = "auto"
-	LikelihoodGaussian  = "gaussian"
-	LikelihoodBernoulli = "bernoulli"
 	PriorFanIn          = "fan-in"
 	PriorFixed          = "fixed"
 	NoisePerArm         = "per-arm"
@@ -882,7 +878,9 @@ func (c *Config) validateModel(v *validator) {
 	v.positive("model.prior_variance", m.PriorVariance, 1e6)
 	v.positive("model.init_sigma", m.InitSigma, 1e3)
 	v.oneOf("model.prior", m.Prior, PriorFanIn, PriorFixed)
-	v.oneOf("model.likelihood", m.Likelihood, LikelihoodAuto, LikelihoodGaussian, LikelihoodBernoulli)
+	if _, err := ParseLikelihood(string(m.Likelihood)); err != nil {
+		v.add("model.likelihood", fmt.Sprintf("%q, %v", m.Likelihood, err))
+	}
 	v.oneOf("model.noise", m.Noise, NoisePerArm, NoiseShared)
 	if np := m.NoisePrior; np != nil && !(np.Shape == 0 && np.Rate == 0) {
 		v.positive("model.noise_prior.shape", np.Shape, 1e6)

@@ -109,6 +109,28 @@ func (e Estimator) nn() (nn.Estimator, error) {
 	return 0, fmt.Errorf("bandit: estimator %q is not one of nn's", e)
 }
 
+// Likelihood is model.likelihood, the reward model of the network
+// (ModelConfig.Likelihood has the choices).
+type Likelihood string
+
+// The reward models of model.likelihood.
+const (
+	LikelihoodAuto      Likelihood = "auto"
+	LikelihoodGaussian  Likelihood = "gaussian"
+	LikelihoodBernoulli Likelihood = "bernoulli"
+)
+
+// Likelihoods lists the values of model.likelihood.
+var Likelihoods = []Likelihood{LikelihoodAuto, LikelihoodGaussian, LikelihoodBernoulli}
+
+// ParseLikelihood returns the likelihood of that name.
+func ParseLikelihood(s string) (Likelihood, error) { return parseName(s, Likelihoods) }
+
+func (l Likelihood) String() string                   { return string(l) }
+func (l Likelihood) MarshalText() ([]byte, error)     { return []byte(l), nil }
+func (l *Likelihood) UnmarshalText(t []byte) error    { return unmarshalText(t, l, Likelihoods) }
+func (l *Likelihood) UnmarshalJSON(data []byte) error { return unmarshalJSONName(data, l) }
+
 // parseName returns s as a T when it is one of names, and otherwise an
 // error listing them ("want one of ...": the caller names the value).
 func parseName[T ~string](s string, names []T) (T, error) {
