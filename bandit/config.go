@@ -224,10 +224,10 @@ type NoisePrior struct {
 
 // Weight priors of model.prior and noise structures of model.noise.
 const (
-	PriorFanIn          = "fan-in"
-	PriorFixed          = "fixed"
-	NoisePerArm         = "per-arm"
-	NoiseShared         = "shared"
+	PriorFanIn  = "fan-in"
+	PriorFixed  = "fixed"
+	NoisePerArm = "per-arm"
+	NoiseShared = "shared"
 )
 
 // TrainingConfig is the trainer: after new rewards arrive it runs
@@ -381,6 +381,7 @@ type RewardConfig struct {
 
 // Defaults of Config; see its fields for where they come from.
 const (
+	DefaultPolicyKind        = RefinedTS
 	DefaultSamples           = 3
 	DefaultEpsilon           = 0.05
 	DefaultMaxSampleUses     = 1000
@@ -572,7 +573,7 @@ func typeName(t string) string {
 func (c *Config) SetDefaults() {
 	p := &c.Policy
 	if p.Kind == "" {
-		p.Kind = RefinedTS
+		p.Kind = DefaultPolicyKind
 	}
 	if p.Samples == 0 {
 		p.Samples = DefaultSamples

@@ -193,6 +193,17 @@ func (k PolicyKind) SampleKinds() []SampleKind {
 	return nil
 }
 
+// ParsePolicyKind returns the kind of that name.
+func ParsePolicyKind(s string) (PolicyKind, error) { return parseName(s, PolicyKinds()) }
+
+func (k PolicyKind) String() string               { return string(k) }
+func (k PolicyKind) MarshalText() ([]byte, error) { return []byte(k), nil }
+
+// UnmarshalText refuses a kind the registry does not have (the CLI's
+// flag.TextVar); JSON takes any string and Validate names policy.kind.
+func (k *PolicyKind) UnmarshalText(t []byte) error    { return unmarshalText(t, k, PolicyKinds()) }
+func (k *PolicyKind) UnmarshalJSON(data []byte) error { return unmarshalJSONName(data, k) }
+
 // PolicyKinds returns every policy kind a configuration accepts.
 func PolicyKinds() []PolicyKind {
 	out := make([]PolicyKind, len(kindTable))

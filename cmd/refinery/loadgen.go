@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	apiclient "github.com/refinery-bandits/refinery/api/client"
+	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/cpustat"
 	"github.com/refinery-bandits/refinery/simulators"
 )
@@ -50,13 +51,14 @@ flags:
 `
 
 type loadgenConfig struct {
-	bandit, policy, extra, data, profile, label, databaseURL string
-	service                                                  serviceFlags // --url (loopback only) and --api-key (admin scope to create the bandit, decide for the load)
-	levels                                                   []int
-	duration, warmTimeout                                    time.Duration
-	warm, rewards, header                                    bool
-	profileLevel, train                                      int
-	seed                                                     uint64
+	bandit, extra, data, profile, label, databaseURL string
+	policy                                           bandit.PolicyKind
+	service                                          serviceFlags // --url (loopback only) and --api-key (admin scope to create the bandit, decide for the load)
+	levels                                           []int
+	duration, warmTimeout                            time.Duration
+	warm, rewards, header                            bool
+	profileLevel, train                              int
+	seed                                             uint64
 }
 
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -65,7 +67,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var c loadgenConfig
 	c.service.register(fs, "http://127.0.0.1:8080")
 	fs.StringVar(&c.bandit, "bandit", "", "use this existing bandit instead of creating one")
-	fs.StringVar(&c.policy, "policy", "refined-ts", "policy kind of the bandit created")
+	fs.TextVar(&c.policy, "policy", bandit.DefaultPolicyKind, "policy kind of the bandit created")
 	fs.StringVar(&c.label, "label", "", "first column of the table (default: the policy kind)")
 	fs.StringVar(&c.extra, "config", "", `JSON object merged into the created bandit's configuration, e.g. '{"model": {"hidden": [16]}}'`)
 	fs.StringVar(&c.data, "data", "", "mushroom data file or directory (default: ./data, then ../shared/data/mushroom, or $REFINERY_DATA)")
@@ -534,7 +536,7 @@ func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name s
 
 // mushroomConfig is the mushroom bandit with the given policy and the
 // service's defaults otherwise.
-func mushroomConfig(d *simulators.MushroomData, name, policy string) map[string]any {
+func mushroomConfig(d *simulators.MushroomData, name string, policy bandit.PolicyKind) map[string]any {
 	features := make([]map[string]any, len(simulators.MushroomAttributes))
 	for j, attr := range simulators.MushroomAttributes {
 		features[j] = map[string]any{"name": attr, "type": "categorical", "values": d.Values[j]}
