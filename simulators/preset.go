@@ -249,7 +249,7 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 // uniform, greedy, mf-ts, refined-ts, linear-ts, laplace-ts, flow-ts,
 // neural-linear, and eps-greedy, which
 // expands to one policy per epsilon of the preset, or eps-greedy:E for
-// a given epsilon E, and laplace-ts:diagonal or laplace-ts:last-layer for
+// a given epsilon E in [0, 1] (bandit.ParsePolicySpec's grammar), and laplace-ts:diagonal or laplace-ts:last-layer for
 // a Laplace structure (named laplace-ts-diagonal, laplace-ts-last-layer;
 // plain laplace-ts is the default, diagonal), and refined-ts:supply for
 // refined TS on the service's refined-sample supply (named
@@ -275,29 +275,23 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 		if !slices.Contains(PolicyNames, kind) {
 			return nil, fmt.Errorf("unknown policy %q (want one of %s)", item, strings.Join(PolicyNames, ", "))
 		}
-		// What a kind's argument is comes from its capabilities: an
-		// epsilon, a Laplace structure, or the refined-sample supply.
-		caps := bandit.PolicyKind(kind).Capabilities()
-		if hasArg && !caps.Explores && len(caps.Structures) == 0 && !caps.SampleBank {
-			return nil, fmt.Errorf("policy %q takes no argument", kind)
+		// KIND:ARG is bandit.ParsePolicySpec's grammar, as evaluate's.
+		ps, err := bandit.ParsePolicySpec(item)
+		if err != nil {
+			return nil, err
 		}
+		caps := ps.Kind.Capabilities()
 		if hasArg && hasMethods {
 			return nil, fmt.Errorf("%s: a policy with an argument (%s) takes no training method", item+"@"+methods, arg)
 		}
-		if hasArg && caps.SampleBank {
-			if arg != "supply" {
-				return nil, fmt.Errorf("refined-ts:%s: want refined-ts:supply", arg)
-			}
-			if err := add(PolicySpec{Name: "refined-ts-supply", Kind: kind, Supply: true}); err != nil {
+		if ps.Supply {
+			if err := add(PolicySpec{Name: kind + "-supply", Kind: kind, Supply: true}); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if hasArg && len(caps.Structures) > 0 {
-			if !slices.Contains(caps.Structures, arg) {
-				return nil, fmt.Errorf("laplace-ts:%s: want laplace-ts:%s or laplace-ts:%s", arg, bandit.LaplaceDiagonal, bandit.LaplaceLastLayer)
-			}
-			if err := add(PolicySpec{Name: "laplace-ts-" + arg, Kind: kind, Laplace: arg}); err != nil {
+		if ps.Laplace != "" {
+			if err := add(PolicySpec{Name: kind + "-" + ps.Laplace, Kind: kind, Laplace: ps.Laplace}); err != nil {
 				return nil, err
 			}
 			continue
@@ -325,15 +319,11 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 			continue
 		}
 		eps := p.Epsilons
-		if hasArg {
-			e, err := strconv.ParseFloat(arg, 64)
-			if err != nil || !(e > 0 && e <= 1) {
-				return nil, fmt.Errorf("eps-greedy:%s: epsilon must be a number in (0, 1]", arg)
-			}
-			eps = []float64{e}
+		if ps.Epsilon != nil {
+			eps = []float64{*ps.Epsilon}
 		}
 		for _, e := range eps {
-			if err := add(PolicySpec{Name: fmt.Sprintf("eps-greedy-%g", e), Kind: kind, Epsilon: e}); err != nil {
+			if err := add(PolicySpec{Name: fmt.Sprintf("%s-%g", kind, e), Kind: kind, Epsilon: e}); err != nil {
 				return nil, err
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,7 +45,8 @@ the chosen arm is an error: its importance weight is undefined.
 Candidates (--candidates, comma-separated): logging (the logged policy
 itself: its IPS and SNIPS estimates equal the mean logged reward, a sanity
 check), any policy kind (uniform, greedy, eps-greedy or eps-greedy:E,
-linear-ts, mf-ts, refined-ts, laplace-ts, flow-ts, neural-linear) with the
+linear-ts, mf-ts, refined-ts, laplace-ts or laplace-ts:last-layer,
+flow-ts, neural-linear; simulate's KIND:ARG grammar) with the
 logged bandit's model, training and refinement settings and the kind's
 policy defaults, and --candidate NAME=JSON (repeatable): a partial bandit
 configuration merged over the logged bandit's, its "policy" replacing the
@@ -428,7 +428,7 @@ func evalCandidates(base *bandit.Config, list string, extra []string) ([]simulat
 	if strings.TrimSpace(list) != "" {
 		for _, item := range strings.Split(list, ",") {
 			item = strings.TrimSpace(item)
-			kind, arg, hasArg := strings.Cut(item, ":")
+			kind, _, _ := strings.Cut(item, ":")
 			switch {
 			case item == "logging":
 				if err := add("logging", nil); err != nil {
@@ -441,16 +441,21 @@ func evalCandidates(base *bandit.Config, list string, extra []string) ([]simulat
 					names = append(names, string(k))
 				}
 				return nil, fmt.Errorf("--candidates: unknown candidate %q (want logging, %s, or eps-greedy:E)", item, strings.Join(names, ", "))
-			case hasArg && !bandit.PolicyKind(kind).Capabilities().Explores:
-				return nil, fmt.Errorf("--candidates: %q takes no argument (only eps-greedy:E does)", item)
 			}
-			pol := map[string]any{"kind": kind}
-			if hasArg {
-				e, err := strconv.ParseFloat(arg, 64)
-				if err != nil || !(e >= 0 && e <= 1) {
-					return nil, fmt.Errorf("--candidates: %s: epsilon must be a number in [0, 1]", item)
-				}
-				pol["epsilon"] = e
+			// KIND:ARG is bandit.ParsePolicySpec's grammar, as simulate's.
+			ps, err := bandit.ParsePolicySpec(item)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("--candidates: %w", err)
+			case ps.Supply:
+				return nil, fmt.Errorf("--candidates: %q: a candidate keeps its first bank of refined samples (candidateConfig); the sample supply does not apply", item)
+			}
+			pol := map[string]any{"kind": string(ps.Kind)}
+			if ps.Epsilon != nil {
+				pol["epsilon"] = *ps.Epsilon
+			}
+			if ps.Laplace != "" {
+				pol["laplace"] = ps.Laplace
 			}
 			if err := add(item, map[string]any{"policy": pol}); err != nil {
 				return nil, err
