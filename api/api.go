@@ -810,7 +810,8 @@ func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	cfg, err := bandit.ParseConfig(body)
+	// Create fills in the defaults and validates, once per request.
+	cfg, err := bandit.DecodeConfig(body)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

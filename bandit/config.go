@@ -477,12 +477,23 @@ var banditNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // data and wrong types are errors), fills in the defaults and validates
 // it. Every problem is reported as a *ValidationError naming the field.
 func ParseConfig(data []byte) (*Config, error) {
-	var c Config
-	if err := DecodeStrict(data, &c); err != nil {
+	c, err := DecodeConfig(data)
+	if err != nil {
 		return nil, err
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeConfig decodes a configuration strictly, as ParseConfig does,
+// without filling in the defaults or validating it: for a caller that
+// hands it to Service.Create, which does both, once.
+func DecodeConfig(data []byte) (*Config, error) {
+	var c Config
+	if err := DecodeStrict(data, &c); err != nil {
 		return nil, err
 	}
 	return &c, nil
