@@ -133,7 +133,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 			p.Errors[i] = bandit.FieldError{Field: echo(fe.Field), Detail: echo(fe.Detail)}
 		}
 		f := p.Errors[0].Field
-		p.Field = &f
+		p.Field = f
 		p.Detail = p.Errors[0].Detail
 		if f != "" {
 			p.Detail = f + ": " + p.Detail

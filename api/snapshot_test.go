@@ -91,7 +91,7 @@ func TestSnapshotImportRefusesVersionsNearOverflow(t *testing.T) {
 			for _, v := range []int64{math.MaxInt64, math.MaxInt64 - 1, bandit.MaxModelVersion + 1} {
 				body := renamed(t, snap, "over", func(s *bandit.SnapshotFile) { s.ModelVersion = v })
 				resp, out := f.call(t, "POST", "/v1/snapshots", "application/json", body)
-				if p := problemOf(t, out); resp.StatusCode != 400 || p.Field == nil || *p.Field != "model_version" {
+				if p := problemOf(t, out); resp.StatusCode != 400 || p.Field != "model_version" {
 					t.Errorf("import at model_version %d: %d %s, want 400 naming model_version", v, resp.StatusCode, out)
 				}
 			}
@@ -136,7 +136,7 @@ func TestSnapshotImportRefusesCreatedAtBefore1970(t *testing.T) {
 			for _, at := range []time.Time{{}, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC)} {
 				body := renamed(t, snap, "ancient", func(s *bandit.SnapshotFile) { s.CreatedAt = at })
 				resp, out := f.call(t, "POST", "/v1/snapshots", "application/json", body)
-				if p := problemOf(t, out); resp.StatusCode != 400 || p.Field == nil || *p.Field != "created_at" {
+				if p := problemOf(t, out); resp.StatusCode != 400 || p.Field != "created_at" {
 					t.Errorf("import created at %v: %d %s, want 400 naming created_at", at, resp.StatusCode, out)
 				}
 			}

@@ -154,8 +154,10 @@ func (e *Error) Error() string {
 	if msg == "" {
 		msg = strings.TrimSpace(string(e.Body))
 	}
-	if e.Problem.Field != nil && *e.Problem.Field != "" {
-		msg = *e.Problem.Field + ": " + msg
+	// The service's detail of a field problem starts with the field
+	// already; name it only when it does not (issue 30, finding 10).
+	if f := e.Problem.Field; f != "" && !strings.HasPrefix(msg, f+": ") {
+		msg = f + ": " + msg
 	}
 	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode), msg)
 }

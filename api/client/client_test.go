@@ -87,8 +87,10 @@ func TestClientDrivesTheAPI(t *testing.T) {
 	}
 	_, err = c.CreateBandit(ctx, map[string]any{"name": "bad", "arms": []string{}})
 	var e *client.Error
-	if !errors.As(err, &e) || e.StatusCode != 400 || e.Problem.Field == nil || *e.Problem.Field == "" || !strings.Contains(err.Error(), "POST /v1/bandits: 400 Bad Request: ") {
+	if !errors.As(err, &e) || e.StatusCode != 400 || e.Problem.Field == "" || !strings.Contains(err.Error(), "POST /v1/bandits: 400 Bad Request: ") {
 		t.Errorf("an invalid bandit: %v (%+v), want a 400 naming the field", err, e)
+	} else if n := strings.Count(err.Error(), e.Problem.Field+":"); n != 1 {
+		t.Errorf("an invalid bandit: %q names the field %s %d times, want once", err, e.Problem.Field, n)
 	}
 
 	d, err := c.Decide(ctx, "toy", client.DecisionRequest{EventID: "e1", Context: map[string]any{"color": "red", "size": 1.5}})

@@ -7,6 +7,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
@@ -37,7 +38,24 @@ type Decision struct {
 //     as a whole is at fault (malformed JSON, NaN or Infinity literals,
 //     trailing data);
 //   - errors, every field problem of a 400 as {field, detail}.
+//
+// Field is a plain string: "" when the problem names no field. On the
+// wire "field" is present exactly when "errors" is (a 400 with field
+// problems; "" then means the body as a whole), as the service sends it.
 type Problem struct {
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail,omitempty"`
+	Instance  string              `json:"instance,omitempty"`
+	RequestID string              `json:"request_id,omitempty"`
+	Field     string              `json:"-"`
+	Errors    []bandit.FieldError `json:"errors,omitempty"`
+}
+
+// problemJSON is Problem as the wire spells it: field present with
+// errors.
+type problemJSON struct {
 	Type      string              `json:"type"`
 	Title     string              `json:"title"`
 	Status    int                 `json:"status"`
@@ -46,4 +64,26 @@ type Problem struct {
 	RequestID string              `json:"request_id,omitempty"`
 	Field     *string             `json:"field,omitempty"`
 	Errors    []bandit.FieldError `json:"errors,omitempty"`
+}
+
+// MarshalJSON writes p with "field" when it has errors.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	j := problemJSON{Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail, Instance: p.Instance, RequestID: p.RequestID, Errors: p.Errors}
+	if len(p.Errors) > 0 {
+		j.Field = &p.Field
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a problem; an absent "field" is "".
+func (p *Problem) UnmarshalJSON(data []byte) error {
+	var j problemJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*p = Problem{Type: j.Type, Title: j.Title, Status: j.Status, Detail: j.Detail, Instance: j.Instance, RequestID: j.RequestID, Errors: j.Errors}
+	if j.Field != nil {
+		p.Field = *j.Field
+	}
+	return nil
 }

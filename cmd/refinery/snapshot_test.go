@@ -174,7 +174,7 @@ func TestSnapshotMovesABanditBetweenServices(t *testing.T) {
 	// The server refuses another layout as well, naming the member.
 	_, err = cb.ImportSnapshot(ctx, json.RawMessage(other))
 	var e *apiclient.Error
-	if !errors.As(err, &e) || e.StatusCode != 400 || e.Problem.Field == nil || *e.Problem.Field != "model_layout" {
+	if !errors.As(err, &e) || e.StatusCode != 400 || e.Problem.Field != "model_layout" {
 		t.Errorf("POST /v1/snapshots of another layout: %v, want a 400 naming model_layout", err)
 	}
 	if !strings.Contains(fmt.Sprint(err), "layout") {
