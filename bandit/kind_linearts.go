@@ -33,8 +33,16 @@ func (linearTS) construct(a *Agent, seed uint64) error {
 }
 
 func (linearTS) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, _ *model, x []float64, excluded []bool, _ *mrand.Rand) (*Propensity, error) {
+	return a.linearThompson(ctx, pd, a.lin, x, excluded)
+}
+
+// linearThompson decides with lin (policy.Linear, under a.linMu: it is
+// not safe for concurrent use) on the features phi, with exact
+// probabilities: linear-ts on the inputs, neural-linear on the MAP's
+// last hidden features.
+func (a *Agent) linearThompson(ctx context.Context, pd *policy.Decision, lin *policy.Linear, phi []float64, excluded []bool) (*Propensity, error) {
 	a.linMu.Lock()
-	d, err := a.lin.Decide(ctx, x, excluded)
+	d, err := lin.Decide(ctx, phi, excluded)
 	a.linMu.Unlock()
 	if err != nil {
 		return nil, err

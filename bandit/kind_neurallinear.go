@@ -32,14 +32,7 @@ func (neuralLinear) choose(ctx context.Context, a *Agent, pd *policy.Decision, _
 	p := a.predictor()
 	phi := p.Features(nil, m.q.Mu, x)
 	a.predictors.Put(p)
-	a.linMu.Lock()
-	d, err := m.lin.Decide(ctx, phi, excluded)
-	a.linMu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	*pd = d
-	return &Propensity{Estimator: "linear-posterior", Exact: true}, nil
+	return a.linearThompson(ctx, pd, m.lin, phi, excluded)
 }
 
 // fit sets m.lin, policy.Linear's exact posterior on the MAP's last
