@@ -235,6 +235,20 @@ type Config struct {
 	// request is a 429, without a query (auth.go). Zero means
 	// DefaultUnknownKeyLookups.
 	UnknownKeyLookups int
+	// RefusedKeyDelay holds the answer to a request refused for its
+	// key this long before sending it, and closes its connection after
+	// (auth.go, tarpit): a 401 (no key, a malformed, unknown or revoked
+	// one, a dashboard sign-in that is not valid) and the 429 of too
+	// many lookups of unknown keys. A client that waits for each answer
+	// gets at most one refusal per RefusedKeyDelay and connection, and
+	// the server spends no CPU while it waits. Keys it knows are not
+	// delayed, nor is a 403 (a known key without the scope). Zero means
+	// DefaultRefusedKeyDelay; negative, answer at once.
+	RefusedKeyDelay time.Duration
+	// MaxRefusedPending bounds the refusals held at once; past it a
+	// refusal is answered at once, still closing its connection. Zero
+	// means DefaultMaxRefusedPending.
+	MaxRefusedPending int
 	// AllowedHosts, when not empty, are the only host names the Host
 	// header may carry (compared without the port, case-insensitively;
 	// "::1" matches "[::1]:8080"); any other is a 421 problem. serve sets
@@ -279,6 +293,7 @@ type Server struct {
 	keys         keys.Store
 	keyCache     keyCache
 	keyIDs       keysByID        // the dashboard's cookies (checkSession)
+	tarpit       tarpit          // refused keys' answers held (auth.go)
 	allowedHosts map[string]bool // nil: any Host
 }
 
@@ -325,10 +340,17 @@ func New(cfg Config) *Server {
 	if cfg.UnknownKeyLookups <= 0 {
 		cfg.UnknownKeyLookups = DefaultUnknownKeyLookups
 	}
+	if cfg.RefusedKeyDelay == 0 {
+		cfg.RefusedKeyDelay = DefaultRefusedKeyDelay
+	}
+	if cfg.MaxRefusedPending <= 0 {
+		cfg.MaxRefusedPending = DefaultMaxRefusedPending
+	}
 	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
-		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)}}
+		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)},
+		tarpit: tarpit{delay: cfg.RefusedKeyDelay, max: int64(cfg.MaxRefusedPending), drained: make(chan struct{})}}
 	for _, h := range cfg.AllowedHosts {
 		if s.allowedHosts == nil {
 			s.allowedHosts = map[string]bool{}
@@ -470,7 +492,12 @@ func (s *Server) Close() { s.dash.Close() }
 
 // Drain makes /readyz answer 503 from now on, so that load balancers
 // stop sending traffic while the server shuts down.
-func (s *Server) Drain() { s.draining.Store(true) }
+// Refusals held by the tarpit are answered at once from then on.
+func (s *Server) Drain() {
+	if !s.draining.Swap(true) {
+		close(s.tarpit.drained)
+	}
+}
 
 type ctxKey int
 
