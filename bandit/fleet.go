@@ -272,10 +272,13 @@ func (s *Service) elect(ctx context.Context) {
 	for i, a := range agents {
 		names[i] = a.name
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.trainerRetry, 5*time.Second))
+	electCtx, cancel := context.WithTimeout(ctx, max(s.trainerRetry, 5*time.Second))
 	defer cancel()
-	lead, err := s.fleet.Lead(ctx, names)
-	if err != nil && ctx.Err() == nil {
+	lead, err := s.fleet.Lead(electCtx, names)
+	if err != nil && ctx.Err() != nil {
+		return // shutting down (Close): the agents are closed as they are
+	}
+	if err != nil && electCtx.Err() == nil {
 		s.fleetErr("trainer election failed; this replica trains no bandit until it succeeds", err)
 	}
 	for _, a := range agents {
@@ -316,6 +319,11 @@ func (s *Service) poll(ctx context.Context) {
 			a.fl.want.Store(v)
 			a.notify()
 		}
+	}
+	if !s.loaded.Load() {
+		// Load is loading the stored bandits; a reconciliation now would
+		// load them a second time, as if made on another replica.
+		return
 	}
 	bs, err := s.store.ListBandits(ctx)
 	if err != nil {
@@ -409,7 +417,12 @@ func (s *Service) reconcile(ctx context.Context, name string) error {
 		if _, err := s.startAgent(ctx, b, cfg); err != nil {
 			return err
 		}
-		s.log.Info("bandit created on another replica", "bandit", name)
+		if s.loaded.Load() {
+			s.log.Info("bandit created on another replica", "bandit", name)
+		} else {
+			// Announced while Load runs: it may be an old one.
+			s.log.Info("bandit loaded", "bandit", name, "policy", cfg.Policy.Kind)
+		}
 	case sameConfig(a.Config(), *cfg):
 		a.setArchived(b.ArchivedAt)
 	default:

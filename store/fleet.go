@@ -230,7 +230,9 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]int64, e
 		trains = append(trains, b)
 	}
 	slices.Sort(trains)
-	if err := f.heartbeat(ctx, trains); err != nil {
+	if err := f.heartbeat(ctx, trains); err != nil && ctx.Err() == nil {
+		// (An election cancelled by shutdown is no failure: Close
+		// deletes the row.)
 		f.log.Warn("writing this replica's row of the replicas table failed", "err", err)
 	}
 	return out, nil
