@@ -67,7 +67,9 @@ type Replica struct {
 	StartedAt time.Time `json:"started_at"`
 	// LastSeen is its last election (every TrainerRetry while it lives).
 	LastSeen time.Time `json:"last_seen"`
-	// Trains names the bandits whose trainer lock it held then.
+	// Trains names the bandits it trained then whose trainer lease it
+	// still holds (none once a dead replica's leases expired or were
+	// taken over).
 	Trains []string `json:"trains"`
 }
 
