@@ -51,12 +51,20 @@ type dashBandit struct {
 	// ModelVersion and ELBO are the published posterior's; TrainerLag
 	// counts the rewards it has not seen and TrainerLagSeconds how long
 	// it was trained before the newest reward (0 when up to date).
-	ModelVersion      int64                `json:"model_version"`
-	ELBO              *float64             `json:"elbo"`
-	TrainerLag        int64                `json:"trainer_lag"`
-	TrainerLagSeconds float64              `json:"trainer_lag_seconds"`
-	Layers            []bandit.LayerSpread `json:"layers,omitempty"`
-	Bank              *dashBank            `json:"bank,omitempty"`
+	ModelVersion      int64    `json:"model_version"`
+	ELBO              *float64 `json:"elbo"`
+	TrainerLag        int64    `json:"trainer_lag"`
+	TrainerLagSeconds float64  `json:"trainer_lag_seconds"`
+	// Trainer says whether this replica trains the bandit (always
+	// without replicas). A replica that does not serves the versions the
+	// trainer persists, every SnapshotEvery (training.snapshot_every), so
+	// its TrainerLag counts the rewards since the newest persisted one,
+	// not the trainer's own lag: the card says so (issue 30, finding 13:
+	// a follower's 'lag 60' beside the trainer's 0 read as stalled).
+	Trainer       bool                 `json:"trainer"`
+	SnapshotEvery int                  `json:"snapshot_every"`
+	Layers        []bandit.LayerSpread `json:"layers,omitempty"`
+	Bank          *dashBank            `json:"bank,omitempty"`
 	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
 	// fit at the MAP (bandit.Status.Posterior); the panel shows it.
 	Posterior *bandit.PosteriorStatus `json:"posterior,omitempty"`
@@ -219,7 +227,8 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	panels := panelsFor(cfg.Policy)
 	b := &dashBandit{Name: a.Name(), Policy: string(cfg.Policy.Kind), Arms: cfg.Arms, ModelVersion: st.ModelVersion, ELBO: st.ELBO,
 		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Posterior: st.Posterior, Recent: []dashDecision{},
-		Panels: panels.charts, Charts: map[string]string{}, Objective: panels.objective, Health: st.Health}
+		Panels: panels.charts, Charts: map[string]string{}, Objective: panels.objective, Health: st.Health,
+		Trainer: st.Trainer, SnapshotEvery: cfg.Training.SnapshotEvery}
 	if panels.spread != "" {
 		b.Layers = a.Spread()
 	}

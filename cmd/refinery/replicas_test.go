@@ -227,6 +227,28 @@ func TestReplicasFailover(t *testing.T) {
 	if addr := strings.TrimPrefix(procs[next].url, "http://"); !strings.Contains(text, addr+" (this one)") || !strings.Contains(text, "toy") {
 		t.Errorf("the page's row of the replica answering reads %q, want its address %s (this one) training toy", text, addr)
 	}
+	// The lag card says which replica trains: on the other survivor it
+	// is the lag of the version it follows (issue 30, finding 13).
+	other := 3 - leader - next
+	for _, c := range []struct {
+		i     int
+		label string
+	}{{next, "trainer lag (rewards, s)"}, {other, "lag, following (rewards, s)"}} {
+		if got := dashTrains(t, cls[c.i]); got != (c.i == next) {
+			t.Errorf("replica %d's dashboard JSON says trainer %v for toy, want %v", c.i, got, c.i == next)
+		}
+		label := `[data-field="trainer_lag-label"]`
+		if err := chromedp.Do(bctx, chromedp.Navigate(procs[c.i].url+"/"), chromedp.WaitVisible(chromedp.CSS(label))); err != nil {
+			t.Fatalf("replica %d's dashboard shows no lag card: %v (browser errors %q)", c.i, err, errs())
+		}
+		text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(label)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text != c.label {
+			t.Errorf("replica %d's lag card reads %q, want %q", c.i, text, c.label)
+		}
+	}
 	close(stop)
 	wg.Wait()
 	for i := range cls {
@@ -271,6 +293,32 @@ func dashReplicas(t *testing.T, cl *apiclient.Client) []bandit.Replica {
 		t.Fatal(err)
 	}
 	return v.Replicas
+}
+
+// dashTrains returns the "trainer" of the bandit toy in GET
+// /v1/dashboard.
+func dashTrains(t *testing.T, cl *apiclient.Client) bool {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := cl.Get(context.Background(), "/v1/dashboard", &buf); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Bandits []struct {
+			Name    string `json:"name"`
+			Trainer bool   `json:"trainer"`
+		} `json:"bandits"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range v.Bandits {
+		if b.Name == "toy" {
+			return b.Trainer
+		}
+	}
+	t.Fatal("no bandit toy in the dashboard JSON")
+	return false
 }
 
 // trainsToy reports whether rs lists p's replica as training toy.

@@ -18,8 +18,8 @@
     if (digits === undefined) digits = 1;
     return Number(v).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: 0 });
   }
-  function kpi(name, label, value) {
-    return '<div class="kpi"><div class="v" data-field="' + name + '">' + value + '</div><div class="l">' + esc(label) + "</div></div>";
+  function kpi(name, label, value, title) {
+    return '<div class="kpi"' + (title ? ' title="' + esc(title) + '"' : "") + '><div class="v" data-field="' + name + '">' + value + '</div><div class="l" data-field="' + name + '-label">' + esc(label) + "</div></div>";
   }
   function shares(b) {
     return b.arms.map((a) => esc(a) + " " + num(100 * (b.arm_share[a] || 0), 0) + "%").join(" · ");
@@ -96,7 +96,17 @@
     // trainer, linear-ts no objective.
     const trained = b.panels.includes("lag");
     h += kpi("model_version", "model version", trained ? num(b.model_version, 0) : "n/a");
-    h += kpi("trainer_lag", "trainer lag (rewards, s)", trained ? num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s" : "n/a");
+    // A replica that does not train the bandit serves the versions the
+    // trainer persists (every snapshot_every): its lag is behind the
+    // newest of those, not the trainer's own.
+    const lag = trained ? num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s" : "n/a";
+    if (!trained || b.trainer) {
+      h += kpi("trainer_lag", "trainer lag (rewards, s)", lag);
+    } else {
+      h += kpi("trainer_lag", "lag, following (rewards, s)", lag,
+        "Another replica trains this bandit; this one serves the newest version it persisted (every " + b.snapshot_every +
+        " versions), so it lags by the rewards since then. The trainer's own lag is on its replica's dashboard.");
+    }
     h += "</div>";
     h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + ({ map: "MAP objective " + num(b.elbo, 1) + " · ", elbo: "ELBO " + num(b.elbo, 1) + " · " }[b.objective] || "") + "arm mix (10s) " + shares(b) + "</div>";
     if (b.bank) {
