@@ -97,7 +97,9 @@ func timed(t *testing.T, base, method, path, body string, header ...string) (cod
 // once (issue 31, finding 7: an unauthenticated flood).
 func TestTarpitHoldsRefusedKeys(t *testing.T) {
 	const (
-		delay   = time.Second
+		// delay is long enough that no answer given at once takes it
+		// on a loaded machine.
+		delay   = 2 * time.Second
 		pending = 8
 	)
 	_, base, admin, read := tarpitServer(t, delay, pending)
