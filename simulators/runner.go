@@ -284,6 +284,11 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 		if p := recover(); p != nil {
 			r.Err = fmt.Errorf("%s seed %d: panic: %v", spec.Name, r.Seed, p)
 		}
+		// Whatever failed after an interrupt failed because of it: the
+		// run was interrupted, not broken.
+		if r.Err != nil && ctx.Err() != nil {
+			r.Err = ctx.Err()
+		}
 	}()
 	bc, err := BanditConfig(spec, cfg.Env, cfg.Preset)
 	if err != nil {

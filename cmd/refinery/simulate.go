@@ -229,10 +229,22 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := simulators.WriteOutputs(*out, cfg, results, sum); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "\nwrote %s/{regret.csv,summary.json,summary.md,regret.png,regret.svg}\n", *out)
+		if runErr == nil {
+			fmt.Fprintf(stdout, "\nwrote %s/{regret.csv,summary.json,summary.md,regret.png,regret.svg}\n", *out)
+		}
 	}
 	if runErr != nil {
-		return fmt.Errorf("interrupted after %.0f s; completed runs were written", sum.WallSeconds)
+		at := "before its first step"
+		switch lo, hi := sum.InterruptedSteps(); {
+		case lo == hi && hi > 0:
+			at = fmt.Sprintf("at step %d of %d", hi, *steps)
+		case hi > 0:
+			at = fmt.Sprintf("at steps %d to %d of %d", lo, hi, *steps)
+		}
+		if *out == "" {
+			return interrupted{fmt.Sprintf("interrupted %s; no --out, so nothing written", at)}
+		}
+		return interrupted{fmt.Sprintf("interrupted %s; wrote partial results to %s", at, *out)}
 	}
 	if len(sum.Errors) > 0 {
 		return fmt.Errorf("%d runs failed: %s", len(sum.Errors), sum.Errors[0])
