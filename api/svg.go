@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -255,7 +256,7 @@ type legendEntry struct {
 // (dashboard.css: titles 12px bold, legend 11px); generous, so that a
 // legend placed by them does not touch the title (the browser test
 // measures the drawn boxes).
-const titleCharW, legendCharW = 7.5, 7.0
+const titleCharW, legendCharW, tickCharW = 7.5, 7.0, 7.0
 
 // layoutLegend places the legend of ss: on the title's row, right
 // aligned, when it fits beside the title, otherwise left aligned in rows
@@ -375,7 +376,9 @@ func (c chart) frame(ss []series) (frame, bool) {
 	return f, true
 }
 
-// lines draws ss as polylines.
+// lines draws ss as polylines. Each series' last line carries its last
+// finite value as data-last, so that what a chart draws can be checked
+// against the numbers beside it (the browser test does).
 func (c chart) lines(ss []series) string {
 	f, ok := c.frame(ss)
 	if !ok {
@@ -384,12 +387,19 @@ func (c chart) lines(ss []series) string {
 	var b strings.Builder
 	f.open(&b)
 	for _, s := range ss {
+		lastIdx := -1
+		for i, y := range s.y {
+			if !math.IsNaN(y) && !math.IsInf(y, 0) {
+				lastIdx = i
+			}
+		}
 		var pts []string
+		var attr string // on the run holding the last finite value
 		flush := func() {
 			if len(pts) == 1 {
-				fmt.Fprintf(&b, `<circle r="2" fill="%s" cx="%s" cy="%s"/>`, s.colour, strings.Split(pts[0], ",")[0], strings.Split(pts[0], ",")[1])
+				fmt.Fprintf(&b, `<circle r="2" fill="%s" cx="%s" cy="%s"%s/>`, s.colour, strings.Split(pts[0], ",")[0], strings.Split(pts[0], ",")[1], attr)
 			} else if len(pts) > 1 {
-				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"/>`, s.colour, strings.Join(pts, " "))
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"%s/>`, s.colour, strings.Join(pts, " "), attr)
 			}
 			pts = pts[:0]
 		}
@@ -399,6 +409,9 @@ func (c chart) lines(ss []series) string {
 				continue
 			}
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(y)))
+			if i == lastIdx {
+				attr = fmt.Sprintf(` data-last="%s"`, strconv.FormatFloat(y, 'g', -1, 64))
+			}
 		}
 		flush()
 	}
@@ -407,7 +420,9 @@ func (c chart) lines(ss []series) string {
 }
 
 // stacked draws ss as areas stacked in order; the y values of each
-// point should add up to at most 1.
+// point should add up to at most 1. A point where no series has a value
+// (no decisions in the window) is a gap: each run of points with values
+// is drawn on its own, so no area is drawn across it.
 func (c chart) stacked(ss []series) string {
 	c.yLo, c.yHi = 0, 1
 	f, ok := c.frame(ss)
@@ -416,32 +431,42 @@ func (c chart) stacked(ss []series) string {
 	}
 	var b strings.Builder
 	f.open(&b)
-	// Only the points where some series has a value.
-	var keep []int
+	// The runs of consecutive points where some series has a value.
+	var runs [][]int
+	var run []int
 	for i := range ss[0].x {
+		has := false
 		for _, s := range ss {
-			if !math.IsNaN(s.y[i]) {
-				keep = append(keep, i)
-				break
-			}
+			has = has || !math.IsNaN(s.y[i])
 		}
+		if has {
+			run = append(run, i)
+			continue
+		}
+		if len(run) > 0 {
+			runs = append(runs, run)
+		}
+		run = nil
+	}
+	if len(run) > 0 {
+		runs = append(runs, run)
 	}
 	base := make([]float64, len(ss[0].x))
 	for _, s := range ss {
-		var top, bot []string
-		for _, i := range keep {
-			y := s.y[i]
-			if math.IsNaN(y) {
-				y = 0
+		for _, run := range runs {
+			var top, bot []string
+			for _, i := range run {
+				y := s.y[i]
+				if math.IsNaN(y) {
+					y = 0
+				}
+				top = append(top, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i]+y)))
+				bot = append(bot, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i])))
+				base[i] += y
 			}
-			top = append(top, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i]+y)))
-			bot = append(bot, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i])))
-			base[i] += y
+			slices.Reverse(bot)
+			fmt.Fprintf(&b, `<polygon fill="%s" fill-opacity="0.8" stroke="none" points="%s %s"/>`, s.colour, strings.Join(top, " "), strings.Join(bot, " "))
 		}
-		for i, j := 0, len(bot)-1; i < j; i, j = i+1, j-1 {
-			bot[i], bot[j] = bot[j], bot[i]
-		}
-		fmt.Fprintf(&b, `<polygon fill="%s" fill-opacity="0.8" stroke="none" points="%s %s"/>`, s.colour, strings.Join(top, " "), strings.Join(bot, " "))
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
@@ -462,7 +487,13 @@ func (c chart) bars(labels []string, values []float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`, c.w, c.h, c.w, c.h, html.EscapeString(c.title))
 	fmt.Fprintf(&b, `<text x="4" y="14" class="ct">%s</text>`, html.EscapeString(c.title))
-	const labelW, valueW = 90, 60
+	// The labels' column is as wide as the longest label needs (at the
+	// tick font's width per character), so that none is cut.
+	const valueW = 60
+	labelW := 90
+	for _, l := range labels {
+		labelW = max(labelW, int(tickCharW*float64(len([]rune(l))))+8)
+	}
 	row := float64(c.h-padTop-4) / float64(len(values))
 	for i, v := range values {
 		y := float64(padTop) + float64(i)*row
