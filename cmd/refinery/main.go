@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"syscall"
 
@@ -81,6 +82,16 @@ type interrupted struct{ msg string }
 
 func (e interrupted) Error() string { return e.msg }
 
+// flagDashRE finds the flag names in the flag package's errors, which
+// it writes with one dash ("flag provided but not defined: -bogus",
+// "invalid value "x" for flag -steps"), while the usage and the docs
+// write two.
+var flagDashRE = regexp.MustCompile(`(defined: |argument: |flag |for )-(\w)`)
+
+// doubleDash writes the flag names of a flag package error with two
+// dashes.
+func doubleDash(msg string) string { return flagDashRE.ReplaceAllString(msg, "$1--$2") }
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: refinery <command> [flags]")
 	fmt.Fprintln(w)
@@ -140,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)
 			return 130
 		case errors.As(err, new(usageError)):
-			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)
+			fmt.Fprintf(stderr, "refinery %s: %s\n", c.name, doubleDash(err.Error()))
 			return 2
 		default:
 			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)
