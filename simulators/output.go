@@ -21,6 +21,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/plural"
+	"github.com/refinery-bandits/refinery/internal/ticks"
 )
 
 // Summary describes a simulation: its configuration and, per policy, the
@@ -623,9 +624,38 @@ func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, e
 	if top > 0 {
 		p.Y.Min, p.Y.Max = 0, 1.05*top
 	}
+	// Round ticks, no decimals on counts (gonum's default gave the y
+	// axis two labels, "0.00" and "2500.00").
+	p.X.Tick.Marker, p.Y.Tick.Marker = roundTicks{integer: true}, roundTicks{}
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	return p, nil
+}
+
+// roundTicks marks an axis with about five round ticks (internal/ticks:
+// 1, 2 or 5 x 10^k apart, whole numbers on an integer axis, the fewest
+// decimals the step needs, SI prefixes from 10,000) and four unlabelled
+// minor ticks between two of them.
+type roundTicks struct{ integer bool }
+
+func (r roundTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	step := ticks.Step(lo, hi, 5, r.integer)
+	label := ticks.Format(step, math.Max(math.Abs(lo), math.Abs(hi)))
+	var out []plot.Tick
+	for _, v := range ticks.Within(lo, hi, step) {
+		out = append(out, plot.Tick{Value: v, Label: label(v)})
+	}
+	if minor := step / 5; !r.integer || minor >= 1 {
+		for _, v := range ticks.Within(lo, hi, minor) {
+			if r := math.Mod(math.Abs(v), step); r > minor/2 && step-r > minor/2 {
+				out = append(out, plot.Tick{Value: v})
+			}
+		}
+	}
+	return out
 }
 
 // seedsPlotted says over how many seeds the plot's means are taken: the

@@ -532,3 +532,30 @@ func plotConfigEnv(sum Summary, cfg RunConfig) RunConfig {
 	c.Env, c.Preset = cfg.Env, cfg.Preset
 	return c
 }
+
+// regret.png's axes carry round ticks: at least four labels on the y
+// axis, none with decimals on counts (gonum's default gave two, "0.00"
+// and "2500.00"; issue 30, polish).
+func TestRegretPlotTicks(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		r      roundTicks
+		lo, hi float64
+		want   []string
+	}{
+		{"regret up to 2,625", roundTicks{}, 0, 2625, []string{"0", "500", "1000", "1500", "2000", "2500"}},
+		{"steps 6 to 3,000", roundTicks{integer: true}, 6, 3000, []string{"1000", "2000", "3000"}},
+		{"regret up to 11,800", roundTicks{}, 0, 11800, []string{"0", "2k", "4k", "6k", "8k", "10k"}},
+		{"regret up to 1.6", roundTicks{}, 0, 1.6, []string{"0", "0.5", "1.0", "1.5"}},
+	} {
+		var got []string
+		for _, tk := range c.r.Ticks(c.lo, c.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: labels %q, want %q", c.name, got, c.want)
+		}
+	}
+}
