@@ -457,7 +457,7 @@ func (p *progress) line() string {
 			work += float64(int64(p.runsOf[name])*p.perRun-c.Load()) * s
 		}
 		par := max(1, min(p.workers, p.runs-finished))
-		eta = (time.Duration(work/float64(par)) * time.Second).Round(time.Second).String()
+		eta = time.Duration(work / float64(par) * float64(time.Second)).Round(time.Second).String()
 	}
 	rate := float64(d) / max(now.Sub(p.start).Seconds(), 1e-9)
 	const width = 30
