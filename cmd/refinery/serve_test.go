@@ -423,3 +423,28 @@ func TestBrowseURLOfEveryInterface(t *testing.T) {
 		}
 	}
 }
+
+// A bandit created on PostgreSQL answers "trainer": true at once: the
+// replica alone on the database trains it, and its first status says so
+// instead of false until the next election a moment later (issue 30,
+// polish).
+func TestCreatedBanditIsTrainedAtOnceOnPostgres(t *testing.T) {
+	m := startServe(t, storetest.FreshSchemaURL(t))
+	c := newClient(t, m.URL())
+	for i := range 5 {
+		name := fmt.Sprintf("fresh-%d", i)
+		var got struct {
+			Status struct {
+				Trainer bool `json:"trainer"`
+			} `json:"status"`
+		}
+		out := c.must(201, "POST", "/v1/bandits", map[string]any{"name": name, "arms": []string{"a", "b"},
+			"features": []map[string]any{{"name": "x", "type": "numeric"}}, "policy": map[string]any{"kind": "linear-ts"}})
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Status.Trainer {
+			t.Errorf("POST %s answered \"trainer\": false: %s", name, out)
+		}
+	}
+}
