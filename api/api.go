@@ -923,7 +923,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if out.Created {
 		status = http.StatusCreated
 		if s.metrics != nil {
-			s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
+			s.metrics.decisionSeconds.WithLabelValues(a.Name()).Observe(time.Since(start).Seconds())
 		}
 	}
 	if b, ok := appendDecision(make([]byte, 0, 512), arms, d, out.Propensity); ok {
