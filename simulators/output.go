@@ -376,9 +376,13 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	// The preset is named once, in its own line below the title (the
 	// title named it too, and the same line was then printed twice).
 	if len(s.SeedList) > 0 {
-		fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%s)\n\n", s.Env, s.Steps, s.Seeds, joinInts(s.SeedList))
+		fmt.Fprintf(&b, "# Regret: %s, %s, %s (%s)\n\n", s.Env, plural.Count(s.Steps, "step", "steps"), plural.Count(s.Seeds, "seed", "seeds"), joinInts(s.SeedList))
 	} else {
-		fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d)\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1)
+		seeds := fmt.Sprintf("%d to %d", s.FirstSeed, s.FirstSeed+s.Seeds-1)
+		if s.Seeds == 1 {
+			seeds = strconv.Itoa(s.FirstSeed)
+		}
+		fmt.Fprintf(&b, "# Regret: %s, %s, %s (%s)\n\n", s.Env, plural.Count(s.Steps, "step", "steps"), plural.Count(s.Seeds, "seed", "seeds"), seeds)
 	}
 	if s.BanditConfig != "" {
 		fmt.Fprintf(&b, "Bandit configuration `%s` (the preset `%s` gives only the retraining schedule: every %d rewards).\n\n", s.BanditConfig, s.Preset.Name, max(s.Preset.TrainEvery, 1))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/plural"
 	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/posterior"
 	"github.com/refinery-bandits/refinery/simulators"
@@ -199,8 +200,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !*quiet {
 		cfg.Progress = stderr
 	}
-	fmt.Fprintf(stdout, "env %s (%d features, %d arms); %d policies x %d seeds x %d steps\n",
-		env.Name(), env.NumFeatures(), env.NumArms(), len(specs), *seeds, *steps)
+	fmt.Fprintf(stdout, "env %s (%s, %s); %s x %s x %s\n", env.Name(), plural.Count(env.NumFeatures(), "feature", "features"), plural.Count(env.NumArms(), "arm", "arms"),
+		plural.Count(len(specs), "policy", "policies"), plural.Count(*seeds, "seed", "seeds"), plural.Count(*steps, "step", "steps"))
 	retrain := max(1, preset.TrainEvery)
 	if *trainEvery > 0 {
 		retrain = *trainEvery

@@ -136,3 +136,11 @@ func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
 		t.Errorf("stdout prints the preset's JSON:\n%s", printed)
 	}
 }
+
+// Counts in English: one policy, one seed, one step (issue 30, polish).
+func TestSimulateCountsInEnglish(t *testing.T) {
+	runCases(t, []runCase{
+		{"the plan", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "1", "--quiet"}, 0, "(2 features, 5 arms); 1 policy x 1 seed x 1 step\n", ""},
+		{"the summary's title", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "1", "--quiet"}, 0, "# Regret: wheel:delta=0.95, 1 step, 1 seed (1)\n", ""},
+	})
+}
