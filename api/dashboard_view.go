@@ -369,7 +369,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 				{name: "decisions", colour: colour(0), x: x, y: dps}, {name: "rewards", colour: colour(1), x: x, y: rps}})
 		},
 		"reward": func() string {
-			return chart{title: "avg reward, last 200", w: cw, h: ch, xTime: true}.lines([]series{{name: "reward", colour: colour(2), x: x, y: avg}})
+			return chart{title: "avg of the last 200 rewards", w: cw, h: ch, xTime: true}.lines([]series{{name: "reward", colour: colour(2), x: x, y: avg}})
 		},
 		"arms": func() string {
 			arms := make([]series, len(cfg.Arms))
