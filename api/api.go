@@ -87,7 +87,8 @@
 //	   "decisions": 1766, "rewards": 1766, "decisions_per_second": 33.3, "rewards_per_second": 33.7,
 //	   "avg_reward": 1.8, "reward_window": 200, "arm_share": {"eat": 0.56, "pass": 0.44},
 //	   "regret": {"cumulative": 1560, "steps": 1766},  (simulated traffic only)
-//	   "model_version": 63, "elbo": -6894.1, "trainer_lag": 7, "trainer_lag_seconds": 0.2,
+//	   "model_version": 63, "elbo": -6894.1, "elbo_per_reward": -3.9,
+//	   "trainer_lag": 7, "trainer_lag_mean": 4.2, "trainer_lag_seconds": 0.2,
 //	   "layers": [{"layer": 1, "in": 117, "out": 32, "mean_sigma": 0.587, "max_sigma": 0.61}, ...],
 //	   "bank": {the status's bank fields, "fallbacks": 26, "produced_per_second": 35.3, "used_per_second": 98.7},
 //	   "recent": [{"event_id": "...", "created_at": "...", "arm": "eat", "propensity": 0.97,
@@ -949,7 +950,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if out.Created {
 		status = http.StatusCreated
 		if s.metrics != nil {
-			s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
+			s.metrics.decisionSeconds.WithLabelValues(a.Name()).Observe(time.Since(start).Seconds())
 		}
 	}
 	if b, ok := appendDecision(make([]byte, 0, 512), arms, d, out.Propensity); ok {

@@ -125,6 +125,10 @@ type agentFleet struct {
 	// led is whether the trainer goroutine trained as the leader last
 	// time; owned by it.
 	led bool
+	// elected is closed by the first election that decided whether this
+	// replica trains the bandit (awaitElection).
+	elected     chan struct{}
+	electedOnce sync.Once
 }
 
 // fleetWork is the trainer goroutine's work in a fleet: the leader
@@ -301,6 +305,26 @@ func (s *Service) elect(ctx context.Context) {
 			// here: the trainer reads the rows at least this often.
 			a.notify()
 		}
+		if err == nil {
+			a.fl.electedOnce.Do(func() { close(a.fl.elected) })
+		}
+	}
+}
+
+// awaitElection waits, at most d, until an election has decided whether
+// this replica trains a (kickFleet asks for one), so that the answer to
+// the bandit's creation says "trainer": true when it is, instead of false
+// until the next election a moment later (issue 30, polish).
+func (a *Agent) awaitElection(ctx context.Context, d time.Duration) {
+	if a.fl == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-a.fl.elected:
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
