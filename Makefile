@@ -53,7 +53,6 @@ bench-overload: build ## 10x the sustainable rate for 30s against serve on Postg
 
 .PHONY: run
 run: data build ## fetch the data if needed, build, and serve the live dashboard on ADDR (127.0.0.1:8080) with the mushroom simulator driving refined TS and epsilon-greedy (in-memory store, or $DATABASE_URL when set)
-	@echo "dashboard: http://$(ADDR)/ (Ctrl-C stops)"
 	$(BIN) serve --addr $(ADDR) --simulate mushroom --data $(DATA_DIR)
 
 .PHONY: screenshot

@@ -193,7 +193,13 @@ func TestUnknownKeysAndReadyzCostBoundedQueries(t *testing.T) {
 				t.Fatal(err)
 			}
 			pings := &countingPings{Store: st}
-			f := newFixtureWith(t, pings, func(c *api.Config) { c.RequireKeys, c.Keys, c.UnknownKeyLookups = true, ks, lookupsPerSecond })
+			// Without the tarpit (TestTarpitHoldsRefusedKeys), which
+			// would hold the flood to 8 keys a second: the lookups must
+			// stay bounded at any rate of unknown keys, as past
+			// Config.MaxRefusedPending.
+			f := newFixtureWith(t, pings, func(c *api.Config) {
+				c.RequireKeys, c.Keys, c.UnknownKeyLookups, c.RefusedKeyDelay = true, ks, lookupsPerSecond, -1
+			})
 			if resp, out := f.send(t, "POST", "/v1/bandits", toyBandit, bearer(secret)...); resp.StatusCode != http.StatusCreated {
 				t.Fatalf("create: %d %s", resp.StatusCode, out)
 			}

@@ -87,7 +87,8 @@
 //	   "decisions": 1766, "rewards": 1766, "decisions_per_second": 33.3, "rewards_per_second": 33.7,
 //	   "avg_reward": 1.8, "reward_window": 200, "arm_share": {"eat": 0.56, "pass": 0.44},
 //	   "regret": {"cumulative": 1560, "steps": 1766},  (simulated traffic only)
-//	   "model_version": 63, "elbo": -6894.1, "trainer_lag": 7, "trainer_lag_seconds": 0.2,
+//	   "model_version": 63, "elbo": -6894.1, "elbo_per_reward": -3.9,
+//	   "trainer_lag": 7, "trainer_lag_mean": 4.2, "trainer_lag_seconds": 0.2,
 //	   "layers": [{"layer": 1, "in": 117, "out": 32, "mean_sigma": 0.587, "max_sigma": 0.61}, ...],
 //	   "bank": {the status's bank fields, "fallbacks": 26, "produced_per_second": 35.3, "used_per_second": 98.7},
 //	   "recent": [{"event_id": "...", "created_at": "...", "arm": "eat", "propensity": 0.97,
@@ -235,6 +236,20 @@ type Config struct {
 	// request is a 429, without a query (auth.go). Zero means
 	// DefaultUnknownKeyLookups.
 	UnknownKeyLookups int
+	// RefusedKeyDelay holds the answer to a request refused for its
+	// key this long before sending it, and closes its connection after
+	// (auth.go, tarpit): a 401 (no key, a malformed, unknown or revoked
+	// one, a dashboard sign-in that is not valid) and the 429 of too
+	// many lookups of unknown keys. A client that waits for each answer
+	// gets at most one refusal per RefusedKeyDelay and connection, and
+	// the server spends no CPU while it waits. Keys it knows are not
+	// delayed, nor is a 403 (a known key without the scope). Zero means
+	// DefaultRefusedKeyDelay; negative, answer at once.
+	RefusedKeyDelay time.Duration
+	// MaxRefusedPending bounds the refusals held at once; past it a
+	// refusal is answered at once, still closing its connection. Zero
+	// means DefaultMaxRefusedPending.
+	MaxRefusedPending int
 	// AllowedHosts, when not empty, are the only host names the Host
 	// header may carry (compared without the port, case-insensitively;
 	// "::1" matches "[::1]:8080"); any other is a 421 problem. serve sets
@@ -279,6 +294,7 @@ type Server struct {
 	keys         keys.Store
 	keyCache     keyCache
 	keyIDs       keysByID        // the dashboard's cookies (checkSession)
+	tarpit       tarpit          // refused keys' answers held (auth.go)
 	allowedHosts map[string]bool // nil: any Host
 }
 
@@ -325,10 +341,17 @@ func New(cfg Config) *Server {
 	if cfg.UnknownKeyLookups <= 0 {
 		cfg.UnknownKeyLookups = DefaultUnknownKeyLookups
 	}
+	if cfg.RefusedKeyDelay == 0 {
+		cfg.RefusedKeyDelay = DefaultRefusedKeyDelay
+	}
+	if cfg.MaxRefusedPending <= 0 {
+		cfg.MaxRefusedPending = DefaultMaxRefusedPending
+	}
 	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
-		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)}}
+		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)},
+		tarpit: tarpit{delay: cfg.RefusedKeyDelay, max: int64(cfg.MaxRefusedPending), drained: make(chan struct{})}}
 	for _, h := range cfg.AllowedHosts {
 		if s.allowedHosts == nil {
 			s.allowedHosts = map[string]bool{}
@@ -470,7 +493,12 @@ func (s *Server) Close() { s.dash.Close() }
 
 // Drain makes /readyz answer 503 from now on, so that load balancers
 // stop sending traffic while the server shuts down.
-func (s *Server) Drain() { s.draining.Store(true) }
+// Refusals held by the tarpit are answered at once from then on.
+func (s *Server) Drain() {
+	if !s.draining.Swap(true) {
+		close(s.tarpit.drained)
+	}
+}
 
 type ctxKey int
 
@@ -923,7 +951,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if out.Created {
 		status = http.StatusCreated
 		if s.metrics != nil {
-			s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
+			s.metrics.decisionSeconds.WithLabelValues(a.Name()).Observe(time.Since(start).Seconds())
 		}
 	}
 	if b, ok := appendDecision(make([]byte, 0, 512), arms, d, out.Propensity); ok {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/refinery-bandits/refinery/internal/keys"
@@ -31,7 +32,10 @@ import (
 // A program sends its key as "Authorization: Bearer <secret>". No key is
 // a 401, an unknown or revoked one a 401 with error="invalid_token", a
 // key without the route's scope a 403 with error="insufficient_scope"
-// (RFC 6750, Section 3), all problem+json with WWW-Authenticate.
+// (RFC 6750, Section 3), all problem+json with WWW-Authenticate. A 401,
+// and the 429 of too many lookups of unknown keys, is answered after
+// Config.RefusedKeyDelay and closes its connection (tarpit); a key the
+// server knows is never delayed.
 //
 // A browser signs in to the dashboard by posting its key to /login (a
 // form, no script), which sets the cookie keyCookie: a signed session of
@@ -159,7 +163,59 @@ const (
 	// DefaultUnknownKeyLookups is the default of
 	// Config.UnknownKeyLookups.
 	DefaultUnknownKeyLookups = 50
+	// DefaultRefusedKeyDelay and DefaultMaxRefusedPending are the
+	// defaults of Config.RefusedKeyDelay and Config.MaxRefusedPending.
+	DefaultRefusedKeyDelay   = time.Second
+	DefaultMaxRefusedPending = 256
 )
+
+// tarpit holds the answers to requests refused for their key
+// (Config.RefusedKeyDelay). A flood of unknown keys costs little CPU per
+// request (no database query past the lookup bound: keyCache), but its
+// requests are as cheap as /healthz and as many as its clients can send:
+// 64 clients in a closed loop took the cores from the honest ones (17%
+// of their rate alone, bench/overload.md). Held for delay, each such
+// client gets one refusal a second per connection, and the server holds
+// a sleeping goroutine and the connection, not a core; every refusal
+// closes its connection (Connection: close), so that the next costs the
+// client a new connection. At most max are held; past that a refusal is
+// answered at once (memory stays bounded; --max-conns bounds the
+// connections).
+type tarpit struct {
+	delay   time.Duration // <= 0: no delay
+	max     int64
+	pending atomic.Int64
+	drained chan struct{} // closed by Server.Drain: answer at once
+}
+
+// hold waits out the delay of a refusal of r, unless max are already
+// held, r's client goes away or the server drains; it marks the answer
+// to close its connection.
+func (t *tarpit) hold(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	if t.delay <= 0 {
+		return
+	}
+	if t.pending.Add(1) > t.max {
+		t.pending.Add(-1)
+		return
+	}
+	defer t.pending.Add(-1)
+	tm := time.NewTimer(t.delay)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-r.Context().Done():
+	case <-t.drained:
+	}
+}
+
+// refusedKey reports whether err refuses a request for its key (a 401,
+// or too many lookups of unknown keys), which the tarpit holds; a 403 (a
+// known key without the scope) and the store's errors are not.
+func refusedKey(err error) bool {
+	return errors.Is(err, errNoKey) || errors.Is(err, errKeyLookups)
+}
 
 // errKeyLookups: too many lookups of unknown keys (429).
 var errKeyLookups = errors.New("api: too many key lookups")
@@ -325,12 +381,25 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			if errors.Is(err, errScope) {
 				status = http.StatusForbidden
 			}
+			if secret, _, _ := credential(r); secret != "" && refusedKey(err) {
+				// A browser without a cookie gets the form at once.
+				s.tarpit.hold(w, r)
+			}
 			w.Header().Set("WWW-Authenticate", ae.challenge)
 			s.loginPage(w, r, status, "")
 			return
 		}
-		s.writeProblem(w, r, err)
+		s.refuse(w, r, err)
 	})
+}
+
+// refuse answers a request that authorize did not let through: one
+// refused for its key after the tarpit's delay.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if refusedKey(err) {
+		s.tarpit.hold(w, r)
+	}
+	s.writeProblem(w, r, err)
 }
 
 // Guard wraps h (a handler outside the API's router, such as serve's
@@ -340,7 +409,7 @@ func (s *Server) Guard(scope keys.Scope, h http.Handler) http.Handler {
 	return s.requestID(s.checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.requireKeys {
 			if err := s.authorize(r, scope); err != nil {
-				s.writeProblem(w, r, err)
+				s.refuse(w, r, err)
 				return
 			}
 		}
@@ -379,8 +448,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if err := s.authorize(check, keys.Read); err != nil {
 		var ae *authError
 		if !errors.As(err, &ae) {
-			s.writeProblem(w, r, err)
+			s.refuse(w, r, err)
 			return
+		}
+		if refusedKey(err) {
+			s.tarpit.hold(w, r)
 		}
 		status, msg := http.StatusUnauthorized, "That key is unknown, revoked or malformed."
 		if errors.Is(err, errScope) {

@@ -19,6 +19,10 @@ import (
 // shows at once.
 const keyCacheTTL = 50 * time.Millisecond
 
+// refusedKeyDelay is the tarpit's delay in the tests of what a refusal
+// says (the tarpit itself: TestTarpitHoldsRefusedKeys).
+const refusedKeyDelay = 20 * time.Millisecond
+
 // keyFixture is a server that requires keys, on st, with a key per
 // scope and a revoked admin key.
 type keyFixture struct {
@@ -48,7 +52,9 @@ func newKeyFixture(t *testing.T, st bandit.Store) *keyFixture {
 			}
 		}
 	}
-	f.fixture = newFixtureWith(t, st, func(c *api.Config) { c.RequireKeys, c.Keys, c.KeyCacheTTL = true, ks, keyCacheTTL })
+	f.fixture = newFixtureWith(t, st, func(c *api.Config) {
+		c.RequireKeys, c.Keys, c.KeyCacheTTL, c.RefusedKeyDelay = true, ks, keyCacheTTL, refusedKeyDelay
+	})
 	return f
 }
 

@@ -34,15 +34,21 @@ const (
 	// DashboardHistory is the number of samples kept per bandit: five
 	// minutes at one sample a second.
 	DashboardHistory = 300
-	// dashboardRewardWindow is the number of newest decisions whose
-	// rewards make the rolling average reward.
+	// dashboardRewardWindow is the number of newest rewards (of the
+	// newest decisions that have one) that make the rolling average
+	// reward, and dashboardRewardScan how many of the newest decisions
+	// are looked through for them: decisions still waiting for their
+	// rewards (a PATCH's new arm that the client cannot reward yet, a
+	// slow reward path) do not blank the average.
 	dashboardRewardWindow = 200
+	dashboardRewardScan   = 10 * dashboardRewardWindow
 	// dashboardArmWindow is the number of samples (seconds) over which
 	// the arm mix is taken.
 	dashboardArmWindow = 10
 	// dashboardRecent is the number of decisions listed.
 	dashboardRecent = 12
-	// dashboardELBOs is the number of (version, ELBO) pairs kept.
+	// dashboardELBOs is the number of (version, ELBO per reward) pairs
+	// kept.
 	dashboardELBOs = 300
 )
 
@@ -61,7 +67,7 @@ type DashboardConfig struct {
 // DashboardHistory samples taken every DashboardConfig.Every) and serves
 // it as the page at / and the JSON of GET /v1/dashboard. It is a
 // bandit.Observer: give it to the service (bandit.Observers) so that it
-// sees the arms chosen, the fall-backs and every published ELBO.
+// sees the arms chosen and the fall-backs.
 type Dashboard struct {
 	every  time.Duration
 	regret RegretSource
@@ -86,9 +92,13 @@ type banditHistory struct {
 	elbos     ring[elboPoint]
 }
 
+// elboPoint is the trainer's objective of one published version per
+// reward it was trained on: the ELBO (or MAP objective) is a sum over
+// the rewards, so its total falls as rewards come in and reads like
+// divergence; per reward it does not.
 type elboPoint struct {
-	Version int64   `json:"version"`
-	ELBO    float64 `json:"elbo"`
+	Version       int64
+	ELBOPerReward float64
 }
 
 // dashSample is one sample of a bandit.
@@ -99,6 +109,7 @@ type dashSample struct {
 	arms               map[string]int64
 	regret             float64 // NaN without a simulator
 	version            int64
+	elboPerReward      float64 // NaN before training
 	lag                int64
 	depth              int
 	produced, used     int64
@@ -165,15 +176,10 @@ func (d *Dashboard) Decided(b, arm string, sample bandit.SampleKind) {
 // Rewarded implements bandit.Observer.
 func (d *Dashboard) Rewarded(string, float64) {}
 
-// Trained implements bandit.Observer.
-func (d *Dashboard) Trained(b string, _ int, version int64, elbo float64) {
-	if math.IsNaN(elbo) || math.IsInf(elbo, 0) {
-		return
-	}
-	d.mu.Lock()
-	d.history(b).elbos.push(elboPoint{Version: version, ELBO: elbo})
-	d.mu.Unlock()
-}
+// Trained implements bandit.Observer. The ELBO chart takes its points
+// from the samples instead (Status holds a version's ELBO together with
+// the rewards it was trained on, which Trained does not report).
+func (d *Dashboard) Trained(string, int, int64, float64) {}
 
 // Refined implements bandit.Observer.
 func (d *Dashboard) Refined(string, time.Duration) {}
@@ -258,32 +264,23 @@ func (d *Dashboard) sample(svc *bandit.Service) {
 			}
 			s.fallbacks = h.fallbacks
 			h.samples.push(s)
+			if es := h.elbos.all(); !math.IsNaN(s.elboPerReward) && (len(es) == 0 || es[len(es)-1].Version != s.version) {
+				h.elbos.push(elboPoint{Version: s.version, ELBOPerReward: s.elboPerReward})
+			}
 		}()
 	}
 }
 
 // measure reads one sample of a from the store and the agent.
 func (d *Dashboard) measure(ctx context.Context, st bandit.Store, a *bandit.Agent) (dashSample, error) {
-	s := dashSample{t: time.Now(), avgReward: math.NaN(), regret: math.NaN()}
+	s := dashSample{t: time.Now(), avgReward: math.NaN(), regret: math.NaN(), elboPerReward: math.NaN()}
 	var err error
 	s.decisions, s.rewards, err = st.Counts(ctx, a.Name())
 	if err != nil {
 		return s, err
 	}
-	recs, err := st.ListDecisions(ctx, a.Name(), time.Time{}, dashboardRewardWindow)
-	if err != nil {
+	if s.avgReward, err = newestRewardsMean(ctx, st, a.Name()); err != nil {
 		return s, err
-	}
-	var sum float64
-	var n int
-	for _, r := range recs {
-		if r.Reward != nil {
-			sum += r.Reward.Value
-			n++
-		}
-	}
-	if n > 0 {
-		s.avgReward = sum / float64(n)
 	}
 	if d.regret != nil {
 		if c, _, ok := d.regret.Regret(a.Name()); ok {
@@ -292,6 +289,9 @@ func (d *Dashboard) measure(ctx context.Context, st bandit.Store, a *bandit.Agen
 	}
 	status := a.Status()
 	s.version = status.ModelVersion
+	if status.ELBO != nil && status.TrainedRows > 0 && !math.IsNaN(*status.ELBO) && !math.IsInf(*status.ELBO, 0) {
+		s.elboPerReward = *status.ELBO / float64(status.TrainedRows)
+	}
 	if a.Capabilities().Model { // no model, no trainer: no lag (issue 18, finding 7)
 		s.lag = max(s.rewards-int64(status.TrainedRows), 0)
 	}
@@ -299,6 +299,37 @@ func (d *Dashboard) measure(ctx context.Context, st bandit.Store, a *bandit.Agen
 		s.depth, s.produced, s.used = b.Depth, b.Produced, b.Used
 	}
 	return s, nil
+}
+
+// newestRewardsMean returns the mean of the newest dashboardRewardWindow
+// rewards among the newest dashboardRewardScan decisions of bandit name,
+// read a page of dashboardRewardWindow decisions at a time, newest first;
+// NaN when none of them has a reward.
+func newestRewardsMean(ctx context.Context, st bandit.Store, name string) (float64, error) {
+	var sum float64
+	var n int
+	before := time.Time{}
+	for scanned := 0; scanned < dashboardRewardScan && n < dashboardRewardWindow; {
+		recs, err := st.ListDecisions(ctx, name, before, dashboardRewardWindow)
+		if err != nil {
+			return math.NaN(), err
+		}
+		for _, r := range recs {
+			if r.Reward != nil && n < dashboardRewardWindow {
+				sum += r.Reward.Value
+				n++
+			}
+		}
+		scanned += len(recs)
+		if len(recs) < dashboardRewardWindow {
+			break
+		}
+		before = recs[len(recs)-1].CreatedAt
+	}
+	if n == 0 {
+		return math.NaN(), nil
+	}
+	return sum / float64(n), nil
 }
 
 // index serves the dashboard page.

@@ -38,8 +38,9 @@ type dashBandit struct {
 	Rewards            int64   `json:"rewards"`
 	DecisionsPerSecond float64 `json:"decisions_per_second"`
 	RewardsPerSecond   float64 `json:"rewards_per_second"`
-	// AvgReward is the mean reward of the newest RewardWindow decisions
-	// that have one; null without rewards.
+	// AvgReward is the mean of the newest RewardWindow rewards, of the
+	// newest decisions that have one (dashboardRewardScan decisions are
+	// looked through); null without rewards.
 	AvgReward    *float64 `json:"avg_reward"`
 	RewardWindow int      `json:"reward_window"`
 	// ArmShare is each arm's share of the decisions of the last
@@ -48,15 +49,31 @@ type dashBandit struct {
 	// Regret is the simulator's cumulative expected regret; absent when
 	// the traffic does not come from a simulator.
 	Regret *dashRegret `json:"regret,omitempty"`
-	// ModelVersion and ELBO are the published posterior's; TrainerLag
-	// counts the rewards it has not seen and TrainerLagSeconds how long
+	// ModelVersion and ELBO are the published posterior's, and
+	// ELBOPerReward its ELBO (or MAP objective) divided by the rewards it
+	// was trained on: the total is a sum over them, which falls as they
+	// grow. TrainerLag counts the rewards it has not seen now,
+	// TrainerLagMean the mean of the sampled lag over the last
+	// rateWindow samples (the lag swings between 0 and a retraining's
+	// batch within a second, so a single reading says little; the
+	// card and the chart show the mean), and TrainerLagSeconds how long
 	// it was trained before the newest reward (0 when up to date).
-	ModelVersion      int64                `json:"model_version"`
-	ELBO              *float64             `json:"elbo"`
-	TrainerLag        int64                `json:"trainer_lag"`
-	TrainerLagSeconds float64              `json:"trainer_lag_seconds"`
-	Layers            []bandit.LayerSpread `json:"layers,omitempty"`
-	Bank              *dashBank            `json:"bank,omitempty"`
+	ModelVersion      int64    `json:"model_version"`
+	ELBO              *float64 `json:"elbo"`
+	ELBOPerReward     *float64 `json:"elbo_per_reward"`
+	TrainerLag        int64    `json:"trainer_lag"`
+	TrainerLagMean    float64  `json:"trainer_lag_mean"`
+	TrainerLagSeconds float64  `json:"trainer_lag_seconds"`
+	// Trainer says whether this replica trains the bandit (always
+	// without replicas). A replica that does not serves the versions the
+	// trainer persists, every SnapshotEvery (training.snapshot_every), so
+	// its TrainerLag counts the rewards since the newest persisted one,
+	// not the trainer's own lag: the card says so (issue 30, finding 13:
+	// a follower's 'lag 60' beside the trainer's 0 read as stalled).
+	Trainer       bool                 `json:"trainer"`
+	SnapshotEvery int                  `json:"snapshot_every"`
+	Layers        []bandit.LayerSpread `json:"layers,omitempty"`
+	Bank          *dashBank            `json:"bank,omitempty"`
 	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
 	// fit at the MAP (bandit.Status.Posterior); the panel shows it.
 	Posterior *bandit.PosteriorStatus `json:"posterior,omitempty"`
@@ -220,7 +237,8 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	panels := panelsFor(cfg.Policy)
 	b := &dashBandit{Name: a.Name(), Policy: string(cfg.Policy.Kind), Arms: cfg.Arms, ModelVersion: st.ModelVersion, ELBO: st.ELBO,
 		RewardWindow: dashboardRewardWindow, ArmShare: map[string]float64{}, Posterior: st.Posterior, Recent: []dashDecision{},
-		Panels: panels.charts, Charts: map[string]string{}, Objective: panels.objective, Health: st.Health}
+		Panels: panels.charts, Charts: map[string]string{}, Objective: panels.objective, Health: st.Health,
+		Trainer: st.Trainer, SnapshotEvery: cfg.Training.SnapshotEvery}
 	if panels.spread != "" {
 		b.Layers = a.Spread()
 	}
@@ -231,6 +249,10 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	}
 	if cfg.Policy.Capabilities().Model {
 		b.TrainerLag = max(b.Rewards-int64(st.TrainedRows), 0)
+	}
+	if st.ELBO != nil && st.TrainedRows > 0 {
+		e := *st.ELBO / float64(st.TrainedRows)
+		b.ELBOPerReward = &e
 	}
 	recs, err := s.svc.Store().ListDecisions(ctx, a.Name(), time.Time{}, dashboardRecent)
 	if err != nil {
@@ -265,13 +287,26 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	for i, sm := range samples {
 		x[i] = sm.t.Sub(now).Seconds()
 	}
+	// rate is the per-second increase of a counter over samples i-k..i.
+	// A counter that fell was reset (the bank's, when a PATCH replaces
+	// the agent) and counted again from zero: its increase across the
+	// reset is its new value, as Prometheus's rate() takes it, never a
+	// negative rate.
 	rate := func(i, k int, get func(dashSample) float64) float64 {
 		j := max(i-k, 0)
 		dt := samples[i].t.Sub(samples[j].t).Seconds()
 		if dt <= 0 {
 			return math.NaN()
 		}
-		return (get(samples[i]) - get(samples[j])) / dt
+		var inc float64
+		for m := j + 1; m <= i; m++ {
+			if d := get(samples[m]) - get(samples[m-1]); d >= 0 {
+				inc += d
+			} else {
+				inc += get(samples[m])
+			}
+		}
+		return inc / dt
 	}
 	dec := func(s dashSample) float64 { return float64(s.decisions) }
 	rew := func(s dashSample) float64 { return float64(s.rewards) }
@@ -311,7 +346,12 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	}
 	for i, sm := range samples {
 		dps[i], rps[i], avg[i] = math.NaN(), math.NaN(), sm.avgReward
-		prod[i], used[i], depth[i], lag[i] = math.NaN(), math.NaN(), float64(sm.depth), float64(sm.lag)
+		prod[i], used[i], depth[i] = math.NaN(), math.NaN(), float64(sm.depth)
+		var lagSum float64
+		for _, o := range samples[max(i-rateWindow+1, 0) : i+1] {
+			lagSum += float64(o.lag)
+		}
+		lag[i] = lagSum / float64(min(i+1, rateWindow))
 		if i > 0 {
 			dps[i], rps[i] = rate(i, 2, dec), rate(i, 2, rew)
 			prod[i] = rate(i, rateWindow, func(s dashSample) float64 { return float64(s.produced) })
@@ -329,6 +369,9 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 			}
 		}
 	}
+	if n > 0 && cfg.Policy.Capabilities().Model {
+		b.TrainerLagMean = lag[n-1]
+	}
 	const cw, ch = 290, 150
 	draw := map[string]func() string{
 		"throughput": func() string {
@@ -336,7 +379,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 				{name: "decisions", colour: colour(0), x: x, y: dps}, {name: "rewards", colour: colour(1), x: x, y: rps}})
 		},
 		"reward": func() string {
-			return chart{title: "avg reward, last 200", w: cw, h: ch, xTime: true}.lines([]series{{name: "reward", colour: colour(2), x: x, y: avg}})
+			return chart{title: "avg of the last 200 rewards", w: cw, h: ch, xTime: true}.lines([]series{{name: "reward", colour: colour(2), x: x, y: avg}})
 		},
 		"arms": func() string {
 			arms := make([]series, len(cfg.Arms))
@@ -355,16 +398,16 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 		"elbo": func() string {
 			ev, ey := make([]float64, len(elbos)), make([]float64, len(elbos))
 			for i, e := range elbos {
-				ev[i], ey[i] = float64(e.Version), e.ELBO
+				ev[i], ey[i] = float64(e.Version), e.ELBOPerReward
 			}
-			title, legend := "ELBO by model version", "ELBO"
+			title, legend := "ELBO per reward, by version", "ELBO"
 			if panels.objective == "map" {
-				title, legend = "MAP objective by version", "MAP"
+				title, legend = "MAP objective per reward", "MAP"
 			}
 			return chart{title: title, w: cw, h: ch, xTitle: "version", xInt: true}.lines([]series{{name: legend, colour: colour(3), x: ev, y: ey}})
 		},
 		"lag": func() string {
-			return chart{title: "trainer lag, rewards", w: cw, h: ch, xTime: true, yMin0: true, yInt: true}.lines([]series{{name: "lag", colour: colour(4), x: x, y: lag}})
+			return chart{title: "trainer lag, rewards: mean of " + (rateWindow * s.dash.every).String(), w: cw, h: ch, xTime: true, yMin0: true, yInt: true}.lines([]series{{name: "lag", colour: colour(4), x: x, y: lag}})
 		},
 		"spread": func() string {
 			labels, values := make([]string, len(b.Layers)), make([]float64, len(b.Layers))

@@ -22,12 +22,12 @@ import (
 type Metrics struct {
 	decisions        *prometheus.CounterVec
 	rewards          *prometheus.CounterVec
-	decisionSeconds  prometheus.Histogram
+	decisionSeconds  *prometheus.HistogramVec
 	trainerIters     *prometheus.CounterVec
 	elbo             *prometheus.GaugeVec
 	modelVersion     *prometheus.GaugeVec
 	bankDepth        *prometheus.GaugeVec
-	refinementSecs   prometheus.Histogram
+	refinementSecs   *prometheus.HistogramVec
 	storeBatchSize   prometheus.Histogram
 	storeCommitSecs  prometheus.Histogram
 	httpRequests     *prometheus.CounterVec
@@ -62,11 +62,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "refinery_rewards_total",
 			Help: "Rewards accepted (204), including defaults applied after reward.wait; an idempotent repeat of a reward counts again.",
 		}, []string{"bandit"}),
-		decisionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		decisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "refinery_decision_seconds",
-			Help:    "Time to answer a decision request, from the body read to the response (the durable write included).",
+			Help:    "Time to answer a decision request, from the body read to the response (the durable write included), by bandit: a refined-ts bandit's decisions cost what a uniform one's do not.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}),
+		}, []string{"bandit"}),
 		trainerIters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "refinery_trainer_iterations_total",
 			Help: "ELBO iterations the trainer has run.",
@@ -83,11 +83,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "refinery_sample_bank_depth",
 			Help: "Refined samples ready in the bank.",
 		}, []string{"bandit"}),
-		refinementSecs: prometheus.NewHistogram(prometheus.HistogramOpts{
+		refinementSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "refinery_refinement_seconds",
-			Help:    "Wall time of one refined sample (all its conditional optimizations).",
+			Help:    "Wall time of one refined sample (all its conditional optimizations), by bandit: it grows with the bandit's network and data.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms .. 41s
-		}),
+		}, []string{"bandit"}),
 		storeBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "refinery_store_batch_size",
 			Help:    "Rows (decisions and rewards) per group commit.",
@@ -190,7 +190,9 @@ func (m *Metrics) Trained(b string, iterations int, version int64, elbo float64)
 }
 
 // Refined implements bandit.Observer.
-func (m *Metrics) Refined(_ string, d time.Duration) { m.refinementSecs.Observe(d.Seconds()) }
+func (m *Metrics) Refined(b string, d time.Duration) {
+	m.refinementSecs.WithLabelValues(b).Observe(d.Seconds())
+}
 
 // Sampled implements bandit.Observer.
 func (m *Metrics) Sampled(b string, uses float64, age time.Duration, behind int64, beyond bool) {

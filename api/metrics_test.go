@@ -251,3 +251,50 @@ func TestMetricsHealthGauges(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Every metric about a bandit carries its bandit label; only the
+// service-wide ones (the build, CPU by activity, the store's group
+// commits, which batch rows of every bandit, and HTTP by route pattern)
+// do not. refinery_decision_seconds and refinery_refinement_seconds had
+// none (issue 30, polish).
+func TestMetricsOfABanditCarryItsLabel(t *testing.T) {
+	f := stepFixture(t)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", `{"name": "r", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}],
+		"policy": {"kind": "refined-ts"}, "model": {"hidden": [4]}, "training": {"iterations": 5}, "refinement": {"iterations": 5, "bank_size": 2}}`)
+	for i := range 12 {
+		f.must(t, http.StatusCreated, "POST", "/v1/bandits/r/decisions", fmt.Sprintf(`{"event_id": "e%d", "context": {"x": %d}}`, i, i%3))
+		f.must(t, http.StatusNoContent, "POST", fmt.Sprintf("/v1/bandits/r/events/e%d/reward", i), `{"value": 1}`)
+	}
+	serviceWide := map[string]bool{"refinery_build_info": true, "refinery_cpu_seconds_total": true, "refinery_store_batch_size": true,
+		"refinery_store_commit_seconds": true, "refinery_http_requests_total": true, "refinery_http_request_duration_seconds": true}
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, "refinery_") || serviceWide[name] {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var bandit string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "bandit" {
+					bandit = l.GetValue()
+				}
+			}
+			if bandit == "" {
+				t.Errorf("%s has a series without a bandit label: %v", name, m.GetLabel())
+			}
+			if bandit == "r" {
+				seen[name] = true
+			}
+		}
+	}
+	for _, name := range []string{"refinery_decision_seconds", "refinery_refinement_seconds"} {
+		if !seen[name] {
+			t.Errorf("no %s{bandit=\"r\"}", name)
+		}
+	}
+}

@@ -419,7 +419,8 @@ func contractServerWith(t *testing.T, cfg Config) *Server {
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st})
+	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st,
+		RefusedKeyDelay: 20 * time.Millisecond})
 	t.Cleanup(func() {
 		s.Close()
 		svc.Close(context.Background())

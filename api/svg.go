@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/refinery-bandits/refinery/internal/ticks"
 )
 
 // The dashboard's charts are SVG drawn here, on the server: no script
@@ -79,101 +82,13 @@ func fmtNum(v float64) string {
 	}
 }
 
-// niceNum returns a "nice" number, 1, 2 or 5 times a power of ten, close
-// to x > 0: the nearest when round, otherwise the smallest not below x
-// (Heckbert, "Nice numbers for graph labels", Graphics Gems, 1990).
-func niceNum(x float64, round bool) float64 {
-	e := math.Floor(math.Log10(x))
-	p := math.Pow(10, e)
-	f := x / p
-	var n float64
-	if round {
-		switch {
-		case f < 1.5:
-			n = 1
-		case f < 3:
-			n = 2
-		case f < 7:
-			n = 5
-		default:
-			n = 10
-		}
-	} else {
-		switch {
-		case f <= 1:
-			n = 1
-		case f <= 2:
-			n = 2
-		case f <= 5:
-			n = 5
-		default:
-			n = 10
-		}
-	}
-	return n * p
-}
-
-// niceStep is the tick step for about n ticks over [lo, hi] (hi > lo): a
-// nice number (niceNum), at least 1 when integer.
-func niceStep(lo, hi float64, n int, integer bool) float64 {
-	step := niceNum((hi-lo)/float64(max(n-1, 1)), true)
-	if integer && step < 1 {
-		step = 1
-	}
-	return step
-}
-
-// ticksWithin returns the multiples of step in [lo, hi], computed as
-// k*step so that they carry no accumulated rounding.
-func ticksWithin(lo, hi, step float64) []float64 {
-	var ts []float64
-	for k := math.Ceil(lo/step - 1e-9); k*step <= hi+step*1e-9 && len(ts) < 100; k++ {
-		t := k * step
-		if t == 0 {
-			t = 0 // not -0
-		}
-		ts = append(ts, t)
-	}
-	return ts
-}
-
-// niceRange widens [lo, hi] to an enclosing range whose ends are ticks:
-// the y axis. A single value is widened around itself first.
-func niceRange(lo, hi float64, n int, integer bool) (lo2, hi2, step float64) {
-	if hi-lo <= 1e-9*math.Max(math.Abs(lo), math.Abs(hi)) || hi-lo < 1e-300 {
-		pad := math.Abs(lo) * 0.1
-		if pad == 0 || integer {
-			pad = math.Max(pad, 1)
-		}
-		lo, hi = lo-pad, hi+pad
-	}
-	step = niceStep(lo, hi, n, integer)
-	return math.Floor(lo/step+1e-9) * step, math.Ceil(hi/step-1e-9) * step, step
-}
-
-// siPrefixes name the powers of a thousand tick labels are written in.
-var siPrefixes = map[int]string{-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T"}
-
-// tickFormat returns the labeller of ticks that are multiples of step
-// with the largest magnitude maxAbs: every label with the same number of
-// decimals, as few as step needs (none on an axis of whole numbers), in
-// a power of a thousand with its SI prefix once maxAbs reaches 10,000 or
-// step falls below 0.001 ("500k", "1.5M", "20µ").
-func tickFormat(step, maxAbs float64) func(float64) string {
-	g := 0
-	if maxAbs >= 1e4 || step < 1e-3 {
-		g = int(math.Floor(math.Log10(math.Max(maxAbs, step)) / 3))
-		g = min(max(g, -4), 4)
-	}
-	unit := math.Pow(1000, float64(g))
-	dec := max(0, int(-math.Floor(math.Log10(step/unit)+1e-9)))
-	return func(v float64) string {
-		if math.Abs(v) < step*1e-6 {
-			return "0"
-		}
-		return strconv.FormatFloat(v/unit, 'f', dec, 64) + siPrefixes[g]
-	}
-}
+// The axes' ticks: internal/ticks, shared with the simulator's plots.
+var (
+	niceStep    = ticks.Step
+	ticksWithin = ticks.Within
+	niceRange   = ticks.Range
+	tickFormat  = ticks.Format
+)
 
 // timeSteps are the tick steps of a time axis, in seconds: whole
 // seconds, then whole minutes.
@@ -255,7 +170,7 @@ type legendEntry struct {
 // (dashboard.css: titles 12px bold, legend 11px); generous, so that a
 // legend placed by them does not touch the title (the browser test
 // measures the drawn boxes).
-const titleCharW, legendCharW = 7.5, 7.0
+const titleCharW, legendCharW, tickCharW = 7.5, 7.0, 7.0
 
 // layoutLegend places the legend of ss: on the title's row, right
 // aligned, when it fits beside the title, otherwise left aligned in rows
@@ -375,7 +290,9 @@ func (c chart) frame(ss []series) (frame, bool) {
 	return f, true
 }
 
-// lines draws ss as polylines.
+// lines draws ss as polylines. Each series' last line carries its last
+// finite value as data-last, so that what a chart draws can be checked
+// against the numbers beside it (the browser test does).
 func (c chart) lines(ss []series) string {
 	f, ok := c.frame(ss)
 	if !ok {
@@ -384,12 +301,19 @@ func (c chart) lines(ss []series) string {
 	var b strings.Builder
 	f.open(&b)
 	for _, s := range ss {
+		lastIdx := -1
+		for i, y := range s.y {
+			if !math.IsNaN(y) && !math.IsInf(y, 0) {
+				lastIdx = i
+			}
+		}
 		var pts []string
+		var attr string // on the run holding the last finite value
 		flush := func() {
 			if len(pts) == 1 {
-				fmt.Fprintf(&b, `<circle r="2" fill="%s" cx="%s" cy="%s"/>`, s.colour, strings.Split(pts[0], ",")[0], strings.Split(pts[0], ",")[1])
+				fmt.Fprintf(&b, `<circle r="2" fill="%s" cx="%s" cy="%s"%s/>`, s.colour, strings.Split(pts[0], ",")[0], strings.Split(pts[0], ",")[1], attr)
 			} else if len(pts) > 1 {
-				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"/>`, s.colour, strings.Join(pts, " "))
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"%s/>`, s.colour, strings.Join(pts, " "), attr)
 			}
 			pts = pts[:0]
 		}
@@ -399,6 +323,9 @@ func (c chart) lines(ss []series) string {
 				continue
 			}
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(y)))
+			if i == lastIdx {
+				attr = fmt.Sprintf(` data-last="%s"`, strconv.FormatFloat(y, 'g', -1, 64))
+			}
 		}
 		flush()
 	}
@@ -407,7 +334,9 @@ func (c chart) lines(ss []series) string {
 }
 
 // stacked draws ss as areas stacked in order; the y values of each
-// point should add up to at most 1.
+// point should add up to at most 1. A point where no series has a value
+// (no decisions in the window) is a gap: each run of points with values
+// is drawn on its own, so no area is drawn across it.
 func (c chart) stacked(ss []series) string {
 	c.yLo, c.yHi = 0, 1
 	f, ok := c.frame(ss)
@@ -416,32 +345,42 @@ func (c chart) stacked(ss []series) string {
 	}
 	var b strings.Builder
 	f.open(&b)
-	// Only the points where some series has a value.
-	var keep []int
+	// The runs of consecutive points where some series has a value.
+	var runs [][]int
+	var run []int
 	for i := range ss[0].x {
+		has := false
 		for _, s := range ss {
-			if !math.IsNaN(s.y[i]) {
-				keep = append(keep, i)
-				break
-			}
+			has = has || !math.IsNaN(s.y[i])
 		}
+		if has {
+			run = append(run, i)
+			continue
+		}
+		if len(run) > 0 {
+			runs = append(runs, run)
+		}
+		run = nil
+	}
+	if len(run) > 0 {
+		runs = append(runs, run)
 	}
 	base := make([]float64, len(ss[0].x))
 	for _, s := range ss {
-		var top, bot []string
-		for _, i := range keep {
-			y := s.y[i]
-			if math.IsNaN(y) {
-				y = 0
+		for _, run := range runs {
+			var top, bot []string
+			for _, i := range run {
+				y := s.y[i]
+				if math.IsNaN(y) {
+					y = 0
+				}
+				top = append(top, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i]+y)))
+				bot = append(bot, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i])))
+				base[i] += y
 			}
-			top = append(top, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i]+y)))
-			bot = append(bot, fmt.Sprintf("%.1f,%.1f", f.px(s.x[i]), f.py(base[i])))
-			base[i] += y
+			slices.Reverse(bot)
+			fmt.Fprintf(&b, `<polygon fill="%s" fill-opacity="0.8" stroke="none" points="%s %s"/>`, s.colour, strings.Join(top, " "), strings.Join(bot, " "))
 		}
-		for i, j := 0, len(bot)-1; i < j; i, j = i+1, j-1 {
-			bot[i], bot[j] = bot[j], bot[i]
-		}
-		fmt.Fprintf(&b, `<polygon fill="%s" fill-opacity="0.8" stroke="none" points="%s %s"/>`, s.colour, strings.Join(top, " "), strings.Join(bot, " "))
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
@@ -462,7 +401,13 @@ func (c chart) bars(labels []string, values []float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`, c.w, c.h, c.w, c.h, html.EscapeString(c.title))
 	fmt.Fprintf(&b, `<text x="4" y="14" class="ct">%s</text>`, html.EscapeString(c.title))
-	const labelW, valueW = 90, 60
+	// The labels' column is as wide as the longest label needs (at the
+	// tick font's width per character), so that none is cut.
+	const valueW = 60
+	labelW := 90
+	for _, l := range labels {
+		labelW = max(labelW, int(tickCharW*float64(len([]rune(l))))+8)
+	}
 	row := float64(c.h-padTop-4) / float64(len(values))
 	for i, v := range values {
 		y := float64(padTop) + float64(i)*row

@@ -65,6 +65,32 @@ func NewEncoder(features []Feature) *Encoder {
 // Dim returns the length of an encoded context.
 func (e *Encoder) Dim() int { return e.dim }
 
+// Column describes one input of an encoded context: the feature it
+// comes from and, of a categorical feature, the value it is 1 for; of a
+// numeric one, the center and scale of (x - center) / scale.
+type Column struct {
+	Feature string   `json:"feature"`
+	Value   *string  `json:"value,omitempty"`
+	Center  *float64 `json:"center,omitempty"`
+	Scale   *float64 `json:"scale,omitempty"`
+}
+
+// Columns returns the Dim columns of an encoded context, in order.
+func (e *Encoder) Columns() []Column {
+	out := make([]Column, 0, e.dim)
+	for _, f := range e.features {
+		if f.Type == Categorical {
+			for _, v := range f.Values {
+				out = append(out, Column{Feature: f.Name, Value: &v})
+			}
+			continue
+		}
+		c, s := f.center, f.scale
+		out = append(out, Column{Feature: f.Name, Center: &c, Scale: &s})
+	}
+	return out
+}
+
 // Encode validates the context object raw against the schema and returns
 // its encoding. Every problem is reported in a *ValidationError whose
 // fields are "context" or "context.<feature>": a context that is not an

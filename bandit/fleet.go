@@ -67,7 +67,9 @@ type Replica struct {
 	StartedAt time.Time `json:"started_at"`
 	// LastSeen is its last election (every TrainerRetry while it lives).
 	LastSeen time.Time `json:"last_seen"`
-	// Trains names the bandits whose trainer lock it held then.
+	// Trains names the bandits it trained then whose trainer lease it
+	// still holds (none once a dead replica's leases expired or were
+	// taken over).
 	Trains []string `json:"trains"`
 }
 
@@ -123,6 +125,10 @@ type agentFleet struct {
 	// led is whether the trainer goroutine trained as the leader last
 	// time; owned by it.
 	led bool
+	// elected is closed by the first election that decided whether this
+	// replica trains the bandit (awaitElection).
+	elected     chan struct{}
+	electedOnce sync.Once
 }
 
 // fleetWork is the trainer goroutine's work in a fleet: the leader
@@ -272,10 +278,13 @@ func (s *Service) elect(ctx context.Context) {
 	for i, a := range agents {
 		names[i] = a.name
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.trainerRetry, 5*time.Second))
+	electCtx, cancel := context.WithTimeout(ctx, max(s.trainerRetry, 5*time.Second))
 	defer cancel()
-	lead, err := s.fleet.Lead(ctx, names)
-	if err != nil && ctx.Err() == nil {
+	lead, err := s.fleet.Lead(electCtx, names)
+	if err != nil && ctx.Err() != nil {
+		return // shutting down (Close): the agents are closed as they are
+	}
+	if err != nil && electCtx.Err() == nil {
 		s.fleetErr("trainer election failed; this replica trains no bandit until it succeeds", err)
 	}
 	for _, a := range agents {
@@ -296,6 +305,26 @@ func (s *Service) elect(ctx context.Context) {
 			// here: the trainer reads the rows at least this often.
 			a.notify()
 		}
+		if err == nil {
+			a.fl.electedOnce.Do(func() { close(a.fl.elected) })
+		}
+	}
+}
+
+// awaitElection waits, at most d, until an election has decided whether
+// this replica trains a (kickFleet asks for one), so that the answer to
+// the bandit's creation says "trainer": true when it is, instead of false
+// until the next election a moment later (issue 30, polish).
+func (a *Agent) awaitElection(ctx context.Context, d time.Duration) {
+	if a.fl == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-a.fl.elected:
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -316,6 +345,11 @@ func (s *Service) poll(ctx context.Context) {
 			a.fl.want.Store(v)
 			a.notify()
 		}
+	}
+	if !s.loaded.Load() {
+		// Load is loading the stored bandits; a reconciliation now would
+		// load them a second time, as if made on another replica.
+		return
 	}
 	bs, err := s.store.ListBandits(ctx)
 	if err != nil {
@@ -409,7 +443,12 @@ func (s *Service) reconcile(ctx context.Context, name string) error {
 		if _, err := s.startAgent(ctx, b, cfg); err != nil {
 			return err
 		}
-		s.log.Info("bandit created on another replica", "bandit", name)
+		if s.loaded.Load() {
+			s.log.Info("bandit created on another replica", "bandit", name)
+		} else {
+			// Announced while Load runs: it may be an old one.
+			s.log.Info("bandit loaded", "bandit", name, "policy", cfg.Policy.Kind)
+		}
 	case sameConfig(a.Config(), *cfg):
 		a.setArchived(b.ArchivedAt)
 	default:

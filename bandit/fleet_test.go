@@ -305,6 +305,12 @@ func TestReplicasGrowOnTheFollower(t *testing.T) {
 	traffic(t, b, a, 40, 0)
 	waitFor(t, "A to train on every reward", func() bool { return a.agent(t).Status().TrainedRows == 40 })
 	v := a.agent(t).Status().ModelVersion
+	// A persists a version after it publishes it (CI once grew the
+	// version before, v-1).
+	waitFor(t, "A's newest version to be stored", func() bool {
+		snap, err := a.st.LatestSnapshot(context.Background(), "toy")
+		return err == nil && snap.Version >= v
+	})
 	if b0 := b.agent(t).Status().ModelVersion; b0 != 0 {
 		t.Fatalf("deaf B serves version %d before the growth, want 0", b0)
 	}

@@ -199,7 +199,7 @@ func (s *Service) loadAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent
 		return nil, err
 	}
 	if s.fleet != nil {
-		a.fl = &agentFleet{fleet: s.fleet}
+		a.fl = &agentFleet{fleet: s.fleet, elected: make(chan struct{})}
 	}
 	if err := a.load(ctx); err != nil {
 		return nil, err
@@ -293,6 +293,7 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 	a, err := s.startAgent(ctx, stored, cfg)
 	if err == nil {
 		s.announceChanged(ctx, cfg.Name)
+		a.awaitElection(ctx, max(s.trainerRetry, 5*time.Second))
 	}
 	return a, err
 }

@@ -98,7 +98,7 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 			// Another policy's failed or interrupted runs are not this
 			// one's: a directory can give a policy it completed.
 			errs = slices.DeleteFunc(slices.Clone(errs), func(e string) bool { return !strings.HasPrefix(e, only+" seed ") })
-			sum.Interrupted = sum.Interrupted && len(errs) > 0
+			sum.Interrupted = sum.Interrupted && (len(errs) > 0 || len(sum.Policies[0].InterruptedRuns) > 0)
 		}
 		out.Interrupted = out.Interrupted || sum.Interrupted
 		for _, e := range errs {
@@ -111,6 +111,11 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 				return Summary{}, nil, fmt.Errorf("merge: %s seed %d is in both %s and %s; merge one of them (DIR:POLICY takes one policy of a directory)", r.Policy, r.Seed, prev, dir)
 			}
 			owner[key] = dir
+			if r.Steps < sum.Steps && sum.Interrupted {
+				// A run an interrupt cut short is no run of sum.Steps.
+				out.Notes = append(out.Notes, fmt.Sprintf("%s seed %d of %s was interrupted at step %d of %d and is left out", r.Policy, r.Seed, dir, r.Steps, sum.Steps))
+				continue
+			}
 			if r.Steps != sum.Steps {
 				return Summary{}, nil, fmt.Errorf("merge: %s: %s seed %d ends at step %d of %d", dir, r.Policy, r.Seed, r.Steps, sum.Steps)
 			}
@@ -121,6 +126,10 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 		var described []string
 		for _, p := range sum.Policies {
 			got := runsOf[p.Policy]
+			if p.AtStep > 0 {
+				// Its runs were all interrupted (left out above).
+				p.Runs = 0
+			}
 			if len(got) != p.Runs {
 				return Summary{}, nil, fmt.Errorf("merge: %s: summary.json counts %d runs of %s, regret.csv has %d", dir, p.Runs, p.Policy, len(got))
 			}
@@ -163,7 +172,9 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 			}
 		}
 		for _, r := range results {
-			byName[r.Policy].runs = append(byName[r.Policy].runs, r)
+			if r.Steps == sum.Steps {
+				byName[r.Policy].runs = append(byName[r.Policy].runs, r)
+			}
 		}
 		src.Runs = strings.Join(described, "; ")
 		out.Sources = append(out.Sources, src)

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/plural"
+	"github.com/refinery-bandits/refinery/internal/ticks"
 )
 
 // Summary describes a simulation: its configuration and, per policy, the
@@ -58,11 +60,21 @@ type Summary struct {
 	Errors      []string `json:"errors,omitempty"`
 }
 
-// PolicySummary aggregates the completed runs of one policy.
+// PolicySummary aggregates the runs of one policy: its completed runs,
+// or, when an interrupt left it none, the runs it cut short, at the last
+// step they all reached (AtStep).
 type PolicySummary struct {
 	Policy string `json:"policy"`
-	// Runs is the number of completed runs (seeds) summarized.
+	// Runs is the number of runs (seeds) summarized: the completed ones,
+	// or the interrupted ones when none completed.
 	Runs int `json:"runs"`
+	// AtStep, when not zero, is the step the regrets are taken at: the
+	// last step every summarized run reached, when an interrupt cut all
+	// of them short. Zero means the simulation's steps.
+	AtStep int `json:"at_step,omitempty"`
+	// InterruptedRuns are the runs an interrupt stopped part way, each
+	// with the steps it did and its regret after them.
+	InterruptedRuns []InterruptedRun `json:"interrupted_runs,omitempty"`
 	// Final cumulative expected regret: mean, sample standard deviation
 	// and standard error of the mean over runs.
 	ExpectedMean float64 `json:"final_expected_regret_mean"`
@@ -83,7 +95,7 @@ type PolicySummary struct {
 	// LockedIn is the number of completed runs that locked into one arm
 	// (RunResult.LockedIn: one arm took at least LockInShare of the
 	// decisions of the last LockInWindow steps), and LockedInSeeds
-	// their seeds.
+	// their seeds. Interrupted runs are not judged.
 	LockedIn      int   `json:"locked_in"`
 	LockedInSeeds []int `json:"locked_in_seeds,omitempty"`
 	// Bandit is the configuration the service played, defaults filled
@@ -95,7 +107,88 @@ type PolicySummary struct {
 	RewardDelay int            `json:"reward_delay"`
 }
 
-// Summarize aggregates results; only complete runs count.
+// InterruptedRun is a run that an interrupt stopped after Steps steps of
+// the simulation's, with its cumulative regrets then.
+type InterruptedRun struct {
+	Seed     int     `json:"seed"`
+	Steps    int     `json:"steps"`
+	Expected float64 `json:"expected_regret"`
+	Realized float64 `json:"realized_regret"`
+}
+
+// cutShort reports whether r is a run that an interrupt stopped after
+// some of its steps (read back from regret.csv, such a run carries no
+// error, only fewer steps).
+func cutShort(r *RunResult, steps int) bool {
+	return r.Steps > 0 && r.Steps < steps && (r.Err == nil || isCancel(r.Err))
+}
+
+// summarized returns the runs of policy name that its summary and plot
+// show, and the step they are shown at (0: the last): its completed runs,
+// or, when an interrupt left it none, the runs it cut short at the last
+// kept point all of them reached. cut are the runs cut short.
+func summarized(steps int, results []*RunResult, name string) (runs []*RunResult, at int, cut []*RunResult) {
+	for _, r := range results {
+		switch {
+		case r.Policy != name:
+		case r.Complete(steps):
+			runs = append(runs, r)
+		case cutShort(r, steps):
+			cut = append(cut, r)
+		}
+	}
+	if len(runs) > 0 || len(cut) == 0 {
+		return runs, 0, cut
+	}
+	// Each run keeps the same points (every k-th step) and its last
+	// step, so the largest step all of them kept is where they can be
+	// compared.
+	seen := map[int]int{}
+	for _, r := range cut {
+		for _, p := range r.Points {
+			seen[p.Step]++
+		}
+	}
+	for s, n := range seen {
+		if n == len(cut) && s > at {
+			at = s
+		}
+	}
+	if at == 0 {
+		return nil, 0, cut
+	}
+	return cut, at, cut
+}
+
+// pointAt returns r's regret point at step at, or its last point for 0.
+func pointAt(r *RunResult, at int) RegretPoint {
+	if at == 0 {
+		return RegretPoint{Step: r.Steps, Expected: r.Expected, Realized: r.Realized}
+	}
+	for _, p := range r.Points {
+		if p.Step == at {
+			return p
+		}
+	}
+	panic(fmt.Sprintf("simulators: %s seed %d has no point at step %d", r.Policy, r.Seed, at))
+}
+
+// InterruptedSteps returns the fewest and the most steps that the runs an
+// interrupt cut short had done, or zeros when there were none.
+func (s Summary) InterruptedSteps() (lo, hi int) {
+	for _, p := range s.Policies {
+		for _, r := range p.InterruptedRuns {
+			if lo == 0 || r.Steps < lo {
+				lo = r.Steps
+			}
+			hi = max(hi, r.Steps)
+		}
+	}
+	return lo, hi
+}
+
+// Summarize aggregates results: the completed runs of each policy, or the
+// runs an interrupt cut short when it has none (PolicySummary.AtStep).
 func Summarize(cfg RunConfig, results []*RunResult) Summary {
 	s := Summary{Env: cfg.Env.Name(), Steps: cfg.Steps, Seeds: cfg.Seeds, FirstSeed: max(cfg.FirstSeed, 1), Preset: cfg.Preset}
 	for _, p := range cfg.Policies {
@@ -107,23 +200,28 @@ func Summarize(cfg RunConfig, results []*RunResult) Summary {
 			bc.Features = nil
 			ps.Bandit = bc
 		}
+		for _, r := range results {
+			if r.Policy != p.Name || r.Complete(cfg.Steps) {
+				continue
+			}
+			if r.Err != nil && !isCancel(r.Err) {
+				s.Errors = appendUnique(s.Errors, fmt.Sprintf("%s seed %d: %d/%d steps: %v", r.Policy, r.Seed, r.Steps, cfg.Steps, r.Err))
+			}
+			s.Interrupted = s.Interrupted || isCancel(r.Err)
+		}
+		runs, at, cut := summarized(cfg.Steps, results, p.Name)
+		for _, r := range cut {
+			ps.InterruptedRuns = append(ps.InterruptedRuns, InterruptedRun{Seed: r.Seed, Steps: r.Steps, Expected: r.Expected, Realized: r.Realized})
+		}
+		ps.AtStep = at
 		var decided int
 		var exp, real []float64
 		var steps int
-		for _, r := range results {
-			if r.Policy != p.Name {
-				continue
-			}
-			if !r.Complete(cfg.Steps) {
-				if r.Err != nil && r.Steps > 0 || r.Err != nil && !isCancel(r.Err) {
-					s.Errors = appendUnique(s.Errors, fmt.Sprintf("%s seed %d: %d/%d steps: %v", r.Policy, r.Seed, r.Steps, cfg.Steps, r.Err))
-				}
-				s.Interrupted = s.Interrupted || isCancel(r.Err)
-				continue
-			}
-			exp = append(exp, r.Expected)
-			real = append(real, r.Realized)
-			if r.LockedIn() {
+		for _, r := range runs {
+			pt := pointAt(r, at)
+			exp = append(exp, pt.Expected)
+			real = append(real, pt.Realized)
+			if at == 0 && r.LockedIn() {
 				ps.LockedIn++
 				ps.LockedInSeeds = append(ps.LockedInSeeds, r.Seed)
 			}
@@ -190,8 +288,9 @@ func meanStd(x []float64) (mean, std float64) {
 
 // WriteOutputs writes a simulation's outputs into dir (created if
 // missing): regret.csv, summary.json, summary.md, regret.png and
-// regret.svg (docs/simulate.md describes each). Only complete runs are
-// written.
+// regret.svg (docs/simulate.md describes each). Complete runs and the
+// steps done of runs an interrupt cut short are written; failed runs are
+// not.
 func WriteOutputs(dir string, cfg RunConfig, results []*RunResult, sum Summary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -248,7 +347,7 @@ func writeRegretCSV(w io.Writer, cfg RunConfig, results []*RunResult) error {
 	}
 	var buf []byte
 	for _, r := range results {
-		if !r.Complete(cfg.Steps) {
+		if !r.Complete(cfg.Steps) && !cutShort(r, cfg.Steps) {
 			continue
 		}
 		for _, p := range r.Points {
@@ -277,9 +376,13 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 	// The preset is named once, in its own line below the title (the
 	// title named it too, and the same line was then printed twice).
 	if len(s.SeedList) > 0 {
-		fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%s)\n\n", s.Env, s.Steps, s.Seeds, joinInts(s.SeedList))
+		fmt.Fprintf(&b, "# Regret: %s, %s, %s (%s)\n\n", s.Env, plural.Count(s.Steps, "step", "steps"), plural.Count(s.Seeds, "seed", "seeds"), joinInts(s.SeedList))
 	} else {
-		fmt.Fprintf(&b, "# Regret: %s, %d steps, %d seeds (%d to %d)\n\n", s.Env, s.Steps, s.Seeds, s.FirstSeed, s.FirstSeed+s.Seeds-1)
+		seeds := fmt.Sprintf("%d to %d", s.FirstSeed, s.FirstSeed+s.Seeds-1)
+		if s.Seeds == 1 {
+			seeds = strconv.Itoa(s.FirstSeed)
+		}
+		fmt.Fprintf(&b, "# Regret: %s, %s, %s (%s)\n\n", s.Env, plural.Count(s.Steps, "step", "steps"), plural.Count(s.Seeds, "seed", "seeds"), seeds)
 	}
 	if s.BanditConfig != "" {
 		fmt.Fprintf(&b, "Bandit configuration `%s` (the preset `%s` gives only the retraining schedule: every %d rewards).\n\n", s.BanditConfig, s.Preset.Name, max(s.Preset.TrainEvery, 1))
@@ -315,7 +418,11 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		fmt.Fprintf(&b, "Wall time: %.0f s.", s.WallSeconds)
 	}
 	if s.Interrupted {
-		b.WriteString(" **Interrupted**: only completed runs are summarized.")
+		if lo, hi := s.InterruptedSteps(); hi == 0 {
+			b.WriteString(" **Interrupted** between runs: only completed runs are summarized.")
+		} else {
+			fmt.Fprintf(&b, " **Interrupted** at %s of %d: a policy with completed runs is summarized over them, one without over its interrupted runs at the last step they all reached.", stepRange(lo, hi), s.Steps)
+		}
 	}
 	b.WriteString("\n\n")
 	b.WriteString("| policy | runs | final expected regret (mean ± std) | std. error | final realized regret (mean ± std) | on refined samples | locked into one arm | steps/s per run | CPU s per run |\n")
@@ -326,6 +433,9 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		runs := strconv.Itoa(p.Runs)
 		if p.Runs < s.Seeds {
 			runs = fmt.Sprintf("%d of %d", p.Runs, s.Seeds)
+		}
+		if p.AtStep > 0 {
+			runs += fmt.Sprintf(", interrupted at step %d", p.AtStep)
 		}
 		if p.Runs == 0 {
 			// No mean of nothing: a policy without a completed run is
@@ -338,7 +448,9 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 			refined = fmt.Sprintf("%.1f%%", 100*share)
 		}
 		locked := fmt.Sprintf("%d of %d", p.LockedIn, p.Runs)
-		if p.LockedIn > 0 {
+		if p.AtStep > 0 {
+			locked = "-"
+		} else if p.LockedIn > 0 {
 			locked += fmt.Sprintf(" (%s %s)", plural.Word(p.LockedIn, "seed", "seeds"), joinInts(p.LockedInSeeds))
 		}
 		// One run has no spread: its standard deviation and error are
@@ -353,11 +465,30 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 			p.Policy, runs, p.ExpectedMean, spread(p.ExpectedStd), spread(p.ExpectedSE), p.RealizedMean, spread(p.RealizedStd), refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
 	}
 	fmt.Fprintf(&b, "\nLocked into one arm: one arm took at least %g%% of the decisions of a run's last %d steps (all of them in a shorter run).\n", 100*LockInShare, LockInWindow)
+	head := "\nInterrupted runs:\n\n"
+	for _, p := range s.Policies {
+		for _, r := range p.InterruptedRuns {
+			fmt.Fprintf(&b, "%s- %s seed %d at step %d of %d: expected regret %.1f, realized %.1f", head, p.Policy, r.Seed, r.Steps, s.Steps, r.Expected, r.Realized)
+			head = ""
+			if p.AtStep == 0 {
+				b.WriteString(" (not in the table, which has the completed runs)")
+			}
+			b.WriteString("\n")
+		}
+	}
 	for _, e := range s.Errors {
 		fmt.Fprintf(&b, "\nError: %s\n", e)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// stepRange is "step N" or "steps N to M".
+func stepRange(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprintf("step %d", lo)
+	}
+	return fmt.Sprintf("steps %d to %d", lo, hi)
 }
 
 func joinInts(x []int) string {
@@ -397,6 +528,9 @@ var palette = []color.RGBA{
 func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: cumulative expected regret (mean ± 1 std over %s, preset %s)", sum.Env, seedsPlotted(sum), sum.Preset.Name)
+	if sum.Interrupted {
+		p.Title.Text += ", interrupted"
+	}
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = "cumulative expected regret"
 	p.Legend.Top = true
@@ -408,20 +542,24 @@ func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, e
 		mean, band plotter.XYs
 		top        float64 // largest mean + std
 		final      float64
+		at         int // the step an interrupt stopped its runs at (summarized)
 	}
 	var all []series
 	for _, spec := range cfg.Policies {
 		var runs [][]RegretPoint
-		for _, r := range results {
-			if r.Policy == spec.Name && r.Complete(cfg.Steps) {
-				runs = append(runs, r.Points)
+		summed, at, _ := summarized(cfg.Steps, results, spec.Name)
+		for _, r := range summed {
+			pts := r.Points
+			if at > 0 {
+				pts = pts[:slices.IndexFunc(pts, func(p RegretPoint) bool { return p.Step == at })+1]
 			}
+			runs = append(runs, pts)
 		}
 		if len(runs) == 0 {
 			continue
 		}
 		n := len(runs[0])
-		sr := series{name: spec.Name, mean: make(plotter.XYs, n)}
+		sr := series{name: spec.Name, mean: make(plotter.XYs, n), at: at}
 		lo := make(plotter.XYs, n)
 		for k := range n {
 			vals := make([]float64, len(runs))
@@ -476,6 +614,9 @@ func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, e
 			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 		}
 		label := sr.name
+		if sr.at > 0 {
+			label = fmt.Sprintf("%s (interrupted at step %d)", sr.name, sr.at)
+		}
 		if offScale[i] {
 			label = fmt.Sprintf("%s (off scale: %.0f at the end)", sr.name, sr.final)
 		} else {
@@ -487,9 +628,38 @@ func regretPlot(cfg RunConfig, results []*RunResult, sum Summary) (*plot.Plot, e
 	if top > 0 {
 		p.Y.Min, p.Y.Max = 0, 1.05*top
 	}
+	// Round ticks, no decimals on counts (gonum's default gave the y
+	// axis two labels, "0.00" and "2500.00").
+	p.X.Tick.Marker, p.Y.Tick.Marker = roundTicks{integer: true}, roundTicks{}
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	return p, nil
+}
+
+// roundTicks marks an axis with about five round ticks (internal/ticks:
+// 1, 2 or 5 x 10^k apart, whole numbers on an integer axis, the fewest
+// decimals the step needs, SI prefixes from 10,000) and four unlabelled
+// minor ticks between two of them.
+type roundTicks struct{ integer bool }
+
+func (r roundTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	step := ticks.Step(lo, hi, 5, r.integer)
+	label := ticks.Format(step, math.Max(math.Abs(lo), math.Abs(hi)))
+	var out []plot.Tick
+	for _, v := range ticks.Within(lo, hi, step) {
+		out = append(out, plot.Tick{Value: v, Label: label(v)})
+	}
+	if minor := step / 5; !r.integer || minor >= 1 {
+		for _, v := range ticks.Within(lo, hi, minor) {
+			if r := math.Mod(math.Abs(v), step); r > minor/2 && step-r > minor/2 {
+				out = append(out, plot.Tick{Value: v})
+			}
+		}
+	}
+	return out
 }
 
 // seedsPlotted says over how many seeds the plot's means are taken: the

@@ -33,6 +33,13 @@ func TestProgressETAWeighsPolicies(t *testing.T) {
 		t.Errorf("line %q: want 150/500 steps and runs 1/5", line)
 	}
 
+	// Rounded, not truncated: refined-ts at 0.11 s a step makes 13.5 s
+	// over 2 workers, 6.75 s.
+	p.busy["refined-ts"] = 11 * time.Second
+	if line := p.line(); !strings.Contains(line, "ETA 7s ") {
+		t.Errorf("line %q: want ETA 7s (6.75 s rounded)", line)
+	}
+
 	// Nothing measured yet: no ETA.
 	if line := newProgress(results, 100, 2).line(); !strings.Contains(line, "ETA ?") {
 		t.Errorf("fresh line %q: want ETA ?", line)

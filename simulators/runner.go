@@ -285,6 +285,11 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 		if p := recover(); p != nil {
 			r.Err = fmt.Errorf("%s seed %d: panic: %v", spec.Name, r.Seed, p)
 		}
+		// Whatever failed after an interrupt failed because of it: the
+		// run was interrupted, not broken.
+		if r.Err != nil && ctx.Err() != nil {
+			r.Err = ctx.Err()
+		}
 	}()
 	bc, err := BanditConfig(spec, cfg.Env, cfg.Preset)
 	if err != nil {
@@ -453,7 +458,7 @@ func (p *progress) line() string {
 			work += float64(int64(p.runsOf[name])*p.perRun-c.Load()) * s
 		}
 		par := max(1, min(p.workers, p.runs-finished))
-		eta = (time.Duration(work/float64(par)) * time.Second).Round(time.Second).String()
+		eta = time.Duration(work / float64(par) * float64(time.Second)).Round(time.Second).String()
 	}
 	rate := float64(d) / max(now.Sub(p.start).Seconds(), 1e-9)
 	const width = 30

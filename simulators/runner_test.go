@@ -447,3 +447,117 @@ func TestOneRunHasNoSpread(t *testing.T) {
 		t.Errorf("one-run row is not %q:\n%s", want, md.String())
 	}
 }
+
+// TestSummarizeInterruptedRuns: a policy with completed runs is summarized
+// over them, its interrupted runs listed beside; a policy whose runs were
+// all interrupted is summarized over them at the last step all of them
+// kept, and the outputs read back (Replot, Merge) agree.
+func TestSummarizeInterruptedRuns(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Policies = cfg.Policies[:2] // uniform, linear-ts
+	cfg.Steps = 100
+	points := func(steps int, slope float64) []RegretPoint {
+		var p []RegretPoint
+		for s := 20; s <= steps; s += 20 {
+			p = append(p, RegretPoint{Step: s, Expected: slope * float64(s), Realized: slope * float64(s)})
+		}
+		if steps%20 != 0 {
+			p = append(p, RegretPoint{Step: steps, Expected: slope * float64(steps), Realized: slope * float64(steps)})
+		}
+		return p
+	}
+	run := func(policy string, seed, steps int, slope float64, err error) *RunResult {
+		p := points(steps, slope)
+		return &RunResult{Policy: policy, Seed: seed, Steps: steps, Points: p, Expected: p[len(p)-1].Expected, Realized: p[len(p)-1].Realized, Err: err}
+	}
+	results := []*RunResult{
+		run("uniform", 1, 100, 1, nil),
+		run("uniform", 2, 47, 1, context.Canceled),
+		run("linear-ts", 1, 73, 0.5, context.Canceled),
+		run("linear-ts", 2, 55, 0.25, fmt.Errorf("decide: %w", context.Canceled)),
+	}
+	sum := Summarize(cfg, results)
+	if !sum.Interrupted || len(sum.Errors) > 0 {
+		t.Fatalf("interrupted %v, errors %q; want interrupted without errors", sum.Interrupted, sum.Errors)
+	}
+	u, l := sum.Policies[0], sum.Policies[1]
+	if u.Runs != 1 || u.AtStep != 0 || u.ExpectedMean != 100 || len(u.InterruptedRuns) != 1 || u.InterruptedRuns[0] != (InterruptedRun{Seed: 2, Steps: 47, Expected: 47, Realized: 47}) {
+		t.Errorf("uniform: %d runs at step %d, mean %g, interrupted %+v; want its completed run (100) and seed 2 at step 47", u.Runs, u.AtStep, u.ExpectedMean, u.InterruptedRuns)
+	}
+	// Seeds 1 and 2 of linear-ts both kept step 40 (not 55: seed 1
+	// kept 60, not 55).
+	if want := (0.5*40 + 0.25*40) / 2; l.Runs != 2 || l.AtStep != 40 || l.ExpectedMean != want {
+		t.Errorf("linear-ts: %d runs at step %d, mean %g; want 2 at step 40, mean %g", l.Runs, l.AtStep, l.ExpectedMean, want)
+	}
+	if lo, hi := sum.InterruptedSteps(); lo != 47 || hi != 73 {
+		t.Errorf("InterruptedSteps() = %d, %d, want 47, 73", lo, hi)
+	}
+	var md strings.Builder
+	if err := WriteSummaryMarkdown(&md, sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"**Interrupted** at steps 47 to 73 of 100", "| linear-ts | 2, interrupted at step 40 |", "- uniform seed 2 at step 47 of 100: expected regret 47.0, realized 47.0 (not in the table"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("summary.md has no %q:\n%s", want, md.String())
+		}
+	}
+	dir := t.TempDir()
+	if err := WriteOutputs(dir, cfg, results, sum); err != nil {
+		t.Fatal(err)
+	}
+	back, runs, err := ReadOutputs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 4 {
+		t.Errorf("regret.csv holds %d runs, want all 4 (steps done)", len(runs))
+	}
+	if again := Summarize(plotConfigEnv(back, cfg), runs); again.Policies[1].AtStep != 40 || again.Policies[1].ExpectedMean != l.ExpectedMean {
+		t.Errorf("read back, linear-ts is at step %d, mean %g", again.Policies[1].AtStep, again.Policies[1].ExpectedMean)
+	}
+	if err := Replot(dir); err != nil {
+		t.Fatal(err)
+	}
+	// A merge takes the completed run only, and says what it left out.
+	merged, mruns, err := Merge([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mruns) != 1 || len(merged.Policies) != 1 || merged.Policies[0].Runs != 1 || len(merged.Notes) != 3 {
+		t.Errorf("merge of an interrupted simulation: %d runs, policies %+v, notes %q; want uniform's completed run and 3 notes", len(mruns), merged.Policies, merged.Notes)
+	}
+}
+
+// plotConfigEnv is plotConfig(sum) with cfg's environment, for Summarize.
+func plotConfigEnv(sum Summary, cfg RunConfig) RunConfig {
+	c := plotConfig(sum)
+	c.Env, c.Preset = cfg.Env, cfg.Preset
+	return c
+}
+
+// regret.png's axes carry round ticks: at least four labels on the y
+// axis, none with decimals on counts (gonum's default gave two, "0.00"
+// and "2500.00"; issue 30, polish).
+func TestRegretPlotTicks(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		r      roundTicks
+		lo, hi float64
+		want   []string
+	}{
+		{"regret up to 2,625", roundTicks{}, 0, 2625, []string{"0", "500", "1000", "1500", "2000", "2500"}},
+		{"steps 6 to 3,000", roundTicks{integer: true}, 6, 3000, []string{"1000", "2000", "3000"}},
+		{"regret up to 11,800", roundTicks{}, 0, 11800, []string{"0", "2k", "4k", "6k", "8k", "10k"}},
+		{"regret up to 1.6", roundTicks{}, 0, 1.6, []string{"0", "0.5", "1.0", "1.5"}},
+	} {
+		var got []string
+		for _, tk := range c.r.Ticks(c.lo, c.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: labels %q, want %q", c.name, got, c.want)
+		}
+	}
+}

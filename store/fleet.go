@@ -230,7 +230,9 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]int64, e
 		trains = append(trains, b)
 	}
 	slices.Sort(trains)
-	if err := f.heartbeat(ctx, trains); err != nil {
+	if err := f.heartbeat(ctx, trains); err != nil && ctx.Err() == nil {
+		// (An election cancelled by shutdown is no failure: Close
+		// deletes the row.)
 		f.log.Warn("writing this replica's row of the replicas table failed", "err", err)
 	}
 	return out, nil
@@ -277,10 +279,16 @@ func (f *Fleet) heartbeat(ctx context.Context, trains []string) error {
 }
 
 // Replicas lists the replicas whose row is not older than replicaTTL,
-// by address and ID.
+// by address and ID. A replica trains the bandits it listed at its last
+// election whose lease it still holds: a killed trainer's row stays
+// until replicaTTL, but its bandits leave it as soon as their leases
+// expire or are taken over (issue 30, finding 13: it was listed as
+// training them for a minute).
 func (f *Fleet) Replicas(ctx context.Context) ([]bandit.Replica, error) {
-	rows, err := f.st.pool.Query(ctx, `SELECT id, address, started_at, last_seen, trains FROM replicas
-		WHERE last_seen >= $1 ORDER BY address, id`, time.Now().Add(-replicaTTL))
+	rows, err := f.st.pool.Query(ctx, `SELECT r.id, r.address, r.started_at, r.last_seen,
+			ARRAY(SELECT b FROM unnest(r.trains) b WHERE EXISTS (
+				SELECT FROM trainer_leases l WHERE l.bandit = b AND l.holder = r.id AND l.expires_at > now()) ORDER BY b)
+		FROM replicas r WHERE r.last_seen >= $1 ORDER BY r.address, r.id`, time.Now().Add(-replicaTTL))
 	if err != nil {
 		return nil, fmt.Errorf("store: replicas: %w", err)
 	}

@@ -276,3 +276,67 @@ func TestFleetLeaseOutlivesAFrozenHolder(t *testing.T) {
 		t.Fatalf("B leads %v (lock %v) after A gave the lock up, want x with token 2 and the lock", got, b.held["x"])
 	}
 }
+
+// TestFleetReplicasListLiveLeasesOnly: a replica is listed as training
+// only the bandits whose lease it still holds (issue 30, finding 13: a
+// SIGKILLed trainer was listed as training every bandit for a minute).
+// A's lock session is ended by the server and A elects no more, as a
+// killed process: B takes x and y over at its next elections, and A's
+// row, still listed, trains nothing; C, frozen with a lease of its own,
+// trains nothing once that lease has expired, though no one took it.
+func TestFleetReplicasListLiveLeasesOnly(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	s1, _ := openTestPostgres(t, Config{})
+	a := NewFleet(s1, 50*time.Millisecond, lease, nil)
+	t.Cleanup(func() { a.Close() })
+	b := NewFleet(sameSchema(t, s1), 50*time.Millisecond, lease, nil)
+	t.Cleanup(func() { b.Close() })
+	c := NewFleet(sameSchema(t, s1), 50*time.Millisecond, lease, nil)
+	t.Cleanup(func() { c.Close() })
+	a.SetAddress("127.0.0.1:1")
+	b.SetAddress("127.0.0.1:2")
+	c.SetAddress("127.0.0.1:3")
+	ctx := context.Background()
+	trains := func() map[string][]string {
+		t.Helper()
+		rs, err := b.Replicas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, r := range rs {
+			out[r.Address] = r.Trains
+		}
+		return out
+	}
+	leads(t, a, "x", "y")
+	leads(t, b, "x", "y")
+	leads(t, c, "w")
+	if got := trains(); len(got) != 3 || !slices.Equal(got["127.0.0.1:1"], []string{"x", "y"}) || len(got["127.0.0.1:2"]) != 0 || !slices.Equal(got["127.0.0.1:3"], []string{"w"}) {
+		t.Fatalf("replicas train %v; want A x and y, B nothing, C w", got)
+	}
+
+	var pid int
+	if err := a.lock.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got := leads(t, b, "x", "y"); slices.Equal(got, []string{"x", "y"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B does not lead x and y 5s after A's session ended")
+		}
+	}
+	got := trains()
+	if _, listed := got["127.0.0.1:1"]; !listed || len(got["127.0.0.1:1"]) != 0 || !slices.Equal(got["127.0.0.1:2"], []string{"x", "y"}) {
+		t.Fatalf("after A died and B took over, replicas train %v; want A listed training nothing, B x and y", got)
+	}
+	time.Sleep(lease + 100*time.Millisecond) // C's lease expires; no one takes w
+	if got := trains(); len(got["127.0.0.1:3"]) != 0 {
+		t.Fatalf("C, frozen past its lease, is listed training %v; want nothing", got["127.0.0.1:3"])
+	}
+}

@@ -56,7 +56,7 @@ func TestDataCommandLine(t *testing.T) {
 		{"a source without the file is a one-line error", []string{"data", "--dir", t.TempDir(), "--source", empty}, 1, "",
 			"refinery data: fetch mushroom data: no valid agaricus-lepiota.data (sha256 " + simulators.MushroomSHA256 + "): tried " + empty + ": " + filepath.Join(empty, simulators.MushroomFile) + " not found\n"},
 		{"an extra argument is a usage error", []string{"data", "extra"}, 2, "", "refinery data: unexpected argument \"extra\"\n"},
-		{"a bad flag is a usage error", []string{"data", "--nope"}, 2, "", "refinery data: flag provided but not defined: -nope\n"},
+		{"a bad flag is a usage error", []string{"data", "--nope"}, 2, "", "refinery data: flag provided but not defined: --nope\n"},
 		{"-h prints the usage", []string{"data", "-h"}, 0, "usage: refinery data [--dir DIR] [--source SRC]...", ""},
 		{"help lists the command", []string{"help"}, 0, "data       fetch the UCI mushroom data", ""},
 	}

@@ -50,7 +50,9 @@ a reward are left out unless --unrewarded.
            arm's propensity), then context_0 .. context_{d-1}, the encoded
            context the model saw (one-hot categories, standardized numbers;
            decisions made before category values were added are encoded
-           again in the current columns).
+           again in the current columns). What each context column is
+           (color=red, (hour - 12) / 6) goes to FILE.columns.json beside
+           --out FILE, or to stderr.
 
 A deleted bandit whose decision log was kept exports it.
 
@@ -167,7 +169,55 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "; %d without a reward left out (--unrewarded includes them)", skipped)
 	}
 	fmt.Fprintln(stderr)
+	if *format == "obp-csv" {
+		// What each context_i column is: beside the file, or on stderr.
+		cols := obpColumns(eb.enc)
+		if *out == "" {
+			descr := make([]string, len(cols))
+			for i, c := range cols {
+				descr[i] = c.Name + " " + c.Describe
+			}
+			fmt.Fprintf(stderr, "context columns: %s\n", strings.Join(descr, "; "))
+			return nil
+		}
+		b, err := json.MarshalIndent(cols, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*out+".columns.json", append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "context columns described in %s.columns.json\n", *out)
+	}
 	return nil
+}
+
+// obpColumn says what one context_i column of an OBP CSV export holds
+// (bandit.Encoder.Columns).
+type obpColumn struct {
+	Name string `json:"column"`
+	bandit.Column
+	// Describe is the column as a formula of the feature: "hour",
+	// "(hour - 12) / 6", or "device=phone" (1 when the context's device
+	// is phone, else 0).
+	Describe string `json:"describe"`
+}
+
+func obpColumns(enc *bandit.Encoder) []obpColumn {
+	var out []obpColumn
+	for i, c := range enc.Columns() {
+		oc := obpColumn{Name: "context_" + strconv.Itoa(i), Column: c}
+		switch {
+		case c.Value != nil:
+			oc.Describe = c.Feature + "=" + *c.Value
+		case *c.Center == 0 && *c.Scale == 1:
+			oc.Describe = c.Feature
+		default:
+			oc.Describe = fmt.Sprintf("(%s - %g) / %g", c.Feature, *c.Center, *c.Scale)
+		}
+		out = append(out, oc)
+	}
+	return out
 }
 
 // parseTime reads an RFC 3339 time or a date (midnight UTC); "" is zero.

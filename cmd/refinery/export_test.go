@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,6 +159,41 @@ func TestExport(t *testing.T) {
 			if strings.Join(r, ",") != strings.Join(want, ",") {
 				t.Errorf("row %d = %q, want %q", i, r, want)
 			}
+		}
+	})
+
+	t.Run("obp-csv says what each context column is", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "shop.csv")
+		var stdout, stderr bytes.Buffer
+		if code := run(ctx, []string{"export", "--database-url", url, "--bandit", "shop", "--format", "obp-csv", "--out", out}, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		b, err := os.ReadFile(out + ".columns.json")
+		if err != nil {
+			t.Fatalf("%v (stderr %q)", err, stderr.String())
+		}
+		var cols []struct{ Column, Feature, Describe string }
+		if err := json.Unmarshal(b, &cols); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range cols {
+			got = append(got, c.Column+" "+c.Describe)
+		}
+		want := []string{"context_0 color=red", "context_1 color=green", "context_2 color=blue", "context_3 (size - 1) / 2"}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", out+".columns.json", got, want)
+		}
+		if !strings.Contains(stderr.String(), "context columns described in "+out+".columns.json") {
+			t.Errorf("stderr %q does not name the columns file", stderr.String())
+		}
+		// To stdout, the mapping goes to stderr.
+		stderr.Reset()
+		if code := run(ctx, []string{"export", "--database-url", url, "--bandit", "shop", "--format", "obp-csv"}, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		if want := "context columns: " + strings.Join(want, "; ") + "\n"; !strings.HasSuffix(stderr.String(), want) {
+			t.Errorf("stderr %q, want it to end with %q", stderr.String(), want)
 		}
 	})
 

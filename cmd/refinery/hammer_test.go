@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/refinery-bandits/refinery/internal/keys"
 )
 
 // hammer drives a server with transactions, each a decision under a new
@@ -152,6 +155,19 @@ func (h *hammer) flood(n int, stop <-chan struct{}, next func(rng *rand.Rand) *h
 		})
 	}
 	wg.Wait()
+}
+
+// unknownKeyDecision is a decision under a fresh well-formed API key
+// that no one holds, from rng (a request of hammer.flood).
+func (h *hammer) unknownKeyDecision(rng *rand.Rand) *http.Request {
+	secret, _, err := keys.New(rngReader{rng}, "x", []keys.Scope{keys.Admin}, time.Now())
+	if err != nil {
+		panic(err)
+	}
+	req, _ := http.NewRequest("POST", h.base+"/v1/bandits/"+h.bandit+"/decisions", strings.NewReader(`{"context": {"color": "red", "size": 1}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	return req
 }
 
 // openLoop starts rate transactions a second for d, whatever the answers,

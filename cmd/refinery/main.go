@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"syscall"
 
@@ -73,6 +74,24 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// interrupted is the end of a command that SIGINT or SIGTERM stopped
+// after it kept what it had done: its message is printed on one line and
+// the exit status is 130 (128 + SIGINT, the shell's convention), so that a
+// script tells an interrupted run from a failed one.
+type interrupted struct{ msg string }
+
+func (e interrupted) Error() string { return e.msg }
+
+// flagDashRE finds the flag names in the flag package's errors, which
+// it writes with one dash ("flag provided but not defined: -bogus",
+// "invalid value "x" for flag -steps"), while the usage and the docs
+// write two.
+var flagDashRE = regexp.MustCompile(`(defined: |argument: |flag |for )-(\w)`)
+
+// doubleDash writes the flag names of a flag package error with two
+// dashes.
+func doubleDash(msg string) string { return flagDashRE.ReplaceAllString(msg, "$1--$2") }
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: refinery <command> [flags]")
 	fmt.Fprintln(w)
@@ -89,7 +108,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "exit status: 0 success, 1 a valid command that failed at run time,")
 	fmt.Fprintln(w, "2 a bad command line (unknown command, flag or action; a malformed or")
-	fmt.Fprintln(w, "out-of-range argument)")
+	fmt.Fprintln(w, "out-of-range argument), 130 interrupted by Ctrl-C (simulate keeps what it did)")
 }
 
 // run executes the command line and returns the process exit status.
@@ -128,8 +147,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
-		case errors.As(err, new(usageError)):
+		case errors.As(err, new(interrupted)):
 			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)
+			return 130
+		case errors.As(err, new(usageError)):
+			fmt.Fprintf(stderr, "refinery %s: %s\n", c.name, doubleDash(err.Error()))
 			return 2
 		default:
 			fmt.Fprintf(stderr, "refinery %s: %v\n", c.name, err)

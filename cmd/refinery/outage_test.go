@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,10 +242,15 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 }
 
-// statusLine formats answer counts as "201: 10, 503: 4".
+// statusLine formats answer counts as "201: 10, 503: 4", every status
+// by its code, transport errors last.
 func statusLine(st map[int]int64) string {
+	codes := slices.Sorted(maps.Keys(st))
+	if len(codes) > 0 && codes[0] == 0 {
+		codes = append(codes[1:], 0) // transport errors last
+	}
 	var parts []string
-	for _, code := range []int{200, 201, 204, 400, 408, 409, 429, 500, 503, 0} {
+	for _, code := range codes {
 		if n := st[code]; n > 0 {
 			name := fmt.Sprint(code)
 			if code == 0 {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
 	apiclient "github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/bandit"
@@ -178,7 +179,12 @@ func TestReplicasFailover(t *testing.T) {
 		return version(0) >= 3 && version(1) >= 3 && version(2) >= 3
 	})
 
-	// Kill the trainer's replica.
+	// Kill the trainer's replica. The lease row and the trainer locks
+	// granted in this database are logged before the kill and after the
+	// takeover: a takeover that waits for the lease says whether the dead
+	// holder's row claimed its lock (locked) and whether the lock was
+	// free (see replicasTrainerRetry).
+	t.Logf("before the kill: %s", leaseState(t, url))
 	atKill := version(leader)
 	dead.Store(int64(leader))
 	if err := procs[leader].cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -195,7 +201,7 @@ func TestReplicasFailover(t *testing.T) {
 		return n == 1
 	})
 	took := time.Since(killedAt)
-	t.Logf("replica %d (version %d at the kill) killed; replica %d trains %v later", leader, atKill, next, took.Round(time.Millisecond))
+	t.Logf("replica %d (version %d at the kill) killed; replica %d trains %v later; %s", leader, atKill, next, took.Round(time.Millisecond), leaseState(t, url))
 	if took > replicasFailoverBound {
 		t.Errorf("the training was taken over %v after the kill, want within %v", took, replicasFailoverBound)
 	}
@@ -227,6 +233,28 @@ func TestReplicasFailover(t *testing.T) {
 	if addr := strings.TrimPrefix(procs[next].url, "http://"); !strings.Contains(text, addr+" (this one)") || !strings.Contains(text, "toy") {
 		t.Errorf("the page's row of the replica answering reads %q, want its address %s (this one) training toy", text, addr)
 	}
+	// The lag card says which replica trains: on the other survivor it
+	// is the lag of the version it follows (issue 30, finding 13).
+	other := 3 - leader - next
+	for _, c := range []struct {
+		i     int
+		label string
+	}{{next, "trainer lag (rewards, s)"}, {other, "lag, following (rewards, s)"}} {
+		if got := dashTrains(t, cls[c.i]); got != (c.i == next) {
+			t.Errorf("replica %d's dashboard JSON says trainer %v for toy, want %v", c.i, got, c.i == next)
+		}
+		label := `[data-field="trainer_lag-label"]`
+		if err := chromedp.Do(bctx, chromedp.Navigate(procs[c.i].url+"/"), chromedp.WaitVisible(chromedp.CSS(label))); err != nil {
+			t.Fatalf("replica %d's dashboard shows no lag card: %v (browser errors %q)", c.i, err, errs())
+		}
+		text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(label)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text != c.label {
+			t.Errorf("replica %d's lag card reads %q, want %q", c.i, text, c.label)
+		}
+	}
 	close(stop)
 	wg.Wait()
 	for i := range cls {
@@ -257,20 +285,73 @@ func TestReplicasFailover(t *testing.T) {
 	}
 }
 
-// dashReplicas returns the replicas GET /v1/dashboard lists.
-func dashReplicas(t *testing.T, cl *apiclient.Client) []bandit.Replica {
+// dashFleet is what TestReplicasFailover reads of GET /v1/dashboard:
+// the replicas, and whether the replica answering trains each bandit.
+type dashFleet struct {
+	Replicas []bandit.Replica `json:"replicas"`
+	Bandits  []struct {
+		Name    string `json:"name"`
+		Trainer bool   `json:"trainer"`
+	} `json:"bandits"`
+}
+
+// dashboardFleet reads GET /v1/dashboard.
+func dashboardFleet(t *testing.T, cl *apiclient.Client) dashFleet {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := cl.Get(context.Background(), "/v1/dashboard", &buf); err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
-		Replicas []bandit.Replica `json:"replicas"`
-	}
+	var v dashFleet
 	if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
 		t.Fatal(err)
 	}
-	return v.Replicas
+	return v
+}
+
+// dashReplicas returns the replicas GET /v1/dashboard lists.
+func dashReplicas(t *testing.T, cl *apiclient.Client) []bandit.Replica {
+	t.Helper()
+	return dashboardFleet(t, cl).Replicas
+}
+
+// leaseState describes the trainer lease of toy in the schema at url
+// (holder, token, whether the holder had its trainer lock at its last
+// renewal, time left) and how many trainer locks this database grants.
+func leaseState(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Sprintf("lease unknown (%v)", err)
+	}
+	defer conn.Close(ctx)
+	var holder string
+	var token int64
+	var locked bool
+	var left float64
+	var granted int
+	err = conn.QueryRow(ctx, `SELECT holder, token, locked, extract(epoch FROM expires_at - now()),
+		(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+		FROM trainer_leases WHERE bandit = 'toy'`, int64(0x52454632)).Scan(&holder, &token, &locked, &left, &granted)
+	if err != nil {
+		return fmt.Sprintf("lease unknown (%v)", err)
+	}
+	return fmt.Sprintf("lease of %s, token %d, locked %v, expires in %.2fs; %d trainer locks granted in the database", holder, token, locked, left, granted)
+}
+
+// dashTrains returns the "trainer" of the bandit toy in GET
+// /v1/dashboard.
+func dashTrains(t *testing.T, cl *apiclient.Client) bool {
+	t.Helper()
+	for _, b := range dashboardFleet(t, cl).Bandits {
+		if b.Name == "toy" {
+			return b.Trainer
+		}
+	}
+	t.Fatal("no bandit toy in the dashboard JSON")
+	return false
 }
 
 // trainsToy reports whether rs lists p's replica as training toy.

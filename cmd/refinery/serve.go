@@ -477,8 +477,20 @@ func (m *Main) openDatabase(ctx context.Context, metrics *api.Metrics) (*store.P
 	}
 }
 
-// URL returns the server's base URL, http://host:port.
-func (m *Main) URL() string { return "http://" + m.ln.Addr().String() }
+// URL returns the server's base URL, http://host:port, one that opens on
+// this machine (browseURL).
+func (m *Main) URL() string { return browseURL(m.ln.Addr()) }
+
+// browseURL returns the base URL of a server listening at addr: on every
+// interface (0.0.0.0, which Go reports as [::], or ::) it names the
+// loopback address, which a browser on this machine can open, instead of
+// "http://[::]:8080" (issue 30, polish).
+func browseURL(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
+	}
+	return "http://" + addr.String()
+}
 
 // Close drains in-flight requests (up to ShutdownTimeout), stops the
 // trainers and refinement workers, persists every posterior and flushes

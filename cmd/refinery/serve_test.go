@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -394,5 +396,55 @@ func TestServeWithoutDatabaseUsesMemory(t *testing.T) {
 	}
 	if page := string(c.must(http.StatusOK, "GET", "/", nil)); !strings.Contains(page, "in-memory store") {
 		t.Errorf("/ does not warn about the in-memory store: %q", page)
+	}
+}
+
+// serve --addr 0.0.0.0:PORT prints a dashboard address a browser on this
+// machine opens (http://127.0.0.1:PORT/), not the listener's [::]:PORT.
+func TestBrowseURLOfEveryInterface(t *testing.T) {
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for _, c := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{ln.Addr(), fmt.Sprintf("http://127.0.0.1:%d", port)},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, "http://127.0.0.1:8080"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, "http://127.0.0.1:8080"},
+		{&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 80}, "http://10.1.2.3:80"},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, "http://[::1]:8080"},
+	} {
+		if got := browseURL(c.addr); got != c.want {
+			t.Errorf("browseURL(%v) = %q, want %q", c.addr, got, c.want)
+		}
+	}
+}
+
+// A bandit created on PostgreSQL answers "trainer": true at once: the
+// replica alone on the database trains it, and its first status says so
+// instead of false until the next election a moment later (issue 30,
+// polish).
+func TestCreatedBanditIsTrainedAtOnceOnPostgres(t *testing.T) {
+	m := startServe(t, storetest.FreshSchemaURL(t))
+	c := newClient(t, m.URL())
+	for i := range 5 {
+		name := fmt.Sprintf("fresh-%d", i)
+		var got struct {
+			Status struct {
+				Trainer bool `json:"trainer"`
+			} `json:"status"`
+		}
+		out := c.must(201, "POST", "/v1/bandits", map[string]any{"name": name, "arms": []string{"a", "b"},
+			"features": []map[string]any{{"name": "x", "type": "numeric"}}, "policy": map[string]any{"kind": "linear-ts"}})
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Status.Trainer {
+			t.Errorf("POST %s answered \"trainer\": false: %s", name, out)
+		}
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/plural"
 	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/simulators"
 )
@@ -190,19 +193,47 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !*quiet {
 		cfg.Progress = stderr
 	}
-	fmt.Fprintf(stdout, "env %s (%d features, %d arms); %d policies x %d seeds x %d steps\n",
-		env.Name(), env.NumFeatures(), env.NumArms(), len(specs), *seeds, *steps)
+	fmt.Fprintf(stdout, "env %s (%s, %s); %s x %s x %s\n", env.Name(), plural.Count(env.NumFeatures(), "feature", "features"), plural.Count(env.NumArms(), "arm", "arms"),
+		plural.Count(len(specs), "policy", "policies"), plural.Count(*seeds, "seed", "seeds"), plural.Count(*steps, "step", "steps"))
+	retrain := max(1, preset.TrainEvery)
+	if *trainEvery > 0 {
+		retrain = *trainEvery
+	}
 	if *banditConfig != "" {
 		// The file decides everything but the retraining schedule.
-		every := max(1, preset.TrainEvery)
-		if *trainEvery > 0 {
-			every = *trainEvery
-		}
-		bj, _ := json.Marshal(specs[0].Config)
-		fmt.Fprintf(stdout, "bandit configuration %s, retrained every %d rewards: %s\n", *banditConfig, every, bj)
+		fmt.Fprintf(stdout, "bandit configuration %s, retrained every %d rewards; its settings beside the service's defaults:\n", *banditConfig, retrain)
 	} else {
-		pj, _ := json.Marshal(preset)
-		fmt.Fprintf(stdout, "preset %s\n", pj)
+		fmt.Fprintf(stdout, "preset %s, retrained every %d rewards; each policy's settings beside the service's defaults:\n", preset.Name, retrain)
+	}
+	// The settings every policy shares once, then each one's own.
+	per := make([][]string, len(specs))
+	count := map[string]int{}
+	for i, sp := range specs {
+		per[i] = playedSettings(sp, env, preset)
+		for _, kv := range per[i] {
+			count[kv]++
+		}
+	}
+	var common []string
+	if len(specs) > 1 {
+		for kv, n := range count {
+			if n == len(specs) {
+				common = append(common, kv)
+			}
+		}
+		sort.Strings(common)
+		if len(common) > 0 {
+			fmt.Fprintf(stdout, "  every policy: %s\n", strings.Join(common, " "))
+		}
+	}
+	for i, sp := range specs {
+		own := slices.DeleteFunc(per[i], func(kv string) bool { return slices.Contains(common, kv) })
+		switch {
+		case len(own) > 0:
+			fmt.Fprintf(stdout, "  %s: %s\n", sp.Name, strings.Join(own, " "))
+		case len(common) == 0:
+			fmt.Fprintf(stdout, "  %s: the defaults\n", sp.Name)
+		}
 	}
 
 	start := time.Now()
@@ -222,10 +253,22 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := simulators.WriteOutputs(*out, cfg, results, sum); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "\nwrote %s/{regret.csv,summary.json,summary.md,regret.png,regret.svg}\n", *out)
+		if runErr == nil {
+			fmt.Fprintf(stdout, "\nwrote %s/{regret.csv,summary.json,summary.md,regret.png,regret.svg}\n", *out)
+		}
 	}
 	if runErr != nil {
-		return fmt.Errorf("interrupted after %.0f s; completed runs were written", sum.WallSeconds)
+		at := "before its first step"
+		switch lo, hi := sum.InterruptedSteps(); {
+		case lo == hi && hi > 0:
+			at = fmt.Sprintf("at step %d of %d", hi, *steps)
+		case hi > 0:
+			at = fmt.Sprintf("at steps %d to %d of %d", lo, hi, *steps)
+		}
+		if *out == "" {
+			return interrupted{fmt.Sprintf("interrupted %s; no --out, so nothing written", at)}
+		}
+		return interrupted{fmt.Sprintf("interrupted %s; wrote partial results to %s", at, *out)}
 	}
 	if len(sum.Errors) > 0 {
 		return fmt.Errorf("%d runs failed: %s", len(sum.Errors), sum.Errors[0])
@@ -292,4 +335,60 @@ func (s setFlags) apply(c *bandit.Config) error {
 	}
 	*c = out
 	return nil
+}
+
+// playedSettings returns the settings of the bandit configuration that
+// spec plays on env (simulators.BanditConfig, defaults filled in) that
+// differ from the service's defaults for its policy kind, as sorted
+// PATH=VALUE pairs (VALUE in JSON, a string bare): what a reader needs of
+// a preset, which the whole configuration, full of zeros that mean "the
+// default", buried (issue 30, polish). training.min_interval is left
+// out: a simulation retrains by steps (--train-every), never by time.
+func playedSettings(spec simulators.PolicySpec, env simulators.Env, preset simulators.Preset) []string {
+	played, err := simulators.BanditConfig(spec, env, preset)
+	if err != nil {
+		return []string{"(" + err.Error() + ")"} // said again, as an error, below
+	}
+	def := bandit.Config{Name: played.Name, Arms: played.Arms, Features: played.Features,
+		Policy: bandit.PolicyConfig{Kind: played.Policy.Kind, Epsilon: played.Policy.Epsilon, Laplace: played.Policy.Laplace}}
+	def.SetDefaults()
+	a, b := flatJSON(played), flatJSON(&def)
+	var out []string
+	for path, v := range a {
+		if v != b[path] && path != "training.min_interval" && path != "name" && path != "arms" && path != "features" {
+			if s, err := strconv.Unquote(v); err == nil && strings.HasPrefix(v, `"`) {
+				v = s // a string reads better bare: model.noise=per-arm
+			}
+			out = append(out, path+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// flatJSON returns the members of v's JSON object by dotted path, each
+// as its JSON; arrays are single values.
+func flatJSON(v any) map[string]string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		panic(err)
+	}
+	out := map[string]string{}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok {
+				walk(prefix+k+".", sub)
+				continue
+			}
+			b, _ := json.Marshal(v)
+			out[prefix+k] = string(b)
+		}
+	}
+	walk("", m)
+	return out
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -41,20 +45,16 @@ func TestSimulateBanditConfig(t *testing.T) {
 		{"an output path that cannot be a directory fails before the run", []string{"simulate", "--env", "wheel", "--steps", "100000000", "--out", fits + "/out"}, 1, "",
 			"refinery simulate: --out: mkdir " + fits + ": not a directory\n"},
 		{"a negative reward delay is refused", []string{"simulate", "--reward-delay", "-1"}, 2, "", "refinery simulate: --reward-delay -1: want at least 0\n"},
-		{"--estimator sets the preset's training.estimator", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"estimator":"ris"`, ""},
 		{"an unknown estimator is refused", []string{"simulate", "--estimator", "exact"}, 2, "",
-			`refinery simulate: invalid value "exact" for flag -estimator: want one of "local-reparam", "weight-reparam", "ris"` + "\n"},
-		{"--bound sets the preset's training.bound", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--bound", "collapsed-mean", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"bound":"collapsed-mean"`, ""},
+			`refinery simulate: invalid value "exact" for flag --estimator: want one of "local-reparam", "weight-reparam", "ris"` + "\n"},
 		{"an unknown bound is refused", []string{"simulate", "--bound", "collapsed"}, 2, "",
-			`refinery simulate: invalid value "collapsed" for flag -bound: want one of "elbo", "collapsed-mean", "collapsed-mean-var"` + "\n"},
+			`refinery simulate: invalid value "collapsed" for flag --bound: want one of "elbo", "collapsed-mean", "collapsed-mean-var"` + "\n"},
 		{"--bound does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--bound", "elbo"}, 2, "",
 			"refinery simulate: --bound: the --bandit-config file sets training.bound\n"},
-		{"--optimizer sets the preset's training.optimizer", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--optimizer", "ngvi", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"optimizer":"ngvi"`, ""},
 		{"an unknown optimizer is refused", []string{"simulate", "--optimizer", "vogn"}, 2, "",
-			`refinery simulate: invalid value "vogn" for flag -optimizer: want one of "adam", "ngvi"` + "\n"},
+			`refinery simulate: invalid value "vogn" for flag --optimizer: want one of "adam", "ngvi"` + "\n"},
 		{"--optimizer does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--optimizer", "adam"}, 2, "",
 			"refinery simulate: --optimizer: the --bandit-config file sets training.optimizer\n"},
-		{"--set sets a field of the preset's configuration", []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--set", "model.noise=per-arm", "--set", "training.sigma_lr=0.01", "--steps", "30", "--train-every", "10", "--quiet"}, 0, `"noise":"per-arm"`, ""},
 		{"--set of an unknown field is a one-line error naming it", []string{"simulate", "--set", "model.nois=per-arm"}, 2, "", "refinery simulate: --set: bandit: invalid: model.nois: unknown field\n"},
 		{"--set does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--set", "model.noise=shared"}, 2, "",
 			"refinery simulate: --set: the --bandit-config file sets the configuration\n"},
@@ -82,5 +82,65 @@ func TestSimulateMerge(t *testing.T) {
 		{"DIR:POLICY takes one policy", []string{"simulate", "--merge", a + ":uniform," + b + ":uniform", "--out", filepath.Join(dir, "m4")}, 0, "| uniform | 2 |", ""},
 		{"DIR:POLICY names a policy of DIR", []string{"simulate", "--merge", a + ":greedy", "--out", filepath.Join(dir, "m5")}, 1, "",
 			"refinery simulate: merge: " + a + " has no policy greedy (it has uniform)\n"},
+	})
+}
+
+// --estimator, --bound, --optimizer and --set reach the configuration
+// the runs play, as summary.json records it; the command prints the
+// settings that differ from the service's defaults, readably, instead of
+// the preset's JSON full of zeros (issue 30, polish).
+func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	var stdout, stderr bytes.Buffer
+	args := []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--bound", "collapsed-mean", "--optimizer", "ngvi",
+		"--set", "model.noise=per-arm", "--set", "training.sigma_lr=0.01", "--steps", "30", "--train-every", "10", "--quiet", "--out", out}
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Policies []struct {
+			Bandit struct {
+				Model struct {
+					Noise string `json:"noise"`
+				} `json:"model"`
+				Training struct {
+					Estimator string  `json:"estimator"`
+					Bound     string  `json:"bound"`
+					Optimizer string  `json:"optimizer"`
+					SigmaLR   float64 `json:"sigma_lr"`
+				} `json:"training"`
+			} `json:"bandit"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Policies) != 1 {
+		t.Fatalf("summary.json has %d policies, want 1", len(sum.Policies))
+	}
+	got := sum.Policies[0].Bandit
+	if got.Training.Estimator != "ris" || got.Training.Bound != "collapsed-mean" || got.Training.Optimizer != "ngvi" || got.Training.SigmaLR != 0.01 || got.Model.Noise != "per-arm" {
+		t.Errorf("summary.json's bandit: %+v; want estimator ris, bound collapsed-mean, optimizer ngvi, sigma_lr 0.01, noise per-arm", got)
+	}
+	// collapsed-mean is the service's default bound: not printed.
+	printed := stdout.String()
+	want := "  mf-ts: model.noise=per-arm policy.max_sample_uses=1 refinement.bank_size=3 refinement.iterations=200 training.estimator=ris training.iterations=100 training.iterations_per_reward=10 training.optimizer=ngvi training.sigma_lr=0.01\n"
+	if !strings.Contains(printed, "preset fast, retrained every 10 rewards; each policy's settings beside the service's defaults:\n"+want) {
+		t.Errorf("stdout does not describe the settings as\n%s\ngot:\n%s", want, printed)
+	}
+	if strings.Contains(printed, `"stop_tolerance":0`) {
+		t.Errorf("stdout prints the preset's JSON:\n%s", printed)
+	}
+}
+
+// Counts in English: one policy, one seed, one step (issue 30, polish).
+func TestSimulateCountsInEnglish(t *testing.T) {
+	runCases(t, []runCase{
+		{"the plan", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "1", "--quiet"}, 0, "(2 features, 5 arms); 1 policy x 1 seed x 1 step\n", ""},
+		{"the summary's title", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "1", "--quiet"}, 0, "# Regret: wheel:delta=0.95, 1 step, 1 seed (1)\n", ""},
 	})
 }

@@ -18,8 +18,8 @@
     if (digits === undefined) digits = 1;
     return Number(v).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: 0 });
   }
-  function kpi(name, label, value) {
-    return '<div class="kpi"><div class="v" data-field="' + name + '">' + value + '</div><div class="l">' + esc(label) + "</div></div>";
+  function kpi(name, label, value, title) {
+    return '<div class="kpi"' + (title ? ' title="' + esc(title) + '"' : "") + '><div class="v" data-field="' + name + '">' + value + '</div><div class="l" data-field="' + name + '-label">' + esc(label) + "</div></div>";
   }
   function shares(b) {
     return b.arms.map((a) => esc(a) + " " + num(100 * (b.arm_share[a] || 0), 0) + "%").join(" · ");
@@ -89,16 +89,31 @@
     h += '<div class="kpis">';
     h += kpi("decisions", "decisions", num(b.decisions, 0));
     h += kpi("decisions_per_second", "decisions/s", num(b.decisions_per_second));
-    h += kpi("avg_reward", "avg reward (last " + b.reward_window + ")", num(b.avg_reward, 2));
-    h += kpi("regret", "cum. regret", b.regret ? num(b.regret.cumulative, 0) : "n/a");
+    h += kpi("avg_reward", "avg reward (last " + b.reward_window + " rewards)", b.avg_reward === null ? "none yet" : num(b.avg_reward, 2));
+    // Only a simulator knows the regret: no card for other traffic.
+    if (b.regret) h += kpi("regret", "cum. regret", num(b.regret.cumulative, 0));
     // Which panels and numbers a bandit has depends on its policy kind
     // (panelsFor in api/dashboard_view.go): uniform has no model and no
     // trainer, linear-ts no objective.
     const trained = b.panels.includes("lag");
     h += kpi("model_version", "model version", trained ? num(b.model_version, 0) : "n/a");
-    h += kpi("trainer_lag", "trainer lag (rewards, s)", trained ? num(b.trainer_lag, 0) + " · " + num(b.trainer_lag_seconds, 1) + "s" : "n/a");
+    // The lag swings between 0 and a retraining's batch within a
+    // second: the card shows the mean the chart draws, and how long the
+    // posterior was trained before the newest reward. A replica that
+    // does not train the bandit serves the versions the trainer persists
+    // (every snapshot_every): its lag is behind the newest of those, not
+    // the trainer's own.
+    const lag = trained ? num(b.trainer_lag_mean, 1) + " · " + num(b.trainer_lag_seconds, 1) + "s" : "n/a";
+    if (!trained || b.trainer) {
+      h += kpi("trainer_lag", "trainer lag (rewards, s)", lag,
+        "The rewards the published posterior has not seen (mean of the recent samples), and how long before the newest reward it was trained.");
+    } else {
+      h += kpi("trainer_lag", "lag, following (rewards, s)", lag,
+        "Another replica trains this bandit; this one serves the newest version it persisted (every " + b.snapshot_every +
+        " versions), so it lags by the rewards since then. The trainer's own lag is on its replica's dashboard.");
+    }
     h += "</div>";
-    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + ({ map: "MAP objective " + num(b.elbo, 1) + " · ", elbo: "ELBO " + num(b.elbo, 1) + " · " }[b.objective] || "") + "arm mix (10s) " + shares(b) + "</div>";
+    h += '<div class="bankline">rewards ' + num(b.rewards, 0) + " (" + num(b.rewards_per_second) + "/s) · " + ({ map: "MAP objective per reward " + field("elbo-per-reward", fig(b.elbo_per_reward)) + " · ", elbo: "ELBO per reward " + field("elbo-per-reward", fig(b.elbo_per_reward)) + " · " }[b.objective] || "") + "arm mix (10s) " + shares(b) + "</div>";
     if (b.bank) {
       const k = b.bank;
       h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + " · beyond bounds " + num(k.beyond_bounds, 0) + " · per decision: sample uses " + num(k.mean_sample_uses) + ", age " + num(k.mean_sample_age_seconds) + " s, versions behind " + num(k.mean_versions_behind) + "</div>";
@@ -152,7 +167,11 @@
       replicas.innerHTML = fleet(v);
       replicas.hidden = false;
     }
-    if (v.bandits.length === 0) return;
+    if (v.bandits.length === 0) {
+      // The first answer, or the last bandit deleted: now it is known.
+      main.innerHTML = '<p class="empty">No bandits yet: create one with <code>POST /v1/bandits</code>, or start with <code>refinery serve --simulate mushroom</code>.</p>';
+      return;
+    }
     const seen = new Set();
     for (const b of v.bandits) {
       seen.add(b.name);
