@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/posterior"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -59,7 +58,7 @@ func TestRefinementTargetsTheTrainedModelsPrior(t *testing.T) {
 			mean, vari := a.RefinementPrior()
 			reg := c.reg
 			if reg == 0 {
-				reg = posterior.DefaultCollapsedReg
+				reg = bandit.DefaultCollapsedReg
 			}
 			for j := range mean {
 				wantM, wantV := 0.0, pub.PriorVar[j]
