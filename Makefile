@@ -77,6 +77,15 @@ bench-decision-cost: ## one mf-ts decision at the sizes the per-decision budgets
 	$(GO) test -run '^$$' -bench '^BenchmarkHeaviestDecision$$' -benchtime 5x -count 1 -timeout 20m ./bandit/
 	@uptime
 
+NEWUSER_SEEDS ?= 8
+NEWUSER_FIRST ?= 0
+NEWUSER_REG ?= 0
+.PHONY: bench-newuser
+bench-newuser: ## the new user's 4-arm problem of TestNewUserBanditLearns in step mode (deterministic): refined TS with the service's defaults (training.collapsed_reg NEWUSER_REG when not 0) beside linear TS on NEWUSER_SEEDS streams after NEWUSER_FIRST; regret per decision over the last 500 of 2,000, arms per device (1.5-3 CPU-minutes a stream; see bench/newuser-step)
+	@$(BENCH_HEADER)
+	NU_SEEDS=$(NEWUSER_SEEDS) NU_FIRST=$(NEWUSER_FIRST) NU_REG=$(NEWUSER_REG) NU_VERBOSE=1 $(GO) test -run '^TestNewUserStepScreen$$' -count 1 -v -timeout 120m ./cmd/refinery/
+	@uptime
+
 .PHONY: bench-kern
 bench-kern: ## the float32 kernels of nn/kern (products, elementwise passes, fused Adam) at every level this CPU has (see bench/kern.md)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 0.5s -count 3 ./nn/kern/
