@@ -87,8 +87,8 @@ func newUserStepRegret(t *testing.T, kind bandit.PolicyKind, seed uint64, steps,
 // (bench/newuser-step), skipped unless NU_SEEDS is set: newUserProblem's
 // streams NU_FIRST+1 .. NU_FIRST+NU_SEEDS, each played in step mode (no
 // goroutine timing: the same stream gives the same decisions) by refined
-// TS with the service's defaults, training.collapsed_reg NU_REG when it
-// is set, and by linear TS. It prints the regret per decision over the
+// TS with the service's defaults (training.collapsed_reg NU_REG and
+// policy.samples NU_SAMPLES when they are set), and by linear TS. It prints the regret per decision over the
 // last 500 of 2,000; with NU_VERBOSE, the arms each device got over them
 // and three decisions per device at the end. TestNewUserBanditLearns is
 // the HTTP test of the same problem, on one stream whose decisions depend
@@ -99,11 +99,14 @@ func TestNewUserStepScreen(t *testing.T) {
 		t.Skip("a measurement: make bench-newuser (NU_SEEDS streams)")
 	}
 	reg, _ := strconv.ParseFloat(os.Getenv("NU_REG"), 64)
+	samples, _ := strconv.Atoi(os.Getenv("NU_SAMPLES"))
 	first, _ := strconv.Atoi(os.Getenv("NU_FIRST"))
 	for s := first; s < first+n; s++ {
 		start := time.Now()
-		got := newUserStepRegret(t, bandit.RefinedTS, uint64(s+1), 2000, 500, 5, func(c *bandit.Config) { c.Training.CollapsedReg = reg })
+		got := newUserStepRegret(t, bandit.RefinedTS, uint64(s+1), 2000, 500, 5, func(c *bandit.Config) {
+			c.Training.CollapsedReg, c.Policy.Samples = reg, samples
+		})
 		lin := newUserStepRegret(t, bandit.LinearTS, uint64(s+1), 2000, 500, 5, nil)
-		fmt.Printf("seed %d reg %g: refined %.4f linear %.4f ratio %.1f (%.1fs)\n", s+1, reg, got, lin, got/lin, time.Since(start).Seconds())
+		fmt.Printf("seed %d reg %g samples %d: refined %.4f linear %.4f ratio %.1f (%.1fs)\n", s+1, reg, samples, got, lin, got/lin, time.Since(start).Seconds())
 	}
 }
