@@ -44,19 +44,8 @@ func TestUnknownKeyFloodKeepsHonestClientsServed(t *testing.T) {
 	h := newHammer(m.URL(), "load", "honest")
 	h.auth = "Bearer " + m.AdminKey
 	flood := newHammer(m.URL(), "load", "flood")
-	run := func(attack func(stop <-chan struct{})) (perSec float64, st map[int]int64) {
-		h.take()
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() { attack(stop); close(done) }()
-		time.AfterFunc(phase, func() { close(stop) })
-		h.closedLoop(honestClients, stop)
-		<-done
-		st, _, _ = h.take()
-		return float64(st[201]+st[200]) / phase.Seconds(), st
-	}
-	alone, _ := run(func(stop <-chan struct{}) { <-stop })
-	beside, honestSt := run(func(stop <-chan struct{}) { flood.flood(flooders, stop, flood.unknownKeyDecision) })
+	alone, _ := h.beside(honestClients, phase, func(stop <-chan struct{}) { <-stop })
+	beside, honestSt := h.beside(honestClients, phase, func(stop <-chan struct{}) { flood.flood(flooders, stop, flood.unknownKeyDecision) })
 	floodSt, _, _ := flood.take()
 	t.Logf("honest %.0f transactions/s alone, %.0f/s (%.0f%%) beside %d unknown-key clients: honest %v, flood %v",
 		alone, beside, 100*beside/alone, flooders, honestSt, floodSt)

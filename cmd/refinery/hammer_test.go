@@ -128,6 +128,22 @@ func (h *hammer) closedLoop(n int, stop <-chan struct{}) {
 	wg.Wait()
 }
 
+// beside runs n closed-loop clients of h for phase while attack runs
+// (attack returns once stop is closed) and returns their acknowledged
+// decisions a second and the status codes of their answers; h's counts
+// start from zero.
+func (h *hammer) beside(n int, phase time.Duration, attack func(stop <-chan struct{})) (perSec float64, st map[int]int64) {
+	h.take()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { attack(stop) })
+	time.AfterFunc(phase, func() { close(stop) })
+	h.closedLoop(n, stop)
+	wg.Wait()
+	st, _, _ = h.take()
+	return float64(st[201]+st[200]) / phase.Seconds(), st
+}
+
 // flood runs n clients, each sending the request next makes (from its
 // own seeded generator) one after another until stop is closed, and
 // counts only the answers' status codes (0: transport error).

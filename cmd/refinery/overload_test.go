@@ -126,15 +126,7 @@ func TestOverloadBench(t *testing.T) {
 	// rate above.
 	const phase = 15 * time.Second
 	honest := func(attack func(stop <-chan struct{})) (perSec float64, st map[int]int64) {
-		h.take()
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() { attack(stop) })
-		time.AfterFunc(phase, func() { close(stop) })
-		h.closedLoop(16, stop)
-		wg.Wait()
-		st, _, _ = h.take()
-		return float64(st[201]+st[200]) / phase.Seconds(), st
+		return h.beside(16, phase, attack)
 	}
 	// Slow bodies: 100 connections each sending a decision body of 1,000
 	// bytes a byte every 2 s (finding 1).
