@@ -36,6 +36,21 @@ func newTestFleet(t *testing.T, s *Postgres) *Fleet {
 	return f
 }
 
+// endLockSession has the server end f's lock session
+// (pg_terminate_backend through s), as when its replica's connection
+// dies; the backend ends a moment after the call returns.
+func endLockSession(t *testing.T, s *Postgres, f *Fleet) {
+	t.Helper()
+	ctx := context.Background()
+	var pid int
+	if err := f.lock.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func leads(t *testing.T, f *Fleet, bandits ...string) []string {
 	t.Helper()
 	got, err := f.Lead(context.Background(), bandits)
@@ -100,13 +115,7 @@ func TestFleetLocks(t *testing.T) {
 
 	// The server ends A's lock session.
 	ctx := context.Background()
-	var pid int
-	if err := a.lock.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s1.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-		t.Fatal(err)
-	}
+	endLockSession(t, s1, a)
 	// pg_terminate_backend signals the backend, which ends a moment later.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		got := leads(t, b, "x", "y", "z")
@@ -316,13 +325,7 @@ func TestFleetReplicasListLiveLeasesOnly(t *testing.T) {
 		t.Fatalf("replicas train %v; want A x and y, B nothing, C w", got)
 	}
 
-	var pid int
-	if err := a.lock.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s1.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-		t.Fatal(err)
-	}
+	endLockSession(t, s1, a)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if got := leads(t, b, "x", "y"); slices.Equal(got, []string{"x", "y"}) {
 			break
