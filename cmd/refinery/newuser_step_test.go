@@ -88,9 +88,10 @@ func newUserStepRegret(t *testing.T, kind bandit.PolicyKind, seed uint64, steps,
 // streams NU_FIRST+1 .. NU_FIRST+NU_SEEDS, each played in step mode (no
 // goroutine timing: the same stream gives the same decisions) by refined
 // TS with the service's defaults (training.collapsed_reg NU_REG and
-// policy.samples NU_SAMPLES when they are set), and by linear TS. It prints the regret per decision over the
-// last 500 of 2,000; with NU_VERBOSE, the arms each device got over them
-// and three decisions per device at the end. TestNewUserBanditLearns is
+// policy.samples NU_SAMPLES when they are set), and by linear TS. It
+// prints the regret per decision over the last 500 of 2,000; with
+// NU_VERBOSE, the arms each device got over them and three decisions per
+// device at the end. TestNewUserBanditLearns is
 // the HTTP test of the same problem, on one stream whose decisions depend
 // on the trainer's and the refinement workers' timing.
 func TestNewUserStepScreen(t *testing.T) {
