@@ -34,9 +34,20 @@ func (l Layer) Bias(p []float64) []float64 { return p[l.B : l.B+l.Out] }
 // live in one flat []float64 whose layout Layer describes: layer 0 first,
 // each layer's weight block followed by its bias block. An Arch is
 // immutable and may be shared.
+//
+// An Arch made by WithSkip also feeds the inputs to the output layer
+// beside the last hidden layer (a skip connection, the "wide and deep"
+// network of Cheng et al. 2016):
+//
+//	f = W_L [a_{L-1}; x] + b_L,
+//
+// a linear model per arm plus the network. The output layer's input is
+// then the concatenation: Layer(L).In = H + In, its first H columns
+// weigh the hidden units and the last In the inputs (SkipFrom).
 type Arch struct {
 	layers []Layer
 	n      int
+	skip   bool
 }
 
 // NewArch returns the architecture with in inputs, the given hidden widths
@@ -55,14 +66,51 @@ func NewArch(in int, hidden []int, out int) Arch {
 		widths = append(widths, h)
 	}
 	widths = append(widths, out)
-	a := Arch{layers: make([]Layer, len(widths)-1)}
+	return newArch(widths, false)
+}
+
+// newArch lays out the layers of the widths, the output layer taking the
+// inputs too when skip.
+func newArch(widths []int, skip bool) Arch {
+	a := Arch{layers: make([]Layer, len(widths)-1), skip: skip}
 	for l := range a.layers {
 		li := Layer{In: widths[l], Out: widths[l+1], W: a.n}
+		if skip && l == len(a.layers)-1 {
+			li.In += widths[0]
+		}
 		li.B = li.W + li.In*li.Out
 		a.layers[l] = li
 		a.n = li.End()
 	}
 	return a
+}
+
+// WithSkip returns the architecture with the same widths whose output
+// layer also takes the inputs (see Arch). A network without hidden layers
+// is linear already and is returned as it is.
+func (a Arch) WithSkip() Arch {
+	if len(a.layers) < 2 || a.skip {
+		return a
+	}
+	widths := []int{a.In()}
+	for _, ly := range a.layers {
+		widths = append(widths, ly.Out)
+	}
+	return newArch(widths, true)
+}
+
+// Skip reports whether the output layer takes the inputs too (WithSkip).
+func (a Arch) Skip() bool { return a.skip }
+
+// SkipFrom returns the first column of the output layer's weight rows
+// that weighs an input rather than a hidden unit: the last hidden width
+// under WithSkip, and Layer(L).In (no such column) otherwise.
+func (a Arch) SkipFrom() int {
+	last := a.layers[len(a.layers)-1]
+	if !a.skip {
+		return last.In
+	}
+	return last.In - a.In()
 }
 
 // NumParams returns the length of the flat parameter vector.
@@ -90,9 +138,9 @@ func (a Arch) Hidden() []int {
 	return h
 }
 
-// Equal reports whether a and b have the same widths.
+// Equal reports whether a and b have the same widths and skip connection.
 func (a Arch) Equal(b Arch) bool {
-	if len(a.layers) != len(b.layers) {
+	if len(a.layers) != len(b.layers) || a.skip != b.skip {
 		return false
 	}
 	for l := range a.layers {
@@ -101,6 +149,16 @@ func (a Arch) Equal(b Arch) bool {
 		}
 	}
 	return true
+}
+
+// in returns how many of layer l's input columns are the network's
+// inputs: all of the first layer's, the last In of a skip connection's
+// output layer, none otherwise.
+func (a Arch) in(l int) int {
+	if l == 0 || a.skip && l == len(a.layers)-1 {
+		return a.In()
+	}
+	return 0
 }
 
 func (a Arch) checkLen(p []float64, what string) {
@@ -148,24 +206,29 @@ func (a Arch) InitHe(dst []float64, rng *rand.Rand) {
 func (a Arch) Embed(b Arch, inputs []int, dst, p []float64) {
 	a.checkLen(p, "p")
 	b.checkLen(dst, "dst")
-	if len(a.layers) != len(b.layers) || len(inputs) != a.In() || b.Out() < a.Out() {
-		panic("nn: Embed needs the same hidden layers, one input index per input of a, and at least a's outputs")
+	if len(a.layers) != len(b.layers) || a.skip != b.skip || len(inputs) != a.In() || b.Out() < a.Out() {
+		panic("nn: Embed needs the same hidden layers and skip connection, one input index per input of a, and at least a's outputs")
 	}
 	for l := range a.layers {
-		if l > 0 && a.layers[l].In != b.layers[l].In || l < len(a.layers)-1 && a.layers[l].Out != b.layers[l].Out {
+		if l > 0 && a.layers[l].In-a.in(l) != b.layers[l].In-b.in(l) || l < len(a.layers)-1 && a.layers[l].Out != b.layers[l].Out {
 			panic("nn: Embed needs the same hidden widths")
+		}
+	}
+	for _, j := range inputs {
+		if j < 0 || j >= b.In() {
+			panic("nn: Embed input index out of range")
 		}
 	}
 	for l, la := range a.layers {
 		lb := b.layers[l]
+		// Columns from skip on weigh the inputs (all of them in the first
+		// layer, those of the skip connection in the output layer).
+		skip := la.In - a.in(l)
 		for o := range la.Out {
 			for i := range la.In {
 				j := i
-				if l == 0 {
-					j = inputs[i]
-					if j < 0 || j >= lb.In {
-						panic("nn: Embed input index out of range")
-					}
+				if i >= skip {
+					j = lb.In - b.In() + inputs[i-skip]
 				}
 				dst[lb.W+o*lb.In+j] = p[la.W+o*la.In+i]
 			}
@@ -173,3 +236,53 @@ func (a Arch) Embed(b Arch, inputs []int, dst, p []float64) {
 		}
 	}
 }
+
+// widenSkip turns the n rows of the last hidden layer's output, h wide at
+// the start of a, into the output layer's input under a skip connection
+// (Arch.WithSkip): rows of w = h + In, [a_{L-1}; x], in place. Row i's
+// context is row rows[i] of x (In wide), or row i when rows is nil, or x
+// itself for every row when x is a single context.
+func widenSkip[T float32 | float64](a []T, n, h, w int, x []float64, rows []int) {
+	in := w - h
+	one := rows == nil && len(x) == in
+	// From the last row back: row i's new place starts at i*w >= i*h, past
+	// the rows not moved yet.
+	for i := n - 1; i >= 0; i-- {
+		copy(a[i*w:i*w+h], a[i*h:(i+1)*h])
+		r := i
+		switch {
+		case rows != nil:
+			r = rows[i]
+		case one:
+			r = 0
+		}
+		dst := a[i*w+h : (i+1)*w]
+		for j, v := range x[r*in : (r+1)*in] {
+			dst[j] = T(v)
+		}
+	}
+}
+
+// packSkip is widenSkip's adjoint for the backward pass: it keeps the
+// first h columns of the n rows of g (w wide), packed at g's start, the
+// gradient with respect to the last hidden layer's output. The columns of
+// the inputs are dropped (the contexts take no gradient).
+func packSkip[T float32 | float64](g []T, n, h, w int) {
+	for i := 1; i < n; i++ {
+		copy(g[i*h:(i+1)*h], g[i*w:i*w+h])
+	}
+}
+
+// actSize returns the length per row of the activation buffer of layer
+// l: its width, or the output layer's input width for the last hidden
+// layer of a skip connection, which widenSkip fills in place.
+func (a Arch) actSize(l int) int {
+	if l+1 < len(a.layers) {
+		return a.layers[l+1].In
+	}
+	return a.layers[l].Out
+}
+
+// skipLayer reports whether layer l's output is widened into the output
+// layer's input (the last hidden layer under a skip connection).
+func (a Arch) skipLayer(l int) bool { return a.skip && l == len(a.layers)-2 }

@@ -11,9 +11,15 @@ import (
 // inputs are zero, and its new parameters are what dst held.
 func TestEmbedKeepsThePredictions(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, hidden := range [][]int{nil, {5}, {6, 3}} {
-		a := NewArch(4, hidden, 2)
-		b := NewArch(7, hidden, 3)
+	for _, c := range []struct {
+		hidden []int
+		skip   bool
+	}{{nil, false}, {[]int{5}, false}, {[]int{6, 3}, false}, {[]int{5}, true}, {[]int{6, 3}, true}} {
+		hidden := c.hidden
+		a, b := NewArch(4, hidden, 2), NewArch(7, hidden, 3)
+		if c.skip {
+			a, b = a.WithSkip(), b.WithSkip()
+		}
 		inputs := []int{0, 1, 3, 6} // inputs 2, 4 and 5 of b are new
 		p := make([]float64, a.NumParams())
 		for i := range p {

@@ -161,13 +161,28 @@ func newNet32(a Arch, maxBatch int, backward bool) net32 {
 		nt.grad = make([][]float32, len(a.layers))
 		nt.tr = newSparseT(a.In(), maxBatch)
 	}
-	for l, ly := range a.layers {
-		nt.act[l] = make([]float32, maxBatch*ly.Out)
+	for l := range a.layers {
+		nt.act[l] = make([]float32, maxBatch*a.actSize(l))
 		if backward {
-			nt.grad[l] = make([]float32, maxBatch*ly.Out)
+			nt.grad[l] = make([]float32, maxBatch*a.actSize(l))
 		}
 	}
 	return nt
+}
+
+// widen is net.widen on the fast engine: row i's context is row rows[i]
+// of x (In wide), or x itself for every row when rows is nil.
+func (nt *net32) widen(l int, x []float64, rows []int, n int) {
+	if nt.arch.skipLayer(l) {
+		widenSkip(nt.act[l], n, nt.arch.layers[l].Out, nt.arch.layers[l+1].In, x, rows)
+	}
+}
+
+// pack is net.pack on the fast engine.
+func (nt *net32) pack(l int, n int) {
+	if nt.arch.skipLayer(l - 1) {
+		packSkip(nt.grad[l-1], n, nt.arch.layers[l-1].Out, nt.arch.layers[l].In)
+	}
 }
 
 func (nt *net32) last() int { return len(nt.arch.layers) - 1 }
@@ -348,6 +363,7 @@ func (nt *net32) forward(w []float32, d *View, n int) bool {
 		if l < last {
 			kern.Relu(z)
 		}
+		nt.widen(l, d.x, nt.rows[:n], n)
 	}
 	return sparse
 }
@@ -381,6 +397,7 @@ func (nt *net32) backward(dw []float32, d *View, n int, sparse bool) {
 			clear(gp)
 			kern.Sgemm(n, ly.In, ly.Out, g, ly.Out, 1, ly.Weights32(nt.wC), ly.In, gp, ly.In)
 			kern.ReluMask(gp, in)
+			nt.pack(l, n)
 		}
 	}
 }
@@ -616,12 +633,14 @@ func (e *evaluator32) forwardLocal(mu []float32, d *View, n int) bool {
 			eps := e.leps[l][:n*ly.Out*e.ris]
 			e.noise.fill(eps)
 			risLayer(z, sd, e.dz[l][:n*ly.Out], eps, e.ris, e.lik.opt.RISFixedProposal)
+			e.widen(l, d.x, e.rows[:n], n)
 			continue
 		}
 		lrtSample(z, sd, e.leps[l][:n*ly.Out], &e.noise)
 		if l < last {
 			kern.Relu(z)
 		}
+		e.widen(l, d.x, e.rows[:n], n)
 	}
 	return sparse
 }
@@ -702,6 +721,7 @@ func (e *evaluator32) backwardLocal(dMu, dS2 []float32, d *View, n int, sparse b
 			clear(t)
 			kern.Sgemm(n, ly.In, ly.Out, dv, ly.Out, 1, ly.Weights32(e.s2C), ly.In, t, ly.In)
 			kern.ReluBackward(gp, in, t)
+			e.pack(l, n)
 		}
 	}
 }

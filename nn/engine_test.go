@@ -99,6 +99,8 @@ func TestFastEngineMatchesReference(t *testing.T) {
 		{"one-hot contexts", newProblem(30, []int{20, 10}, 2, 50, 12).oneHot(4)},
 		{"linear model", newProblem(6, nil, 2, 30, 13)},
 		{"the bandit network", newProblem(117, []int{100, 100}, 2, 64, 6).oneHot(2)},
+		{"skip connection", newSkipProblem(7, []int{9, 8}, 3, 50, 14)},
+		{"skip connection on one-hot contexts", newSkipProblem(117, []int{100}, 2, 64, 15).oneHot(3)},
 	}
 	for _, pc := range problems {
 		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
@@ -154,7 +156,7 @@ func TestFastEngineMatchesReference(t *testing.T) {
 }
 
 func TestFastEngineAllocatesNothing(t *testing.T) {
-	for _, p := range []problem{newProblem(7, []int{9, 8}, 3, 50, 11), newProblem(30, []int{20}, 2, 50, 12).oneHot(4)} {
+	for _, p := range []problem{newProblem(7, []int{9, 8}, 3, 50, 11), newProblem(30, []int{20}, 2, 50, 12).oneHot(4), newSkipProblem(30, []int{20}, 2, 50, 12).oneHot(4)} {
 		n := p.arch.NumParams()
 		mu, sig := make([]float32, n), make([]float32, n)
 		p.arch.ToEngine(mu, p.mu)
@@ -240,6 +242,8 @@ func TestFastPredictorMatchesReference(t *testing.T) {
 		{"dense contexts", newProblem(7, []int{9, 8}, 3, 50, 11)},
 		{"one-hot contexts", newProblem(117, []int{100, 100}, 2, 50, 6).oneHot(2)},
 		{"linear model", newProblem(6, nil, 2, 30, 13)},
+		{"skip connection", newSkipProblem(7, []int{9}, 3, 50, 14)},
+		{"skip connection on one-hot contexts", newSkipProblem(117, []int{100}, 2, 50, 15).oneHot(3)},
 	} {
 		t.Run(pc.name, func(t *testing.T) {
 			p := pc.p

@@ -28,13 +28,30 @@ func newNet(a Arch, maxBatch int, backward bool) net {
 		nt.grad = make([][]float64, len(a.layers))
 		nt.tT = make([]float64, a.layers[0].In*a.layers[0].Out)
 	}
-	for l, ly := range a.layers {
-		nt.act[l] = make([]float64, maxBatch*ly.Out)
+	for l := range a.layers {
+		nt.act[l] = make([]float64, maxBatch*a.actSize(l))
 		if backward {
-			nt.grad[l] = make([]float64, maxBatch*ly.Out)
+			nt.grad[l] = make([]float64, maxBatch*a.actSize(l))
 		}
 	}
 	return nt
+}
+
+// widen makes the output of layer l the output layer's input [a_l; x]
+// when l is the last hidden layer of a skip connection (widenSkip), for
+// the n rows of the batch whose contexts are x.
+func (nt *net) widen(l int, x []float64, n int) {
+	if nt.arch.skipLayer(l) {
+		widenSkip(nt.act[l], n, nt.arch.layers[l].Out, nt.arch.layers[l+1].In, x, nil)
+	}
+}
+
+// pack keeps, of the gradient G_{l-1} the output layer l passed down
+// (rows of its input width), the columns of the hidden units (packSkip).
+func (nt *net) pack(l int, n int) {
+	if nt.arch.skipLayer(l - 1) {
+		packSkip(nt.grad[l-1], n, nt.arch.layers[l-1].Out, nt.arch.layers[l].In)
+	}
 }
 
 func (nt *net) last() int { return len(nt.arch.layers) - 1 }
@@ -66,6 +83,7 @@ func (nt *net) forward(w, wT, x []float64, n int) {
 		if l < last {
 			relu(z)
 		}
+		nt.widen(l, x, n)
 	}
 }
 
@@ -90,6 +108,7 @@ func (nt *net) backward(dw, w, x []float64, n int, beta float64) {
 			gp := nt.grad[l-1][:n*ly.In]
 			gemm(noTrans, noTrans, n, ly.In, ly.Out, 1, g, ly.Out, ly.Weights(w), ly.In, 0, gp, ly.In)
 			reluMask(gp, in[:n*ly.In])
+			nt.pack(l, n)
 		}
 	}
 }
@@ -487,6 +506,7 @@ func (e *evaluator) forwardLocal(mu, x []float64, n int, rng *rand.Rand) {
 				ep[i] = rng.NormFloat64()
 			}
 			risLayer(z, sd, e.dz[l][:n*ly.Out], ep, e.ris, e.lik.opt.RISFixedProposal)
+			e.widen(l, x, n)
 			continue
 		}
 		ep := e.leps[l][:n*ly.Out]
@@ -499,6 +519,7 @@ func (e *evaluator) forwardLocal(mu, x []float64, n int, rng *rand.Rand) {
 		if l < last {
 			relu(z)
 		}
+		e.widen(l, x, n)
 	}
 }
 
@@ -553,6 +574,7 @@ func (e *evaluator) backwardLocal(dMu, dS2, mu, x []float64, n int, beta float64
 			for i, v := range in {
 				gp[i] = active(gp[i]+2*v*t[i], v)
 			}
+			e.pack(l, n)
 		}
 	}
 }

@@ -20,11 +20,14 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 		name   string
 		hidden []int
 		oneHot bool
+		skip   bool
 	}{
-		{"two hidden layers", []int{4, 5}, false},
-		{"two hidden layers on one-hot contexts", []int{4, 5}, true},
-		{"no hidden layer", nil, false},
-		{"no hidden layer on one-hot contexts", nil, true},
+		{"two hidden layers", []int{4, 5}, false, false},
+		{"two hidden layers on one-hot contexts", []int{4, 5}, true, false},
+		{"no hidden layer", nil, false, false},
+		{"no hidden layer on one-hot contexts", nil, true, false},
+		{"skip connection", []int{4, 5}, false, true},
+		{"skip connection on one-hot contexts", []int{4}, true, true},
 	}
 	for _, ar := range archs {
 		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
@@ -32,6 +35,9 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 				name := ar.name + "/" + estName(est) + "/" + model
 				t.Run(name, func(t *testing.T) {
 					p := newProblem(6, ar.hidden, 3, 11, 7)
+					if ar.skip {
+						p = newSkipProblem(6, ar.hidden, 3, 11, 7)
+					}
 					if ar.oneHot {
 						p = p.oneHot(8)
 					}

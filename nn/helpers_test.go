@@ -19,8 +19,18 @@ type problem struct {
 // chosen at random among out, rewards on the scale of the bandit rewards,
 // and a random mean-field posterior.
 func newProblem(in int, hidden []int, out, rows int, seed uint64) problem {
+	return newProblemOf(NewArch(in, hidden, out), rows, seed)
+}
+
+// newSkipProblem is newProblem on the network whose output layer also
+// takes the inputs (Arch.WithSkip).
+func newSkipProblem(in int, hidden []int, out, rows int, seed uint64) problem {
+	return newProblemOf(NewArch(in, hidden, out).WithSkip(), rows, seed)
+}
+
+func newProblemOf(a Arch, rows int, seed uint64) problem {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	a := NewArch(in, hidden, out)
+	in, out := a.In(), a.Out()
 	x := make([]float64, rows*in)
 	for i := range x {
 		x[i] = rng.NormFloat64()

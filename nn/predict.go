@@ -303,6 +303,7 @@ func (p *Predictor) sampleLocal(dst, vari, mu, sig2, x []float64, draws int, s S
 		if last > 0 {
 			relu(z)
 		}
+		p.widen(0, x, n)
 		for l := 1; l <= last; l++ {
 			ly := p.arch.layers[l]
 			a := p.act[l-1][:n*ly.In]
@@ -328,6 +329,7 @@ func (p *Predictor) sampleLocal(dst, vari, mu, sig2, x []float64, draws int, s S
 			if l < last {
 				relu(z)
 			}
+			p.widen(l, x, n)
 		}
 		for i, v := range p.act[last][:n*out] {
 			dst[lo*out+i] = sh + sc*v
@@ -432,6 +434,7 @@ func (p *Predictor) sampleLocal32(dst, vari, mu, sig2, x []float64, draws int, s
 			if l < last {
 				kern.Relu(z)
 			}
+			nt.widen(l, x, nil, n)
 		}
 		for i, v := range nt.act[last][:n*out] {
 			dst[lo*out+i] = sh + sc*float64(v)

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -18,9 +19,9 @@ import (
 // chunks of the Predictor's batch, and a linear model (no hidden layer)
 // is covered too.
 func TestSampleLocalMatchesWeightSamples(t *testing.T) {
-	for _, hidden := range [][]int{{6, 4}, {}} {
+	for _, arch := range []Arch{NewArch(5, []int{6, 4}, 2), NewArch(5, nil, 2), NewArch(5, []int{6, 4}, 2).WithSkip()} {
 		rng := rand.New(rand.NewPCG(1, 2))
-		arch := NewArch(5, hidden, 2)
+		hidden := fmt.Sprintf("%v skip %v", arch.Hidden(), arch.Skip())
 		n := arch.NumParams()
 		mu, sig2, sigma := make([]float64, n), make([]float64, n), make([]float64, n)
 		arch.InitHe(mu, rng)
@@ -127,10 +128,10 @@ func BenchmarkSampleLocal(b *testing.B) {
 // linear model the moments are exact: mean = shift + scale (mu_W x +
 // mu_b), vari = scale^2 (s2_W x^2 + s2_b), to 1e-12.
 func TestSampleLocalMomentsMatchSampleLocal(t *testing.T) {
-	for _, hidden := range [][]int{{6, 4}, {}} {
+	for _, arch := range []Arch{NewArch(5, []int{6, 4}, 2), NewArch(5, nil, 2), NewArch(5, []int{6}, 2).WithSkip()} {
 		for _, reference := range []bool{true, false} {
 			rng := rand.New(rand.NewPCG(5, 6))
-			arch := NewArch(5, hidden, 2)
+			hidden := fmt.Sprintf("%v skip %v", arch.Hidden(), arch.Skip())
 			n := arch.NumParams()
 			mu, sig2 := make([]float64, n), make([]float64, n)
 			arch.InitHe(mu, rng)
@@ -164,7 +165,7 @@ func TestSampleLocalMomentsMatchSampleLocal(t *testing.T) {
 					t.Errorf("hidden %v reference %v output %d: variance %g by SampleLocal, %g by the moments; want within %g", hidden, reference, a, lVar, mVar, tol)
 				}
 			}
-			if len(hidden) > 0 {
+			if arch.NumLayers() > 1 {
 				continue
 			}
 			ly := arch.Layer(0)
