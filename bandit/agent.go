@@ -228,7 +228,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	a.data = nn.NewData(dim, arms)
 	m := &model{elbo: math.NaN(), superseded: make(chan struct{}), std: nn.Standardization{Scale: 1}}
 	if a.caps.Network {
-		a.arch = nn.NewArch(dim, cfg.Model.Hidden, arms)
+		a.arch = modelArch(cfg.Model, dim, arms)
 		batch := min(cfg.Policy.Samples*cfg.Policy.PropensitySamples, 256)
 		a.predictors.New = func() any { return nn.NewPredictor(a.arch, batch) }
 		n := a.arch.NumParams()
@@ -376,25 +376,48 @@ func (a *Agent) newTrainer(v nn.View) error {
 	return nil
 }
 
+// modelArch returns the network of model m for dim encoded inputs and
+// arms outputs: m.Hidden's widths, with the skip connection when m.Skip.
+func modelArch(m ModelConfig, dim, arms int) nn.Arch {
+	a := nn.NewArch(dim, m.Hidden, arms)
+	if m.Skip != nil && *m.Skip {
+		a = a.WithSkip()
+	}
+	return a
+}
+
 // priorVars returns the prior variance of every parameter of a network
 // of architecture arch under model.prior (ModelConfig.Prior): v/In times
 // 2 for the weights of a layer a ReLU follows and 1 for the output
 // layer's under "fan-in", v on the biases; v everywhere under "fixed".
+// Under a skip connection the output layer's In is counted per block:
+// its weights on the hidden units take v/H, those on the inputs v/In of
+// the inputs, as in a linear model (ModelConfig.Skip).
 func priorVars(arch nn.Arch, m ModelConfig) []float64 {
 	pv := make([]float64, arch.NumParams())
 	v := m.PriorVariance
+	last := arch.NumLayers() - 1
 	for l := range arch.NumLayers() {
 		ly := arch.Layer(l)
-		w := v
+		w, wx := v, v // the weights of the hidden units, and of the inputs under a skip connection
 		if m.Prior == PriorFanIn {
 			g := 2.0
-			if l == arch.NumLayers()-1 {
+			if l == last {
 				g = 1
 			}
 			w = g * v / float64(ly.In)
+			if l == last && arch.Skip() {
+				w, wx = g*v/float64(arch.SkipFrom()), g*v/float64(arch.In())
+			}
 		}
-		for i := ly.W; i < ly.B; i++ {
-			pv[i] = w
+		for o := range ly.Out {
+			row := pv[ly.W+o*ly.In : ly.W+(o+1)*ly.In]
+			for i := range row {
+				row[i] = w
+				if l == last && i >= arch.SkipFrom() {
+					row[i] = wx
+				}
+			}
 		}
 		for i := ly.B; i < ly.End(); i++ {
 			pv[i] = v

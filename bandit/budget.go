@@ -2,8 +2,6 @@ package bandit
 
 import (
 	"fmt"
-
-	"github.com/refinery-bandits/refinery/nn"
 )
 
 // The per-decision budgets of the mean-field Thompson samplers (mf-ts,
@@ -63,7 +61,7 @@ func (c *Config) decisionCost() (cost, floats float64) {
 	for _, h := range c.Model.Hidden {
 		units += h
 	}
-	params := nn.NewArch(c.encodedDim(), c.Model.Hidden, len(c.Arms)).NumParams()
+	params := modelArch(c.Model, c.encodedDim(), len(c.Arms)).NumParams()
 	return draws * float64(params), draws * float64(units)
 }
 

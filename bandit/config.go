@@ -164,6 +164,15 @@ type ModelConfig struct {
 	// in all; see also the budgets (MaxDecisionCost, MaxTrainCost,
 	// MaxRefineCost).
 	Hidden []int `json:"hidden"`
+	// Skip feeds the encoded context to the output layer beside the
+	// last hidden layer (nn.Arch.WithSkip): each arm's output is a
+	// linear model of the context plus the network, the "wide and deep"
+	// network of Cheng et al. (2016). Default false. With no hidden
+	// layer the model is linear already and Skip changes nothing. Under
+	// the "fan-in" prior the output layer's weights on the context take
+	// the variance of a linear model's (v/In of the context), those on
+	// the hidden units v/H.
+	Skip *bool `json:"skip"`
 	// PriorVariance is v of the weight prior, in the network's output
 	// units (standardized rewards, or logits); default 1. See Prior.
 	PriorVariance float64 `json:"prior_variance"`
@@ -614,6 +623,9 @@ func (c *Config) SetDefaults() {
 			m.Hidden = append([]int(nil), DefaultThompsonHidden...)
 		}
 	}
+	if m.Skip == nil {
+		m.Skip = new(bool)
+	}
 	if m.PriorVariance == 0 {
 		m.PriorVariance = DefaultPriorVariance
 	}
@@ -883,7 +895,7 @@ func (c *Config) validateModel(v *validator) {
 			}
 		}
 		if ok && c.encodedDim() > 0 && c.encodedDim() <= MaxEncodedDim && len(c.Arms) > 0 && len(c.Arms) <= MaxArms {
-			if n := nn.NewArch(c.encodedDim(), m.Hidden, len(c.Arms)).NumParams(); n > MaxParams {
+			if n := modelArch(m, c.encodedDim(), len(c.Arms)).NumParams(); n > MaxParams {
 				v.add("model.hidden", fmt.Sprintf("the network has %d parameters, want at most %d", n, MaxParams))
 			}
 		}
@@ -955,7 +967,7 @@ func (c *Config) validateCost(v *validator) {
 	}
 	switch {
 	case caps.Network:
-		arch := nn.NewArch(dim, c.Model.Hidden, arms)
+		arch := modelArch(c.Model, dim, arms)
 		params := float64(arch.NumParams())
 		units := arms
 		for _, h := range c.Model.Hidden {

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
@@ -355,7 +354,7 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 		return nil, nil
 	}
 	enc := NewEncoder(cfg.Features)
-	b := nn.NewArch(enc.Dim(), cfg.Model.Hidden, len(cfg.Arms))
+	b := modelArch(cfg.Model, enc.Dim(), len(cfg.Arms))
 	n := b.NumParams()
 	inputs := inputMap(a.enc, enc)
 	q := posterior.NewMeanField(n, len(m.q.Hyper), priorVars(b, cfg.Model), 1)

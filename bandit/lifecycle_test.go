@@ -31,7 +31,7 @@ func growConfig(kind PolicyKind) *Config {
 
 // growService is a loaded service on st (logging to log, if not nil)
 // with the bandit growConfig(kind), closed when the test ends.
-func growService(t *testing.T, st Store, log *slog.Logger, kind PolicyKind) (*Service, *Agent) {
+func growService(t *testing.T, st Store, log *slog.Logger, kind PolicyKind, set ...func(*Config)) (*Service, *Agent) {
 	t.Helper()
 	ctx := context.Background()
 	svc := NewService(st, ServiceConfig{Workers: 1, Seed: 3, Logger: log})
@@ -39,7 +39,11 @@ func growService(t *testing.T, st Store, log *slog.Logger, kind PolicyKind) (*Se
 	if err := svc.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := svc.Create(ctx, growConfig(kind))
+	cfg := growConfig(kind)
+	for _, f := range set {
+		f(cfg)
+	}
+	a, err := svc.Create(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +88,19 @@ func decideReward(t *testing.T, a *Agent, id, ctx string, reward func(arm string
 // and the new ones (the new input's weights, the new output's weights
 // and bias) are exactly the prior N(0, prior_variance). Decisions made
 // before the change, and made on the old agent during it, are trained
-// on once rewarded.
+// on once rewarded. With a skip connection (model.skip) the output
+// layer's weights on the new input and the new arm's on every input are
+// new too, under the linear block's prior.
 func TestGrowthKeepsThePosterior(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skip=%v", skip), func(t *testing.T) { testGrowthKeepsThePosterior(t, skip) })
+	}
+}
+
+func testGrowthKeepsThePosterior(t *testing.T, skip bool) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(tw{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, old := growService(t, store.NewMemory(), log, MeanFieldTS)
+	svc, old := growService(t, store.NewMemory(), log, MeanFieldTS, func(c *Config) { c.Model.Skip = &skip })
 	pay := func(color string) func(string) float64 {
 		return func(arm string) float64 {
 			if (color == "red") == (arm == "a") {
@@ -121,7 +133,7 @@ func TestGrowthKeepsThePosterior(t *testing.T) {
 		t.Errorf("grown posterior version %d, want %d", after.Version, before.Version+1)
 	}
 	a, b := before.Arch, after.Arch
-	if b.In() != a.In()+1 || b.Out() != a.Out()+1 {
+	if b.In() != a.In()+1 || b.Out() != a.Out()+1 || a.Skip() != skip || b.Skip() != skip {
 		t.Fatalf("grown network %d-%v-%d from %d-%v-%d", b.In(), b.Hidden(), b.Out(), a.In(), a.Hidden(), a.Out())
 	}
 	// Mark where the old parameters landed: embed their indices.
@@ -136,7 +148,8 @@ func TestGrowthKeepsThePosterior(t *testing.T) {
 	a.Embed(b, InputMap(old, grown), at, idx)
 	// The grown network's prior (model.prior "fan-in", v = 0.5): weights
 	// N(0, g v/In) with g = 2 under a ReLU and 1 at the output, biases
-	// N(0, v).
+	// N(0, v); under a skip connection the output layer's weights on the
+	// inputs N(0, v/In) with In the inputs', on the hidden units N(0, v/8).
 	const v = 0.5
 	pv := make([]float64, b.NumParams())
 	for l := range b.NumLayers() {
@@ -147,6 +160,13 @@ func TestGrowthKeepsThePosterior(t *testing.T) {
 		}
 		for i := ly.W; i < ly.B; i++ {
 			pv[i] = g * v / float64(ly.In)
+			if skip && l == b.NumLayers()-1 {
+				if col := (i - ly.W) % ly.In; col < 8 {
+					pv[i] = v / 8
+				} else {
+					pv[i] = v / float64(b.In())
+				}
+			}
 		}
 		for i := ly.B; i < ly.End(); i++ {
 			pv[i] = v
@@ -166,9 +186,11 @@ func TestGrowthKeepsThePosterior(t *testing.T) {
 			t.Fatalf("kept parameter %d (was %d): mean %g sigma %g, want %g %g", j, k, after.Mu[j], after.Sigma[j], before.Mu[k], before.Sigma[k])
 		}
 	}
-	// 8 weights from the new input, 8 weights and a bias into the new arm.
-	if newParams != 8+8+1 {
-		t.Errorf("%d new parameters, want 17", newParams)
+	// 8 weights from the new input, 8 weights and a bias into the new arm;
+	// under a skip connection also the new arm's weights on the 4 inputs
+	// and the 2 old arms' on the new input.
+	if want := map[bool]int{false: 8 + 8 + 1, true: 8 + 8 + 1 + 4 + 2}[skip]; newParams != want {
+		t.Errorf("%d new parameters, want %d", newParams, want)
 	}
 	if after.Std != before.Std || !slices.Equal(after.Noise, before.Noise) {
 		t.Errorf("standardization %+v noise %v, want %+v %v", after.Std, after.Noise, before.Std, before.Noise)
