@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,7 +89,9 @@ func newUserStepRegret(t *testing.T, kind bandit.PolicyKind, seed uint64, steps,
 // streams NU_FIRST+1 .. NU_FIRST+NU_SEEDS, each played in step mode (no
 // goroutine timing: the same stream gives the same decisions) by refined
 // TS with the service's defaults (training.collapsed_reg NU_REG and
-// policy.samples NU_SAMPLES when they are set), and by linear TS. It
+// policy.samples NU_SAMPLES when they are set, and every PATH=VALUE of
+// NU_SET, separated by spaces, as simulate's --set applies it), and by
+// linear TS. It
 // prints the regret per decision over the last 500 of 2,000; with
 // NU_VERBOSE, the arms each device got over them and three decisions per
 // device at the end. TestNewUserBanditLearns is
@@ -102,12 +105,16 @@ func TestNewUserStepScreen(t *testing.T) {
 	reg, _ := strconv.ParseFloat(os.Getenv("NU_REG"), 64)
 	samples, _ := strconv.Atoi(os.Getenv("NU_SAMPLES"))
 	first, _ := strconv.Atoi(os.Getenv("NU_FIRST"))
+	sets := setFlags(strings.Fields(os.Getenv("NU_SET")))
 	for s := first; s < first+n; s++ {
 		start := time.Now()
 		got := newUserStepRegret(t, bandit.RefinedTS, uint64(s+1), 2000, 500, 5, func(c *bandit.Config) {
 			c.Training.CollapsedReg, c.Policy.Samples = reg, samples
+			if err := sets.apply(c); err != nil {
+				t.Fatal(err)
+			}
 		})
 		lin := newUserStepRegret(t, bandit.LinearTS, uint64(s+1), 2000, 500, 5, nil)
-		fmt.Printf("seed %d reg %g samples %d: refined %.4f linear %.4f ratio %.1f (%.1fs)\n", s+1, reg, samples, got, lin, got/lin, time.Since(start).Seconds())
+		fmt.Printf("seed %d reg %g samples %d set %q: refined %.4f linear %.4f ratio %.1f (%.1fs)\n", s+1, reg, samples, os.Getenv("NU_SET"), got, lin, got/lin, time.Since(start).Seconds())
 	}
 }
