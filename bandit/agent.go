@@ -390,9 +390,9 @@ func modelArch(m ModelConfig, dim, arms int) nn.Arch {
 // of architecture arch under model.prior (ModelConfig.Prior): v/In times
 // 2 for the weights of a layer a ReLU follows and 1 for the output
 // layer's under "fan-in", v on the biases; v everywhere under "fixed".
-// Under a skip connection the output layer's In is counted per block:
-// its weights on the hidden units take v/H, those on the inputs v/In of
-// the inputs, as in a linear model (ModelConfig.Skip).
+// Under a skip connection the output layer's weights on the hidden units
+// take v/H and those on the inputs v, the prior of linear TS's
+// weights (ModelConfig.Skip).
 func priorVars(arch nn.Arch, m ModelConfig) []float64 {
 	pv := make([]float64, arch.NumParams())
 	v := m.PriorVariance
@@ -407,7 +407,7 @@ func priorVars(arch nn.Arch, m ModelConfig) []float64 {
 			}
 			w = g * v / float64(ly.In)
 			if l == last && arch.Skip() {
-				w, wx = g*v/float64(arch.SkipFrom()), g*v/float64(arch.In())
+				w, wx = g*v/float64(arch.SkipFrom()), v
 			}
 		}
 		for o := range ly.Out {

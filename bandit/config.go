@@ -170,8 +170,8 @@ type ModelConfig struct {
 	// network of Cheng et al. (2016). Default false. With no hidden
 	// layer the model is linear already and Skip changes nothing. Under
 	// the "fan-in" prior the output layer's weights on the context take
-	// the variance of a linear model's (v/In of the context), those on
-	// the hidden units v/H.
+	// N(0, v) each, linear TS's prior, and those on the hidden units
+	// N(0, v/H).
 	Skip *bool `json:"skip"`
 	// PriorVariance is v of the weight prior, in the network's output
 	// units (standardized rewards, or logits); default 1. See Prior.

@@ -149,7 +149,7 @@ func testGrowthKeepsThePosterior(t *testing.T, skip bool) {
 	// The grown network's prior (model.prior "fan-in", v = 0.5): weights
 	// N(0, g v/In) with g = 2 under a ReLU and 1 at the output, biases
 	// N(0, v); under a skip connection the output layer's weights on the
-	// inputs N(0, v/In) with In the inputs', on the hidden units N(0, v/8).
+	// inputs N(0, v), on the hidden units N(0, v/8).
 	const v = 0.5
 	pv := make([]float64, b.NumParams())
 	for l := range b.NumLayers() {
@@ -164,7 +164,7 @@ func testGrowthKeepsThePosterior(t *testing.T, skip bool) {
 				if col := (i - ly.W) % ly.In; col < 8 {
 					pv[i] = v / 8
 				} else {
-					pv[i] = v / float64(b.In())
+					pv[i] = v
 				}
 			}
 		}

@@ -6,9 +6,9 @@ import (
 )
 
 // Under the fan-in prior a skip connection's output layer is two blocks:
-// the weights on the hidden units take v/H, those on the inputs v/In, the
-// variance a linear model's output layer takes (ModelConfig.Skip), and a
-// network without the connection keeps v/H there.
+// the weights on the hidden units take v/H, those on the inputs v, linear
+// TS's prior (ModelConfig.Skip); a network without the connection keeps
+// v/H there.
 func TestPriorVarsOfASkipConnection(t *testing.T) {
 	const in, h, arms, v = 6, 4, 3, 2.0
 	for _, skip := range []bool{false, true} {
@@ -28,7 +28,7 @@ func TestPriorVarsOfASkipConnection(t *testing.T) {
 			for i := range out.In {
 				want := v / h
 				if i >= h {
-					want = v / in
+					want = v
 				}
 				if got := pv[out.W+o*out.In+i]; math.Abs(got-want) > 1e-15 {
 					t.Errorf("skip %v: output weight (%d, %d) has variance %g, want %g", skip, o, i, got, want)
