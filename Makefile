@@ -81,10 +81,11 @@ NEWUSER_SEEDS ?= 8
 NEWUSER_FIRST ?= 0
 NEWUSER_REG ?= 0
 NEWUSER_SAMPLES ?= 0
+NEWUSER_SET ?=
 .PHONY: bench-newuser
-bench-newuser: ## the new user's 4-arm problem of TestNewUserBanditLearns in step mode (deterministic): refined TS with the service's defaults (training.collapsed_reg NEWUSER_REG and policy.samples NEWUSER_SAMPLES when not 0) beside linear TS on NEWUSER_SEEDS streams after NEWUSER_FIRST; regret per decision over the last 500 of 2,000, arms per device (1.5-3 CPU-minutes a stream; see bench/newuser-step)
+bench-newuser: ## the new user's 4-arm problem of TestNewUserBanditLearns in step mode (deterministic): refined TS with the service's defaults (training.collapsed_reg NEWUSER_REG and policy.samples NEWUSER_SAMPLES when not 0, and NEWUSER_SET: PATH=VALUE settings separated by spaces, as simulate's --set) beside linear TS on NEWUSER_SEEDS streams after NEWUSER_FIRST; regret per decision over the last 500 of 2,000, arms per device (1.5-3 CPU-minutes a stream; see bench/newuser-step)
 	@$(BENCH_HEADER)
-	NU_SEEDS=$(NEWUSER_SEEDS) NU_FIRST=$(NEWUSER_FIRST) NU_REG=$(NEWUSER_REG) NU_SAMPLES=$(NEWUSER_SAMPLES) NU_VERBOSE=1 $(GO) test -run '^TestNewUserStepScreen$$' -count 1 -v -timeout 120m ./cmd/refinery/
+	NU_SEEDS=$(NEWUSER_SEEDS) NU_FIRST=$(NEWUSER_FIRST) NU_REG=$(NEWUSER_REG) NU_SAMPLES=$(NEWUSER_SAMPLES) NU_SET='$(NEWUSER_SET)' NU_VERBOSE=1 $(GO) test -run '^TestNewUserStepScreen$$' -count 1 -v -timeout 120m ./cmd/refinery/
 	@uptime
 
 .PHONY: bench-kern
