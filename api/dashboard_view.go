@@ -126,7 +126,7 @@ type dashPanels struct {
 // card's posterior line (bandit.PosteriorStatus) instead.
 func panelsFor(p bandit.PolicyConfig) dashPanels {
 	d := dashPanels{charts: []string{"throughput", "reward", "arms"}}
-	c := p.Capabilities()
+	c := bandit.CapabilitiesOf(p)
 	switch {
 	case !c.Model:
 		return d
@@ -247,7 +247,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Policy.Capabilities().Model {
+	if bandit.CapabilitiesOf(cfg.Policy).Model {
 		b.TrainerLag = max(b.Rewards-int64(st.TrainedRows), 0)
 	}
 	if st.ELBO != nil && st.TrainedRows > 0 {
@@ -369,7 +369,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 			}
 		}
 	}
-	if n > 0 && cfg.Policy.Capabilities().Model {
+	if n > 0 && bandit.CapabilitiesOf(cfg.Policy).Model {
 		b.TrainerLagMean = lag[n-1]
 	}
 	const cw, ch = 290, 150

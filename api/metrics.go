@@ -244,7 +244,7 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 
 // seriesAtZero collects the decision and reward counters after creating,
 // at 0, every series that the watched service's bandits can increase:
-// each bandit x arm x sample kind of its policy (PolicyKind.SampleKinds)
+// each bandit x arm x sample kind of its policy (bandit.SampleKindsOf)
 // of refinery_decisions_total and each bandit's refinery_rewards_total.
 // Done at scrape time, the series exist from a bandit's creation and
 // after a restart (the loaded bandits) without a hook in either path, so
@@ -264,7 +264,7 @@ func (c *seriesAtZero) Collect(ch chan<- prometheus.Metric) {
 		for _, a := range svc.Agents() {
 			cfg := a.Config()
 			for _, arm := range cfg.Arms {
-				for _, k := range cfg.Policy.Kind.SampleKinds() {
+				for _, k := range bandit.SampleKindsOf(cfg.Policy.Kind) {
 					c.decisions.WithLabelValues(a.Name(), arm, string(k))
 				}
 			}

@@ -208,8 +208,8 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		done:      make(chan struct{}),
 		seed:      seed,
 		trng:      mrand.New(mrand.NewPCG(seed, 0)),
-		decider:   cfg.Policy.Kind.decider(),
-		caps:      cfg.Policy.Capabilities(),
+		decider:   deciderOf(cfg.Policy.Kind),
+		caps:      CapabilitiesOf(cfg.Policy),
 	}
 	if a.decider == nil {
 		return nil, fmt.Errorf("bandit %s: unknown policy kind %q", cfg.Name, cfg.Policy.Kind)
@@ -244,12 +244,12 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		point := a.caps.MAP
 		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 		if !point { // a point estimate has no collapsed bound
-			b, err := cfg.Training.Bound.posterior()
+			b, err := posteriorBound(cfg.Training.Bound)
 			if err != nil {
 				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
 			}
 			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
-			o, err := cfg.Training.Optimizer.posterior()
+			o, err := posteriorOptimizer(cfg.Training.Optimizer)
 			if err != nil {
 				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
 			}
@@ -320,7 +320,7 @@ func sigma2(q *posterior.MeanField) []float64 {
 // the noise variance learned per model.noise under model.noise_prior)
 // and training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
-	est, _ := a.cfg.Training.estimator()
+	est, _ := nnEstimator(a.cfg.Training.Estimator)
 	if a.caps.MAP {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}
@@ -689,7 +689,7 @@ func (a *Agent) trainOnce(ctx context.Context) (err error) {
 	iters := 0
 	m.heldOut = a.scoreHeldOut(prev) // before training on the new rows
 	if a.q != nil {
-		st, err := a.fitNetwork(ctx, a.cfg.Training.budget(a.data.Len()-prev.rows))
+		st, err := a.fitNetwork(ctx, retrainBudget(a.cfg.Training, a.data.Len()-prev.rows))
 		if err != nil {
 			// Go back to the last published posterior.
 			a.revert(prev)
@@ -729,9 +729,10 @@ func (a *Agent) revert(prev *model) {
 	a.tr.Reset()
 }
 
-// budget returns the ELBO iterations of a retraining after newRows new
-// rewards: IterationsPerReward per reward, at most Iterations.
-func (c TrainingConfig) budget(newRows int) int {
+// retrainBudget returns the ELBO iterations of a retraining after
+// newRows new rewards: IterationsPerReward per reward, at most
+// Iterations.
+func retrainBudget(c TrainingConfig, newRows int) int {
 	return min(c.Iterations, max(newRows, 1)*c.IterationsPerReward)
 }
 

@@ -33,8 +33,8 @@ const (
 // a *ValidationError naming policy.propensity_samples when its
 // decisions would be too heavy, nil otherwise (and for the policies the
 // budgets do not cover).
-func (c *Config) DecisionBudget() error {
-	cost, floats := c.decisionCost()
+func DecisionBudget(c *Config) error {
+	cost, floats := decisionCost(c)
 	if cost == 0 {
 		return nil
 	}
@@ -51,9 +51,9 @@ func (c *Config) DecisionBudget() error {
 
 // decisionCost returns draws x parameters and draws x units of one
 // decision of the mean-field Thompson samplers, zero for other policies.
-func (c *Config) decisionCost() (cost, floats float64) {
+func decisionCost(c *Config) (cost, floats float64) {
 	p := c.Policy
-	if !p.Capabilities().MeanField {
+	if !CapabilitiesOf(p).MeanField {
 		return 0, 0
 	}
 	draws := float64(p.Samples) * float64(p.PropensitySamples)
@@ -61,7 +61,7 @@ func (c *Config) decisionCost() (cost, floats float64) {
 	for _, h := range c.Model.Hidden {
 		units += h
 	}
-	params := modelArch(c.Model, c.encodedDim(), len(c.Arms)).NumParams()
+	params := modelArch(c.Model, encodedDim(c), len(c.Arms)).NumParams()
 	return draws * float64(params), draws * float64(units)
 }
 
@@ -69,10 +69,10 @@ func (c *Config) decisionCost() (cost, floats float64) {
 // decisions are heavier than before (a bandit stored before the budgets
 // may keep its weight, not grow it).
 func checkGrownBudget(old, cfg *Config) error {
-	oc, of := old.decisionCost()
-	nc, nf := cfg.decisionCost()
+	oc, of := decisionCost(old)
+	nc, nf := decisionCost(cfg)
 	if nc <= oc && nf <= of {
 		return nil
 	}
-	return cfg.DecisionBudget()
+	return DecisionBudget(cfg)
 }

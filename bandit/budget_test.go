@@ -62,8 +62,8 @@ func TestDecisionBudget(t *testing.T) {
 	// A bandit stored before the budgets.
 	old := heavyConfig(100, 240, 1000)
 	old.Name = "old"
-	old.SetDefaults()
-	if err := old.Validate(); err != nil {
+	bandit.SetDefaults(old)
+	if err := bandit.Validate(old); err != nil {
 		t.Fatalf("the old configuration is invalid under Validate: %v", err)
 	}
 	raw, err := json.Marshal(old)

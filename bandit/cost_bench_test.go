@@ -45,12 +45,12 @@ func BenchmarkHeaviestDecision(b *testing.B) {
 		b.Run(fmt.Sprintf("arms=%d/hidden=%d/draws=%d", sz.arms, sz.hidden, sz.draws), func(b *testing.B) {
 			cfg := heavyConfig(sz.arms, sz.hidden, sz.draws)
 			cfg.Name = "heavy"
-			cfg.SetDefaults()
-			if err := cfg.Validate(); err != nil {
+			bandit.SetDefaults(cfg)
+			if err := bandit.Validate(cfg); err != nil {
 				b.Skipf("refused by the older budgets: %v", err)
 			}
 			allowed := 1.0
-			if cfg.DecisionBudget() != nil {
+			if bandit.DecisionBudget(cfg) != nil {
 				allowed = 0
 			}
 			ctx := context.Background()

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
 // Encoder turns a decision's context, a JSON object keyed by feature
@@ -189,22 +191,8 @@ func declared(values []string) string {
 	return s + "]"
 }
 
-// kindOf names the JSON type of a raw value.
-func kindOf(val json.RawMessage) string {
-	switch val[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
+// kindOf names the JSON type of a raw value (spec.JSONKind).
+func kindOf(val json.RawMessage) string { return spec.JSONKind(val) }
 
 // Decode is the inverse of Encode: it returns a context object whose
 // encoding is x, for callers that hold encoded vectors (a simulation's

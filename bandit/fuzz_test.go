@@ -44,7 +44,7 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		if err := cfg.Validate(); err != nil {
+		if err := bandit.Validate(cfg); err != nil {
 			t.Fatalf("a parsed configuration does not validate: %v", err)
 		}
 		raw, err := json.Marshal(cfg)
@@ -279,12 +279,12 @@ func FuzzParsePatch(f *testing.F) {
 			return
 		}
 		cur := *base
-		cfg, _, err := p.Apply(&cur)
+		cfg, _, err := bandit.ApplyPatch(&cur, p)
 		if err != nil {
 			check(err)
 			return
 		}
-		if err := cfg.Validate(); err != nil {
+		if err := bandit.Validate(cfg); err != nil {
 			t.Fatalf("a patched configuration does not validate: %v", err)
 		}
 		if cfg.Policy.Kind != base.Policy.Kind || !slices.Equal(cfg.Arms[:len(base.Arms)], base.Arms) {

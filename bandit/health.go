@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/posterior"
 )
@@ -68,163 +69,16 @@ const (
 	lockInStream  uint64 = 1 << 56
 )
 
-// Health is the health of the published posterior (GET
-// /v1/bandits/{name}'s status.health).
-type Health struct {
-	// ModelVersion is the posterior version the figures describe.
-	ModelVersion int64 `json:"model_version"`
-	// Layers is the posterior spread per affine layer: for mf-ts and
-	// refined-ts the mean-field posterior's, for laplace-ts "diagonal"
-	// the Laplace variances; absent for the other kinds, whose network
-	// is a point estimate.
-	Layers []LayerHealth `json:"layers,omitempty"`
-	// Noise is the likelihood's noise against the rewards; absent for
-	// the kinds without a network (uniform, linear-ts).
-	Noise *NoiseHealth `json:"noise,omitempty"`
-	// HeldOut is how well the previous version predicted the rewards
-	// this one was then trained on; absent for version 0, for the kinds
-	// without a network, and for versions this replica did not train (a
-	// version loaded at start-up or installed from another replica).
-	HeldOut *HeldOutHealth `json:"heldout,omitempty"`
-	// LockIn is the lock-in alarm on the newest decisions.
-	LockIn LockInHealth `json:"lock_in"`
-}
-
-// LayerHealth is the posterior spread of one affine layer.
-type LayerHealth struct {
-	// Layer numbers the affine layers from 1 (the first hidden layer)
-	// to the output layer, as LayerSpread does.
-	Layer      int `json:"layer"`
-	In         int `json:"in"`
-	Out        int `json:"out"`
-	Parameters int `json:"parameters"`
-	// MedianSigma is the median posterior standard deviation over the
-	// layer's weights and biases, in the network's units.
-	MedianSigma float64 `json:"median_sigma"`
-	// AtPriorShare is the share of them whose standard deviation is at
-	// least AtPriorFraction (0.9) of the prior's (model.prior,
-	// model.prior_variance: priorVars), the share the data has not
-	// narrowed.
-	AtPriorShare float64 `json:"at_prior_share"`
-}
-
-// NoiseHealth is the likelihood's noise against the rewards trained on.
-type NoiseHealth struct {
-	// Likelihood is the family the posterior was trained under:
-	// "gaussian", or "bernoulli", which has no noise variance
-	// (p(y = 1) = sigmoid(f)) and then Variances is absent.
-	Likelihood string `json:"likelihood"`
-	// Variances holds one entry per learned noise variance: one shared
-	// by every arm (Arm absent) or one per arm (model.noise "per-arm").
-	Variances []NoiseVariance `json:"variances,omitempty"`
-}
-
-// NoiseVariance is one learned noise variance beside the sample variance
-// of the rewards it explains.
-type NoiseVariance struct {
-	// Arm is the arm of a per-arm noise; absent for a shared one.
-	Arm string `json:"arm,omitempty"`
-	// NoiseVariance is exp(hyper), in squared reward units.
-	NoiseVariance float64 `json:"noise_variance"`
-	// RewardVariance is the sample variance (n - 1 denominator) of the
-	// rewards the posterior was trained on (the arm's, for a per-arm
-	// noise), in squared reward units; null with fewer than two. A
-	// noise variance near it means the network explains little of the
-	// rewards and attributes the rest to noise.
-	RewardVariance *float64 `json:"reward_variance"`
-	// Rewards is the number of rewards behind RewardVariance.
-	Rewards int `json:"rewards"`
-}
-
-// HeldOutHealth is how well the published posterior predicted rewards it
-// had not been trained on. Before each training the trainer scores the
-// version still published on the rewards that arrived since it was
-// trained (the newest HeldOutRows of them) and attaches the figures to
-// the version it then publishes. The predictive density of a reward y of
-// arm a at context x is
-//
-//	p(y | x) = 1/S sum_s p(y | f_a(x; w_s)),   w_s ~ the posterior,
-//
-// with S = HeldOutDraws draws for mf-ts, refined-ts (its mean-field
-// posterior) and laplace-ts "diagonal", and S = 1, w = the MAP, for the
-// kinds whose network is a point estimate (greedy, eps-greedy, laplace-ts
-// "last-layer", flow-ts, neural-linear); p(y | f) is the likelihood the
-// version was trained under with its learned noise (nn.Likelihood
-// .LogDensity). For 0/1 rewards, with p_i the predicted p(y = 1) of the
-// played arm (the mean over the draws of sigmoid(f) under the Bernoulli
-// likelihood, of f clipped to [0, 1] under the Gaussian), the expected
-// calibration error over B = CalibrationBins equal-width bins of p,
-//
-//	ECE = sum_b n_b/N |mean_{i in b} y_i - mean_{i in b} p_i|
-//
-// (Naeini, Cooper & Hauskrecht 2015; Guo et al. 2017, Eq. 3).
-type HeldOutHealth struct {
-	// ScoredBy is the version that made the predictions (the previous
-	// one); Draws is S.
-	ScoredBy int64 `json:"scored_by"`
-	Draws    int   `json:"draws"`
-	// Rewards is the number of rewards this version's figures are over:
-	// those that arrived since ScoredBy was trained (at most
-	// HeldOutRows, the newest).
-	Rewards int `json:"rewards"`
-	// LogLikPerReward is the mean log predictive density of those
-	// rewards, in nats per reward (a density for Gaussian rewards, a
-	// probability for Bernoulli ones).
-	LogLikPerReward float64 `json:"log_lik_per_reward"`
-	// CalibrationError is the ECE over those rewards, absent unless
-	// every one is 0 or 1.
-	CalibrationError *float64 `json:"calibration_error,omitempty"`
-	// The same over the newest RecentRewards (at most HeldOutRows)
-	// rewards scored so far by this replica's trainer, each by the
-	// version published when it arrived: steadier than one version's
-	// few rewards when the trainer retrains after every few.
-	RecentRewards          int      `json:"recent_rewards"`
-	RecentLogLikPerReward  float64  `json:"recent_log_lik_per_reward"`
-	RecentCalibrationError *float64 `json:"recent_calibration_error,omitempty"`
-}
-
-// LockInHealth is the lock-in alarm: over the newest decisions (at most
-// LockInWindow, at least LockInMinDecisions), one arm took at least
-// LockInShare (99%) of them while the published posterior gives another
-// arm a probability of being best above LockInLevel (0.05), averaged
-// over those decisions' contexts:
-//
-//	P_best(k) = 1/N sum_i P_{theta ~ posterior}(k = argmax_{j allowed at i} f_j(x_i; theta)),
-//
-// the probability that one posterior draw's predicted rewards rank k
-// first among the arms decision i allowed, which is Thompson sampling's
-// probability with policy.samples = 1. The contexts are the decisions'
-// own, kept in memory (a ring of the last LockInWindow per agent; none
-// survive a restart); the posterior is the published version's,
-// whatever posterior the decisions were made with. It is estimated from
-// LockInDraws fresh draws per context (from the mean-field posterior for
-// mf-ts and refined-ts, the Laplace variances for laplace-ts "diagonal",
-// the diagonal Laplace posterior at the MAP, posterior.LaplaceDiag, for
-// greedy and eps-greedy, whose own network has none; the exact
-// Normal-inverse-gamma posterior for linear-ts and neural-linear), or
-// from LockInSharedDraws draws shared by the contexts (the last-layer
-// posteriors of laplace-ts "last-layer" and flow-ts). The alarm means
-// that the play has stopped following the posterior: a policy that
-// ignores its uncertainty (greedy), samples that are stale or too few,
-// or a posterior that has widened since the decisions were made. A
-// posterior that is confidently wrong does not raise it. uniform has no
-// posterior and no alarm. On a live service BestProbability may be up
-// to 10 s old (Agent.Health).
-type LockInHealth struct {
-	// Decisions is the number of newest decisions looked at; TopArm took
-	// TopShare of them (absent before any decision).
-	Decisions int     `json:"decisions"`
-	TopArm    string  `json:"top_arm,omitempty"`
-	TopShare  float64 `json:"top_share"`
-	// BestProbability is P_best of every arm, computed only when the
-	// share condition holds (Decisions >= 100, TopShare >= 0.99) and
-	// the policy has a posterior.
-	BestProbability map[string]float64 `json:"best_probability,omitempty"`
-	// Alarm is true when TopShare >= LockInShare over at least
-	// LockInMinDecisions decisions and another arm's P_best exceeds
-	// LockInLevel.
-	Alarm bool `json:"alarm"`
-}
+// Health is the health of the published posterior (spec.Health) and
+// the rest its parts.
+type (
+	Health        = spec.Health
+	LayerHealth   = spec.LayerHealth
+	NoiseHealth   = spec.NoiseHealth
+	NoiseVariance = spec.NoiseVariance
+	HeldOutHealth = spec.HeldOutHealth
+	LockInHealth  = spec.LockInHealth
+)
 
 // healthState is an agent's part in its health figures.
 type healthState struct {

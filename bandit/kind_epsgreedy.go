@@ -4,15 +4,16 @@ import (
 	"context"
 	mrand "math/rand/v2"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/policy"
 )
 
 const (
 	// EpsGreedy plays the arm a point-estimate network prefers with
 	// probability 1-epsilon and a uniformly random allowed arm otherwise.
-	EpsGreedy PolicyKind = "eps-greedy"
+	EpsGreedy = spec.EpsGreedy
 	// Greedy is EpsGreedy with epsilon 0.
-	Greedy PolicyKind = "greedy"
+	Greedy = spec.Greedy
 )
 
 // epsGreedy is the decider of EpsGreedy, and of Greedy when greedy is

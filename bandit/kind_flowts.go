@@ -6,6 +6,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/policy"
 	"github.com/refinery-bandits/refinery/posterior"
@@ -15,20 +16,10 @@ import (
 // refined by a radial flow fitted once per model version on the ELBO
 // of Kristiadi et al. 2022, Eq. 4 (posterior.FitFlow): each sample is a Gaussian
 // draw pushed through the flow.
-const FlowTS PolicyKind = "flow-ts"
+const FlowTS = spec.FlowTS
 
-// FlowConfig is flow-ts's radial flow (posterior.FitFlow).
-type FlowConfig struct {
-	// Length is the number of radial layers; default 10 (the paper uses
-	// 5 to 10, Kristiadi et al. 2022, Section 6), 1..50.
-	Length int `json:"length"`
-	// Iterations of Adam on the single-sample ELBO per fit (one fit per
-	// model version); default 1000, 1..100000.
-	Iterations int `json:"iterations"`
-	// LR is Adam's initial step size, decayed to zero on a cosine;
-	// default 0.03, (0, 1].
-	LR float64 `json:"lr"`
-}
+// FlowConfig is flow-ts's radial flow (spec.FlowConfig).
+type FlowConfig = spec.FlowConfig
 
 // flowTargetShape is a0 of the noise prior InvGamma(a0, b0) of the flow's
 // target (posterior.LastLayer.Target): a0 = 1 is a weak prior; b0 is the

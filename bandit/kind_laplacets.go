@@ -8,6 +8,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/policy"
 	"github.com/refinery-bandits/refinery/posterior"
@@ -19,7 +20,7 @@ import (
 // posterior.LaplaceDiag) or the exact full-covariance posterior of
 // the output layer (policy.laplace "last-layer",
 // posterior.FitLastLayer).
-const LaplaceTS PolicyKind = "laplace-ts"
+const LaplaceTS = spec.LaplaceTS
 
 // Laplace structures of laplace-ts (PolicyConfig.Laplace).
 const (

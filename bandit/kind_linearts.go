@@ -4,12 +4,13 @@ import (
 	"context"
 	mrand "math/rand/v2"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/policy"
 )
 
 // LinearTS is Thompson sampling with an exact Normal-inverse-gamma
 // linear model per arm (policy.Linear).
-const LinearTS PolicyKind = "linear-ts"
+const LinearTS = spec.LinearTS
 
 // linearTS is the decider of LinearTS: no network; the trainer reads the
 // rewards into Agent.lin (readRows), which decides exactly.

@@ -4,11 +4,12 @@ import (
 	"context"
 	mrand "math/rand/v2"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/policy"
 )
 
 // MeanFieldTS is Thompson sampling on plain mean-field samples.
-const MeanFieldTS PolicyKind = "mf-ts"
+const MeanFieldTS = spec.MeanFieldTS
 
 // meanFieldTS is the decider of MeanFieldTS: the trainer fits the
 // network's mean-field posterior, decisions draw from it

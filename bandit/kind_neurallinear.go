@@ -5,6 +5,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/policy"
 )
@@ -13,7 +14,7 @@ import (
 // Normal-inverse-gamma posterior per arm) on the last hidden layer's
 // features of the network's MAP, rebuilt after every retraining
 // (Riquelme, Tucker & Snoek 2018).
-const NeuralLinear PolicyKind = "neural-linear"
+const NeuralLinear = spec.NeuralLinear
 
 // neuralLinear is the decider of NeuralLinear.
 type neuralLinear struct{ noFit }

@@ -5,12 +5,13 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/policy"
 )
 
 // RefinedTS is Thompson sampling on locally refined posterior samples
 // (Havasi et al. 2021, Algorithm 1) taken from the agent's bank.
-const RefinedTS PolicyKind = "refined-ts"
+const RefinedTS = spec.RefinedTS
 
 // refinedTS is the decider of RefinedTS: the trainer fits the network's
 // mean-field posterior as for mf-ts, the refinement workers fill the

@@ -4,11 +4,12 @@ import (
 	"context"
 	mrand "math/rand/v2"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/policy"
 )
 
 // Uniform picks an allowed arm uniformly at random; no model.
-const Uniform PolicyKind = "uniform"
+const Uniform = spec.Uniform
 
 // uniform is the decider of Uniform: no model, no trainer, exact
 // probabilities.

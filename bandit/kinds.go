@@ -6,6 +6,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/policy"
 )
@@ -14,12 +15,13 @@ import (
 // (kind_*.go) as a decider: its name, capabilities, options, defaults,
 // validation, construction, decision rule, posterior fit, snapshot
 // encoding and status. Everything outside those files asks the registry
-// (PolicyConfig.Capabilities, Agent.Capabilities) rather than comparing
+// (CapabilitiesOf, Agent.Capabilities) rather than comparing
 // kinds by name; TestKindsComparedOnlyInDeciders enforces it. Adding a
-// kind is a new kind_*.go file and a row in kindTable.
+// kind is its name in spec.PolicyKinds, a new kind_*.go file and a row
+// in kindTable.
 
-// kindTable lists every policy kind, in the order PolicyKinds returns
-// them and validation messages list them.
+// kindTable lists every policy kind, in the order spec.PolicyKinds
+// returns them and validation messages list them.
 var kindTable = []decider{
 	refinedTS{},
 	meanFieldTS{},
@@ -39,7 +41,7 @@ type decider interface {
 	// caps says what the kind has and does under p (of this kind).
 	caps(p PolicyConfig) Capabilities
 	// sampleKinds lists the kinds of sample its decisions act on
-	// (PolicyKind.SampleKinds).
+	// (SampleKindsOf).
 	sampleKinds() []SampleKind
 	// options names the policy options (JSON members of PolicyConfig)
 	// only some kinds take, that this one takes: "epsilon", "laplace",
@@ -129,8 +131,8 @@ type Capabilities struct {
 	Cost int
 }
 
-// decider returns the kind's decider, nil for an unknown kind.
-func (k PolicyKind) decider() decider {
+// deciderOf returns the kind's decider, nil for an unknown kind.
+func deciderOf(k PolicyKind) decider {
 	for _, d := range kindTable {
 		if d.kind() == k {
 			return d
@@ -139,30 +141,30 @@ func (k PolicyKind) decider() decider {
 	return nil
 }
 
-// Capabilities returns what the configured kind has and does; the zero
+// CapabilitiesOf returns what the configured kind has and does; the zero
 // Capabilities for an unknown kind.
-func (p PolicyConfig) Capabilities() Capabilities {
-	if d := p.Kind.decider(); d != nil {
+func CapabilitiesOf(p PolicyConfig) Capabilities {
+	if d := deciderOf(p.Kind); d != nil {
 		return d.caps(p)
 	}
 	return Capabilities{}
 }
 
-// Capabilities returns the kind's capabilities under its default
+// KindCapabilities returns the kind's capabilities under its default
 // options.
-func (k PolicyKind) Capabilities() Capabilities {
+func KindCapabilities(k PolicyKind) Capabilities {
 	p := PolicyConfig{Kind: k}
-	if d := k.decider(); d != nil {
+	if d := deciderOf(k); d != nil {
 		d.setDefaults(&p)
 	}
-	return p.Capabilities()
+	return CapabilitiesOf(p)
 }
 
-// Takes reports whether the kind takes the policy option (a JSON member
+// takes reports whether the kind takes the policy option (a JSON member
 // of PolicyConfig that only some kinds take: "epsilon", "laplace",
 // "flow").
-func (k PolicyKind) Takes(option string) bool {
-	d := k.decider()
+func takes(k PolicyKind, option string) bool {
+	d := deciderOf(k)
 	return d != nil && slices.Contains(d.options(), option)
 }
 
@@ -179,39 +181,31 @@ func optionOwner(option string) PolicyKind {
 // Capabilities returns what the bandit's policy has and does.
 func (a *Agent) Capabilities() Capabilities { return a.caps }
 
-// SampleKinds lists the kinds of sample a decision of this policy can act
-// on (Decision.Sample), in a fixed order: refined-ts decides on refined
-// samples, or on mean-field draws before its bank has any; mf-ts on
-// mean-field draws; greedy and eps-greedy on a point estimate; linear-ts
-// and neural-linear on exact posterior draws; laplace-ts on Laplace
-// draws; flow-ts on flow-refined draws; uniform on none. The metrics create every
-// bandit x arm x kind series of refinery_decisions_total from it, at 0.
-func (k PolicyKind) SampleKinds() []SampleKind {
-	if d := k.decider(); d != nil {
+// SampleKindsOf lists the kinds of sample a decision of policy kind k can
+// act on (Decision.Sample), in a fixed order: refined-ts decides on
+// refined samples, or on mean-field draws before its bank has any; mf-ts
+// on mean-field draws; greedy and eps-greedy on a point estimate;
+// linear-ts and neural-linear on exact posterior draws; laplace-ts on
+// Laplace draws; flow-ts on flow-refined draws; uniform on none. The
+// metrics create every bandit x arm x kind series of
+// refinery_decisions_total from it, at 0.
+func SampleKindsOf(k PolicyKind) []SampleKind {
+	if d := deciderOf(k); d != nil {
 		return d.sampleKinds()
 	}
 	return nil
 }
 
+// PolicyKind names a decision rule (spec.PolicyKind): one decider each
+// in kindTable, which lists the kinds of spec.PolicyKinds in its order
+// (TestKindTableIsSpecsKinds).
+type PolicyKind = spec.PolicyKind
+
 // ParsePolicyKind returns the kind of that name.
-func ParsePolicyKind(s string) (PolicyKind, error) { return parseName(s, PolicyKinds()) }
-
-func (k PolicyKind) String() string               { return string(k) }
-func (k PolicyKind) MarshalText() ([]byte, error) { return []byte(k), nil }
-
-// UnmarshalText refuses a kind the registry does not have (the CLI's
-// flag.TextVar); JSON takes any string and Validate names policy.kind.
-func (k *PolicyKind) UnmarshalText(t []byte) error    { return unmarshalText(t, k, PolicyKinds()) }
-func (k *PolicyKind) UnmarshalJSON(data []byte) error { return unmarshalJSONName(data, k) }
+func ParsePolicyKind(s string) (PolicyKind, error) { return spec.ParsePolicyKind(s) }
 
 // PolicyKinds returns every policy kind a configuration accepts.
-func PolicyKinds() []PolicyKind {
-	out := make([]PolicyKind, len(kindTable))
-	for i, d := range kindTable {
-		out[i] = d.kind()
-	}
-	return out
-}
+func PolicyKinds() []PolicyKind { return spec.PolicyKinds() }
 
 // noFit is the part of a decider for the kinds without a posterior
 // fitted at the MAP and without kind-specific options or state.

@@ -232,21 +232,21 @@ func TestLaplaceConfigValidation(t *testing.T) {
 	} {
 		c := smallConfig(bandit.LaplaceTS)
 		tc.set(c)
-		c.SetDefaults()
-		err := c.Validate()
+		bandit.SetDefaults(c)
+		err := bandit.Validate(c)
 		var ve *bandit.ValidationError
 		if !errors.As(err, &ve) || ve.Errors[0].Field != tc.field {
 			t.Errorf("%+v: %v, want an error on %s", c.Policy, err, tc.field)
 		}
 	}
 	c := smallConfig(bandit.FlowTS)
-	c.SetDefaults()
-	if err := c.Validate(); err != nil || c.Policy.Flow.Length != 10 || c.Policy.Flow.Iterations != 1000 || c.Policy.Flow.LR != 0.03 {
+	bandit.SetDefaults(c)
+	if err := bandit.Validate(c); err != nil || c.Policy.Flow.Length != 10 || c.Policy.Flow.Iterations != 1000 || c.Policy.Flow.LR != 0.03 {
 		t.Errorf("flow-ts defaults: %v, %+v", err, c.Policy.Flow)
 	}
 	c = smallConfig(bandit.LaplaceTS)
-	c.SetDefaults()
-	if err := c.Validate(); err != nil || c.Policy.Laplace != "diagonal" {
+	bandit.SetDefaults(c)
+	if err := bandit.Validate(c); err != nil || c.Policy.Laplace != "diagonal" {
 		t.Errorf("laplace-ts defaults: %v, %q", err, c.Policy.Laplace)
 	}
 }

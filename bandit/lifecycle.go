@@ -11,40 +11,13 @@ import (
 	"sort"
 	"time"
 
+	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
-// Patch is a change to a live bandit (PATCH /v1/bandits/{name}).
-//
-// Policy, Training, Refinement and Reward are JSON merge patches (RFC
-// 7396) of those sections of the configuration: the members given
-// replace the current ones, null restores a member's default, the rest
-// stay. The result is validated as at creation. policy.kind cannot
-// change (Service.Update says why).
-//
-// AddArms appends arms; AddValues appends declared values to categorical
-// features (feature name -> new values). The model grows without losing
-// what it learned (Service.Update).
-//
-// Archived, when set, archives the bandit (true: no new decisions,
-// ErrArchived) or makes it live again (false).
-//
-// Name, Arms, Features and Model cannot be patched; they are here to
-// say so by name.
-type Patch struct {
-	Policy     json.RawMessage     `json:"policy,omitempty"`
-	Training   json.RawMessage     `json:"training,omitempty"`
-	Refinement json.RawMessage     `json:"refinement,omitempty"`
-	Reward     json.RawMessage     `json:"reward,omitempty"`
-	AddArms    []string            `json:"add_arms,omitempty"`
-	AddValues  map[string][]string `json:"add_values,omitempty"`
-	Archived   *bool               `json:"archived,omitempty"`
-
-	Name     json.RawMessage `json:"name,omitempty"`
-	Arms     json.RawMessage `json:"arms,omitempty"`
-	Features json.RawMessage `json:"features,omitempty"`
-	Model    json.RawMessage `json:"model,omitempty"`
-}
+// Patch is a change to a live bandit (PATCH /v1/bandits/{name};
+// spec.Patch).
+type Patch = spec.Patch
 
 // ParsePatch decodes a patch strictly (unknown fields at any depth are
 // named by their path; see DecodeStrict) and refuses the members that
@@ -156,9 +129,9 @@ func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(t)
 }
 
-// Apply returns cur changed by p, defaults filled in and validated, and
-// the effects of the change on the live agent in words.
-func (p *Patch) Apply(cur *Config) (*Config, []string, error) {
+// ApplyPatch returns cur changed by p, defaults filled in and
+// validated, and the effects of the change on the live agent in words.
+func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
 	var v validator
 	doc := map[string]json.RawMessage{}
 	raw, err := json.Marshal(cur)
@@ -235,11 +208,11 @@ func (p *Patch) Apply(cur *Config) (*Config, []string, error) {
 	if err := v.err(); err != nil {
 		return nil, nil, err
 	}
-	c.SetDefaults()
+	SetDefaults(&c)
 	if c.Policy.Kind != cur.Policy.Kind {
 		return nil, nil, invalid("policy.kind", fmt.Sprintf("cannot change from %s to %s: what a bandit learned is of its kind, and its log would mix two policies; create a new bandit", cur.Policy.Kind, c.Policy.Kind))
 	}
-	if err := c.Validate(); err != nil {
+	if err := Validate(&c); err != nil {
 		return nil, nil, err
 	}
 	return &c, effects(cur, &c, p, added), nil
@@ -275,7 +248,7 @@ func addNames(v *validator, field, exists string, dst, have, add []string) []str
 // effects says what changing cur to c does to the live agent.
 func effects(cur, c *Config, p *Patch, added int) []string {
 	var out []string
-	caps := c.Policy.Capabilities()
+	caps := CapabilitiesOf(c.Policy)
 	if p.Policy != nil {
 		out = append(out, "policy: applies from the next decision; what the bandit learned is kept")
 	}
@@ -395,7 +368,7 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 }
 
 // Update applies a patch to the named bandit and returns its agent and
-// what the change does to it (Patch.Apply's effects).
+// what the change does to it (ApplyPatch's effects).
 //
 // Archiving alone changes nothing else: the agent stays, and from the
 // next request Decide answers ErrArchived (rewards of earlier decisions
@@ -423,7 +396,7 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		return nil, nil, err
 	}
 	cur := old.Config()
-	cfg, effects, err := p.Apply(&cur)
+	cfg, effects, err := ApplyPatch(&cur, p)
 	if err != nil {
 		return nil, nil, err
 	}

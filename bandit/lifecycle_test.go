@@ -332,7 +332,7 @@ func TestUpdateRules(t *testing.T) {
 	// A merge patch: null restores a member's default, members not
 	// named stay.
 	def := &Config{Policy: PolicyConfig{Kind: EpsGreedy}} // no training settings: every default
-	def.SetDefaults()
+	SetDefaults(def)
 	b, _, err = svc.Update(ctx, "grow", &Patch{Training: json.RawMessage(`{"iterations": null, "lr": 0.02}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func ParsePolicySpec(s string) (PolicySpec, error) {
 	if !hasArg {
 		return spec, nil
 	}
-	c := k.Capabilities()
+	c := KindCapabilities(k)
 	switch {
 	case c.Explores:
 		e, err := strconv.ParseFloat(arg, 64)

@@ -250,11 +250,11 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 	if s.closed.Load() {
 		return nil, ErrUnavailable
 	}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	SetDefaults(cfg)
+	if err := Validate(cfg); err != nil {
 		return nil, err
 	}
-	if err := cfg.DecisionBudget(); err != nil {
+	if err := DecisionBudget(cfg); err != nil {
 		return nil, err
 	}
 	if len(cfg.Arms) < MinArms {

@@ -1,85 +1,31 @@
 package bandit
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
 // The snapshot file: a bandit moved between services (GET
 // /v1/bandits/{name}/snapshot, POST /v1/snapshots, refinery snapshot
-// export|import).
+// export|import); spec.SnapshotFile has its format.
 const (
-	// SnapshotFormat names the format; SnapshotFormatVersion versions
-	// its envelope (the members of SnapshotFile).
-	SnapshotFormat        = "refinery-snapshot"
-	SnapshotFormatVersion = 1
-	// ModelLayout versions what the envelope carries of the model: the
-	// binary encoding of posterior.MeanField (Posterior) and the
-	// snapshot metadata the agent keeps beside it (PosteriorMeta: the
-	// reward standardization, the network's shape, the posteriors fitted
-	// at the MAP). Bump it with any change to either: a service refuses
-	// to import another layout rather than guess.
-	ModelLayout = 1
+	SnapshotFormat        = spec.SnapshotFormat
+	SnapshotFormatVersion = spec.SnapshotFormatVersion
+	ModelLayout           = spec.ModelLayout
 )
 
 // SnapshotFile is a bandit's configuration and its published posterior,
-// versioned and checksummed.
-type SnapshotFile struct {
-	Format        string    `json:"format"`
-	FormatVersion int       `json:"format_version"`
-	ModelLayout   int       `json:"model_layout"`
-	CreatedAt     time.Time `json:"created_at"`
-	// Bandit is the configuration, defaults filled in.
-	Bandit json.RawMessage `json:"bandit"`
-	// ModelVersion is the published posterior's version (0: the bandit
-	// had not trained; Posterior is then empty).
-	ModelVersion int64 `json:"model_version"`
-	// Posterior is the serialized posterior (base64 in JSON) and
-	// PosteriorMeta its metadata, both of layout ModelLayout.
-	Posterior     []byte          `json:"posterior"`
-	PosteriorMeta json.RawMessage `json:"posterior_meta"`
-	// SHA256 is Sum's hex digest.
-	SHA256 string `json:"sha256"`
-}
+// versioned and checksummed (spec.SnapshotFile).
+type SnapshotFile = spec.SnapshotFile
 
-// Sum returns the hex SHA-256 of the file's content: every member but
-// SHA256, each length-prefixed (8 bytes, little-endian) in the order of
-// the struct, the JSON members compacted (whitespace is not content).
-func (f *SnapshotFile) Sum() string {
-	h := sha256.New()
-	field := func(b []byte) {
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	compact := func(raw json.RawMessage) []byte {
-		var buf bytes.Buffer
-		if json.Compact(&buf, raw) != nil {
-			return raw
-		}
-		return buf.Bytes()
-	}
-	field([]byte(f.Format))
-	field(fmt.Appendf(nil, "%d", f.FormatVersion))
-	field(fmt.Appendf(nil, "%d", f.ModelLayout))
-	field([]byte(f.CreatedAt.UTC().Format(time.RFC3339Nano)))
-	field(compact(f.Bandit))
-	field(fmt.Appendf(nil, "%d", f.ModelVersion))
-	field(f.Posterior)
-	field(compact(f.PosteriorMeta))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// Verify checks the envelope: format, its version, the model layout and
-// the checksum, each failure a *ValidationError naming the member.
-func (f *SnapshotFile) Verify() error {
+// VerifySnapshot checks the envelope of f: format, its version, the
+// model layout and the checksum, each failure a *ValidationError naming
+// the member.
+func VerifySnapshot(f *SnapshotFile) error {
 	fail := func(field, format string, args ...any) error {
 		return &ValidationError{Errors: []FieldError{{Field: field, Detail: fmt.Sprintf(format, args...)}}}
 	}
@@ -133,7 +79,7 @@ func (a *Agent) ExportSnapshot() (*SnapshotFile, error) {
 // the file fails Verify, its configuration is invalid, or its posterior
 // does not fit the configuration.
 func (s *Service) Import(ctx context.Context, f *SnapshotFile) (*Agent, error) {
-	if err := f.Verify(); err != nil {
+	if err := VerifySnapshot(f); err != nil {
 		return nil, err
 	}
 	cfg, err := ParseConfig(f.Bandit)
@@ -148,14 +94,14 @@ func (s *Service) Import(ctx context.Context, f *SnapshotFile) (*Agent, error) {
 	fail := func(field, format string, args ...any) error {
 		return &ValidationError{Errors: []FieldError{{Field: field, Detail: fmt.Sprintf(format, args...)}}}
 	}
-	if cfg.Policy.Capabilities().PosteriorInRows {
+	if CapabilitiesOf(cfg.Policy).PosteriorInRows {
 		return nil, fail("bandit.policy.kind", "a %s posterior is rebuilt from the stored rewards, which a snapshot does not carry", cfg.Policy.Kind)
 	}
 	if f.ModelVersion < 0 || f.ModelVersion > MaxModelVersion {
 		return nil, fail("model_version", "%d: want 0 to %d (2^53 - 1), so that the versions after it cannot overflow", f.ModelVersion, int64(MaxModelVersion))
 	}
 	var snap *Snapshot
-	if f.ModelVersion > 0 && cfg.Policy.Capabilities().Model {
+	if f.ModelVersion > 0 && CapabilitiesOf(cfg.Policy).Model {
 		snap = &Snapshot{Bandit: cfg.Name, Version: f.ModelVersion, Params: f.Posterior, Metrics: f.PosteriorMeta}
 		// Decode it as the new agent will, so that a posterior that does
 		// not fit is an error here rather than a warning at load.

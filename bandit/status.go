@@ -3,55 +3,17 @@ package bandit
 import (
 	"math"
 	"time"
+
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
-// Status is an agent's live state.
-type Status struct {
-	// ModelVersion counts the posteriors the trainer has published.
-	ModelVersion int64 `json:"model_version"`
-	// TrainedRows is the number of rewarded decisions the current
-	// posterior was trained on.
-	TrainedRows int `json:"trained_rows"`
-	// ELBO is the trainer's last minibatch ELBO estimate (mean of the
-	// last tenth of its iterations); null before any training.
-	ELBO      *float64   `json:"elbo"`
-	TrainedAt *time.Time `json:"trained_at"`
-	// Bank is the refined-sample bank (refined-ts only).
-	Bank *BankStatus `json:"bank,omitempty"`
-	// TrainerError is the error of the last training attempt, while the
-	// trainer has not succeeded since (it retries every second); absent
-	// when training is well.
-	TrainerError string `json:"trainer_error,omitempty"`
-	// Posterior is the posterior laplace-ts, flow-ts and neural-linear
-	// fitted at the network's MAP; absent for the other kinds.
-	Posterior *PosteriorStatus `json:"posterior,omitempty"`
-	// Trainer is whether this replica trains the bandit: always on a
-	// service alone on its store; with replicas (Fleet), on the one that
-	// holds the bandit's trainer lock, while the others install the
-	// versions it persists.
-	Trainer bool `json:"trainer"`
-	// Health is the published posterior's health (Agent.Health).
-	Health *Health `json:"health"`
-}
-
-// BankStatus describes a bank of refined samples.
-type BankStatus struct {
-	// Depth is the number of usable samples banked; InFlight the
-	// number being refined.
-	Depth    int `json:"depth"`
-	InFlight int `json:"in_flight"`
-	Capacity int `json:"capacity"`
-	// Produced counts samples banked, Discarded samples that went stale
-	// before use, Used uses of samples by decisions, Reused those uses
-	// beyond a sample's first.
-	Produced  int64 `json:"produced"`
-	Discarded int64 `json:"discarded"`
-	Used      int64 `json:"used"`
-	Reused    int64 `json:"reused"`
-	// BeyondBounds counts the decisions that found fewer usable samples
-	// than they need and acted on samples past their bounds.
-	BeyondBounds int64 `json:"beyond_bounds"`
-}
+// Status is an agent's live state (spec.Status), BankStatus its bank of
+// refined samples and PosteriorStatus the posterior fitted at the MAP.
+type (
+	Status          = spec.Status
+	BankStatus      = spec.BankStatus
+	PosteriorStatus = spec.PosteriorStatus
+)
 
 // Status returns the agent's live state.
 func (a *Agent) Status() Status {
@@ -110,29 +72,6 @@ func (a *Agent) Spread() []LayerSpread {
 		out[l] = LayerSpread{Layer: l + 1, In: ly.In, Out: ly.Out, MeanSigma: sum / float64(ly.Size()), MaxSigma: mx}
 	}
 	return out
-}
-
-// PosteriorStatus describes the posterior that laplace-ts, flow-ts and
-// neural-linear fit at the network's MAP after each retraining.
-type PosteriorStatus struct {
-	// Kind is "laplace-diagonal", "laplace-last-layer", "flow" or
-	// "neural-linear".
-	Kind string `json:"kind"`
-	// For the last layer (laplace-last-layer, flow): PriorPrecision is
-	// the prior precision the marginal likelihood chose, NoiseVariance
-	// the MAP's noise variance in standardized units, LogEvidence the
-	// log marginal likelihood of the standardized rewards.
-	PriorPrecision *float64 `json:"prior_precision,omitempty"`
-	NoiseVariance  *float64 `json:"noise_variance,omitempty"`
-	LogEvidence    *float64 `json:"log_evidence,omitempty"`
-	// For flow: FlowLength radial layers, FlowELBO the mean
-	// single-sample ELBO of the last tenth of the fit's iterations
-	// (absent before any data: the flow is fitted once there are rows).
-	FlowLength int      `json:"flow_length,omitempty"`
-	FlowELBO   *float64 `json:"flow_elbo,omitempty"`
-	// For laplace-diagonal: MeanSigma is the mean posterior standard
-	// deviation over all parameters (Agent.Spread has it per layer).
-	MeanSigma *float64 `json:"mean_sigma,omitempty"`
 }
 
 // Name returns the bandit's name.

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/refinery-bandits/refinery/policy"
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
 // Bandit is a stored bandit: its name and configuration.
@@ -23,18 +23,18 @@ type Bandit struct {
 }
 
 // SampleKind says what kind of posterior sample a decision acted on
-// (policy.SampleKind: the decision rules set it).
-type SampleKind = policy.SampleKind
+// (spec.SampleKind: the decision rules set it).
+type SampleKind = spec.SampleKind
 
 // The kinds of sample a decision can act on.
 const (
-	SampleRefined   = policy.SampleRefined   // locally refined sample (Havasi et al. 2021)
-	SampleMeanField = policy.SampleMeanField // plain draw from the mean-field posterior
-	SamplePoint     = policy.SamplePoint     // point estimate (greedy, epsilon-greedy)
-	SampleExact     = policy.SampleExact     // draw from an exact posterior (linear TS, NeuralLinear)
-	SampleLaplace   = policy.SampleLaplace   // draw from a Laplace posterior (laplace-ts)
-	SampleFlow      = policy.SampleFlow      // flow-refined last-layer draw (flow-ts)
-	SampleNone      = policy.SampleNone      // no model (uniform)
+	SampleRefined   = spec.SampleRefined   // locally refined sample (Havasi et al. 2021)
+	SampleMeanField = spec.SampleMeanField // plain draw from the mean-field posterior
+	SamplePoint     = spec.SamplePoint     // point estimate (greedy, epsilon-greedy)
+	SampleExact     = spec.SampleExact     // draw from an exact posterior (linear TS, NeuralLinear)
+	SampleLaplace   = spec.SampleLaplace   // draw from a Laplace posterior (laplace-ts)
+	SampleFlow      = spec.SampleFlow      // flow-refined last-layer draw (flow-ts)
+	SampleNone      = spec.SampleNone      // no model (uniform)
 )
 
 // Decision is one arm choice, as stored.

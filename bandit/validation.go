@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
 // More domain errors (see errors.go).
@@ -19,13 +21,8 @@ var (
 	ErrLimit = errors.New("bandit: limit reached")
 )
 
-// FieldError is one problem with one field of a request. Field is a
-// JSON path such as "context.odor", "features[2].values[0]" or
-// "policy.kind"; empty means the body as a whole.
-type FieldError struct {
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
-}
+// FieldError is one problem with one field of a request (spec.FieldError).
+type FieldError = spec.FieldError
 
 // ValidationError lists every problem found with a request. It matches
 // ErrInvalid under errors.Is.

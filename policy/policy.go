@@ -17,19 +17,24 @@
 // no random source: the caller passes its *rand.Rand.
 package policy
 
-import "context"
+import (
+	"context"
 
-// SampleKind says what a decision acted on.
-type SampleKind string
+	"github.com/refinery-bandits/refinery/bandit/spec"
+)
 
+// SampleKind says what a decision acted on (spec.SampleKind).
+type SampleKind = spec.SampleKind
+
+// The kinds of sample.
 const (
-	SampleRefined   SampleKind = "refined"    // locally refined posterior sample(s)
-	SampleMeanField SampleKind = "mean-field" // plain mean-field posterior sample(s)
-	SamplePoint     SampleKind = "point"      // a point estimate (greedy, epsilon-greedy)
-	SampleExact     SampleKind = "exact"      // a sample from an exact posterior (linear TS, NeuralLinear)
-	SampleLaplace   SampleKind = "laplace"    // Laplace posterior sample(s) (laplace-ts)
-	SampleFlow      SampleKind = "flow"       // flow-refined last-layer sample(s) (flow-ts)
-	SampleNone      SampleKind = "none"       // no model (uniform)
+	SampleRefined   = spec.SampleRefined
+	SampleMeanField = spec.SampleMeanField
+	SamplePoint     = spec.SamplePoint
+	SampleExact     = spec.SampleExact
+	SampleLaplace   = spec.SampleLaplace
+	SampleFlow      = spec.SampleFlow
+	SampleNone      = spec.SampleNone
 )
 
 // Decision is a policy's choice for one context.

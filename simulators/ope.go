@@ -523,7 +523,7 @@ func Fit(ctx context.Context, c Candidate, rows []LoggedRow, trainEvery int, see
 		return nil, fmt.Errorf("candidate %s: %w", c.Name, err)
 	}
 	f.agent = agent
-	if !c.Config.Policy.Capabilities().Model {
+	if !bandit.CapabilitiesOf(c.Config.Policy).Model {
 		return f, nil // nothing to learn
 	}
 	st := f.svc.Store()

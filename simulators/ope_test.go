@@ -233,14 +233,14 @@ func TestESS(t *testing.T) {
 func TestEvaluate(t *testing.T) {
 	cfg := &bandit.Config{Name: "b", Arms: []string{"a", "b"}, Features: []bandit.Feature{{Name: "x", Type: bandit.Numeric}},
 		Policy: bandit.PolicyConfig{Kind: bandit.Uniform}, Model: bandit.ModelConfig{Hidden: []int{4}}}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	bandit.SetDefaults(cfg)
+	if err := bandit.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
 	greedy := *cfg
 	greedy.Policy = bandit.PolicyConfig{Kind: bandit.Greedy}
-	greedy.SetDefaults()
-	if err := greedy.Validate(); err != nil {
+	bandit.SetDefaults(&greedy)
+	if err := bandit.Validate(&greedy); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(11, 12))

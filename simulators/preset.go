@@ -203,7 +203,7 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 		}
 		c.Policy.Kind = bandit.PolicyKind(spec.Kind)
 		c.Policy.Epsilon = nil
-		if c.Policy.Kind.Capabilities().Explores {
+		if bandit.KindCapabilities(c.Policy.Kind).Explores {
 			e := spec.Epsilon
 			c.Policy.Epsilon = &e
 		}
@@ -226,8 +226,8 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 			set(&c.Training)
 		}
 	}
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
+	bandit.SetDefaults(&c)
+	if err := bandit.Validate(&c); err != nil {
 		return nil, fmt.Errorf("bandit configuration: %w", err)
 	}
 	if !slices.Equal(c.Arms, env.ArmNames()) {
@@ -280,7 +280,7 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 		if err != nil {
 			return nil, err
 		}
-		caps := ps.Kind.Capabilities()
+		caps := bandit.KindCapabilities(ps.Kind)
 		if hasArg && hasMethods {
 			return nil, fmt.Errorf("%s: a policy with an argument (%s) takes no training method", item+"@"+methods, arg)
 		}

@@ -182,7 +182,7 @@ func policyStream(name string) uint64 {
 
 // cost orders jobs so that the most expensive start first
 // (bandit.Capabilities.Cost).
-func cost(kind string) int { return bandit.PolicyKind(kind).Capabilities().Cost }
+func cost(kind string) int { return bandit.KindCapabilities(bandit.PolicyKind(kind)).Cost }
 
 // Run plays every (policy, seed) pair for cfg.Steps steps, Workers runs
 // at a time, and returns one result per pair in policy-then-seed order.

@@ -9,12 +9,15 @@
 // allocating nothing per request in the steady state, for load
 // generators whose own CPU must not compete with the service's.
 //
-// The configuration, status and propensity types are the service's own
-// (package bandit), and a decision's members are those the service's
-// answers embed (package api/wire), so that they cannot drift from what
-// it accepts and answers; the contract test of package api checks the
-// answers against the OpenAPI document, and this package's tests decode
-// them strictly.
+// The configuration, status, propensity, patch and snapshot types are
+// the service's own (package bandit/spec, which package bandit names by
+// aliases), and a decision's members are those the service's answers
+// embed (package api/wire), so that they cannot drift from what it
+// accepts and answers; the contract test of package api checks the
+// answers against the OpenAPI document, and the client's tests against
+// the service (api/goclient_test.go) decode them strictly. Neither of
+// those packages links the service's model: this one needs only the
+// standard library and them (TestClientLinksNoModel).
 package client
 
 import (
@@ -31,7 +34,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/api/wire"
-	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
 // Client is a client of one Refinery service. It is safe for concurrent
@@ -77,7 +80,7 @@ func (c *Client) BaseURL() string { return c.base }
 // filled in, when it was created and, except in the answer to
 // CreateBandit's import counterpart, its live status.
 type Bandit struct {
-	bandit.Config
+	spec.Config
 	CreatedAt time.Time `json:"created_at"`
 	// ArchivedAt is set while the bandit is archived.
 	ArchivedAt *time.Time `json:"archived_at,omitempty"`
@@ -98,7 +101,7 @@ type Status struct {
 	Decisions  int64 `json:"decisions"`
 	Rewards    int64 `json:"rewards"`
 	TrainerLag int64 `json:"trainer_lag"`
-	bandit.Status
+	spec.Status
 }
 
 // DecisionRequest asks for a decision.
@@ -120,7 +123,7 @@ type Decision struct {
 	wire.Decision
 	// Propensity says how the probabilities were estimated; nil on a
 	// replay.
-	Propensity *bandit.Propensity `json:"propensity,omitempty"`
+	Propensity *spec.Propensity `json:"propensity,omitempty"`
 	// Replayed is true when the event ID was decided before and the
 	// stored decision was returned (200 rather than 201).
 	Replayed bool `json:"-"`
@@ -243,7 +246,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 }
 
 // CreateBandit creates a bandit from its configuration: a
-// *bandit.Config, or anything that encodes as one (a map, or the JSON
+// *spec.Config, or anything that encodes as one (a map, or the JSON
 // itself as []byte or json.RawMessage). It returns the stored bandit,
 // defaults filled in.
 func (c *Client) CreateBandit(ctx context.Context, cfg any) (*Bandit, error) {
@@ -329,15 +332,15 @@ func (c *Client) Get(ctx context.Context, path string, w io.Writer) error {
 
 // Snapshot returns bandit name's snapshot: its configuration and
 // published posterior, versioned and checksummed.
-func (c *Client) Snapshot(ctx context.Context, name string) (*bandit.SnapshotFile, error) {
-	var f bandit.SnapshotFile
+func (c *Client) Snapshot(ctx context.Context, name string) (*spec.SnapshotFile, error) {
+	var f spec.SnapshotFile
 	if _, err := c.do(ctx, http.MethodGet, "/v1/bandits/"+url.PathEscape(name)+"/snapshot", nil, &f, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return &f, nil
 }
 
-// ImportSnapshot creates a bandit from a snapshot (a *bandit.SnapshotFile,
+// ImportSnapshot creates a bandit from a snapshot (a *spec.SnapshotFile,
 // or its JSON as []byte or json.RawMessage) and returns it. A snapshot of
 // another model layout, altered, or whose posterior does not fit its
 // configuration is a 400 Error naming the member at fault.
@@ -438,7 +441,7 @@ func (c *Client) Decision(ctx context.Context, name, eventID string) (*DecisionR
 	return &d, nil
 }
 
-// UpdateBandit changes bandit name with patch: a *bandit.Patch, or
+// UpdateBandit changes bandit name with patch: a *spec.Patch, or
 // anything that encodes as one (a map, or the JSON as []byte or
 // json.RawMessage), e.g. {"add_arms": ["c"], "training": {"lr": 0.01}}.
 // A change the bandit cannot take is a 400 Error naming the member; a

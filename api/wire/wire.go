@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
 // Decision is a decision as every answer that holds one spells it:
@@ -23,7 +23,7 @@ type Decision struct {
 	Probabilities map[string]float64 `json:"probabilities"`
 	Scores        map[string]float64 `json:"scores"`
 	ModelVersion  int64              `json:"model_version"`
-	Sample        bandit.SampleKind  `json:"sample"`
+	Sample        spec.SampleKind    `json:"sample"`
 	Policy        string             `json:"policy"`
 	CreatedAt     time.Time          `json:"created_at"`
 }
@@ -43,27 +43,27 @@ type Decision struct {
 // wire "field" is present exactly when "errors" is (a 400 with field
 // problems; "" then means the body as a whole), as the service sends it.
 type Problem struct {
-	Type      string              `json:"type"`
-	Title     string              `json:"title"`
-	Status    int                 `json:"status"`
-	Detail    string              `json:"detail,omitempty"`
-	Instance  string              `json:"instance,omitempty"`
-	RequestID string              `json:"request_id,omitempty"`
-	Field     string              `json:"-"`
-	Errors    []bandit.FieldError `json:"errors,omitempty"`
+	Type      string            `json:"type"`
+	Title     string            `json:"title"`
+	Status    int               `json:"status"`
+	Detail    string            `json:"detail,omitempty"`
+	Instance  string            `json:"instance,omitempty"`
+	RequestID string            `json:"request_id,omitempty"`
+	Field     string            `json:"-"`
+	Errors    []spec.FieldError `json:"errors,omitempty"`
 }
 
 // problemJSON is Problem as the wire spells it: field present with
 // errors.
 type problemJSON struct {
-	Type      string              `json:"type"`
-	Title     string              `json:"title"`
-	Status    int                 `json:"status"`
-	Detail    string              `json:"detail,omitempty"`
-	Instance  string              `json:"instance,omitempty"`
-	RequestID string              `json:"request_id,omitempty"`
-	Field     *string             `json:"field,omitempty"`
-	Errors    []bandit.FieldError `json:"errors,omitempty"`
+	Type      string            `json:"type"`
+	Title     string            `json:"title"`
+	Status    int               `json:"status"`
+	Detail    string            `json:"detail,omitempty"`
+	Instance  string            `json:"instance,omitempty"`
+	RequestID string            `json:"request_id,omitempty"`
+	Field     *string           `json:"field,omitempty"`
+	Errors    []spec.FieldError `json:"errors,omitempty"`
 }
 
 // MarshalJSON writes p with "field" when it has errors.

@@ -499,7 +499,7 @@ func candidateConfig(base *bandit.Config, overlay map[string]any) (*bandit.Confi
 		return nil, err
 	}
 	pol := overlay["policy"].(map[string]any)
-	if kind, _ := pol["kind"].(string); bandit.PolicyKind(kind).Capabilities().SampleBank {
+	if kind, _ := pol["kind"].(string); bandit.KindCapabilities(bandit.PolicyKind(kind)).SampleBank {
 		if _, ok := pol["max_sample_uses"]; !ok {
 			pol["max_sample_uses"] = 1_000_000
 		}
@@ -531,7 +531,7 @@ func merge(dst, src map[string]any) {
 func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
 	exact, estimated := true, false
 	for k := range kinds {
-		c := bandit.PolicyKind(k).Capabilities()
+		c := bandit.KindCapabilities(bandit.PolicyKind(k))
 		switch {
 		case slices.Contains(bandit.PolicyKinds(), bandit.PolicyKind(k)) && !c.Posterior: // uniform, greedy, eps-greedy
 		case c.LinearHead:

@@ -351,7 +351,7 @@ func playedSettings(spec simulators.PolicySpec, env simulators.Env, preset simul
 	}
 	def := bandit.Config{Name: played.Name, Arms: played.Arms, Features: played.Features,
 		Policy: bandit.PolicyConfig{Kind: played.Policy.Kind, Epsilon: played.Policy.Epsilon, Laplace: played.Policy.Laplace}}
-	def.SetDefaults()
+	bandit.SetDefaults(&def)
 	a, b := flatJSON(played), flatJSON(&def)
 	var out []string
 	for path, v := range a {

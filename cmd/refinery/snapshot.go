@@ -110,7 +110,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := bandit.DecodeStrict(raw, &f); err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	if err := f.Verify(); err != nil {
+	if err := bandit.VerifySnapshot(&f); err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	b, err := cl.ImportSnapshot(ctx, json.RawMessage(raw))

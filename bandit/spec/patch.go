@@ -1,0 +1,35 @@
+package spec
+
+import "encoding/json"
+
+// Patch is a change to a live bandit (PATCH /v1/bandits/{name}).
+//
+// Policy, Training, Refinement and Reward are JSON merge patches (RFC
+// 7396) of those sections of the configuration: the members given
+// replace the current ones, null restores a member's default, the rest
+// stay. The result is validated as at creation. policy.kind cannot
+// change (bandit.Service.Update says why).
+//
+// AddArms appends arms; AddValues appends declared values to categorical
+// features (feature name -> new values). The model grows without losing
+// what it learned (bandit.Service.Update).
+//
+// Archived, when set, archives the bandit (true: no new decisions,
+// bandit.ErrArchived) or makes it live again (false).
+//
+// Name, Arms, Features and Model cannot be patched; they are here to
+// say so by name.
+type Patch struct {
+	Policy     json.RawMessage     `json:"policy,omitempty"`
+	Training   json.RawMessage     `json:"training,omitempty"`
+	Refinement json.RawMessage     `json:"refinement,omitempty"`
+	Reward     json.RawMessage     `json:"reward,omitempty"`
+	AddArms    []string            `json:"add_arms,omitempty"`
+	AddValues  map[string][]string `json:"add_values,omitempty"`
+	Archived   *bool               `json:"archived,omitempty"`
+
+	Name     json.RawMessage `json:"name,omitempty"`
+	Arms     json.RawMessage `json:"arms,omitempty"`
+	Features json.RawMessage `json:"features,omitempty"`
+	Model    json.RawMessage `json:"model,omitempty"`
+}
