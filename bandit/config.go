@@ -58,6 +58,7 @@ const (
 const (
 	DefaultPolicyKind        = RefinedTS
 	DefaultSamples           = 3
+	DefaultThompsonSamples   = 1
 	DefaultEpsilon           = 0.05
 	DefaultMaxSampleUses     = 1000
 	DefaultMaxSampleAge      = 30 * time.Second
@@ -263,6 +264,9 @@ func SetDefaults(c *Config) {
 	}
 	if p.Samples == 0 {
 		p.Samples = DefaultSamples
+		if CapabilitiesOf(*p).MeanField {
+			p.Samples = DefaultThompsonSamples
+		}
 	}
 	if d := deciderOf(p.Kind); d != nil {
 		d.setDefaults(p)

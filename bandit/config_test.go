@@ -21,7 +21,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	}
 	p, m, tr, r := cfg.Policy, cfg.Model, cfg.Training, cfg.Refinement
 	switch {
-	case p.Kind != bandit.RefinedTS || p.Samples != 3 || p.MaxSampleUses != 1000 || *p.MaxSampleAge != bandit.Duration(30*time.Second) || *p.MaxVersionsBehind != 3 || p.PropensitySamples != 32 || p.Epsilon != nil:
+	case p.Kind != bandit.RefinedTS || p.Samples != 1 || p.MaxSampleUses != 1000 || *p.MaxSampleAge != bandit.Duration(30*time.Second) || *p.MaxVersionsBehind != 3 || p.PropensitySamples != 32 || p.Epsilon != nil:
 		t.Errorf("policy %+v", p)
 	case !reflect.DeepEqual(m.Hidden, []int{100}) || m.PriorVariance != 1 || m.InitSigma != bandit.DefaultInitSigma || m.Prior != "fan-in" || m.Likelihood != "auto" || m.Noise != "shared" ||
 		m.NoisePrior == nil || *m.NoisePrior != (bandit.NoisePrior{Shape: 2, Rate: 0.5}):

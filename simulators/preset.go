@@ -81,7 +81,8 @@ func Presets() map[string]Preset {
 	}
 	fast := paper
 	fast.Name = "fast"
-	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; one hidden layer of 100 for refined and mean-field TS, the paper's 2x100 for the others), the paper's optimizer, refinement fractions and samples per decision; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; one hidden layer of 100 for refined and mean-field TS, the paper's 2x100 for the others) and samples per decision (1 for refined and mean-field TS, the paper's 3 for the others), the paper's optimizer and refinement fractions; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Bandit.Policy.Samples = 0 // the service's, per kind
 	fast.Bandit.Model = bandit.ModelConfig{PriorVariance: 1}
 	fast.Bandit.Training.Bound = ""
 	fast.Bandit.Training.SigmaLR = 0
