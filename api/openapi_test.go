@@ -494,6 +494,10 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		{"POST", "/v1/bandits/eps/events/x1/reward", "", `{"value": 2}`, 409},
 		{"POST", "/v1/bandits/eps/events/none/reward", "", `{"value": 1}`, 404},
 		{"POST", "/v1/bandits/eps/events/x1/reward", "", `{}`, 400},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": 2}], "event_ids": ["y1", "y2"], "excluded_arms": ["a"]}`, 201},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": 2}], "event_ids": ["y1", "y2"]}`, 200},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": 3}], "event_ids": ["y1", "y2"]}`, 409},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": "big"}]}`, 400},
 	} {
 		do(e)
 	}

@@ -1,0 +1,86 @@
+package bandit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// MaxBatchContexts is the most contexts one DecideBatch takes: a page of
+// items, whose decisions the PostgreSQL store commits together (its
+// MaxBatch is 256 by default, so a batch is one commit).
+const MaxBatchContexts = 100
+
+// BatchRequest asks for one decision per context, made and stored
+// together.
+type BatchRequest struct {
+	// Contexts are the JSON objects of feature values, 1 to
+	// MaxBatchContexts of them.
+	Contexts []json.RawMessage
+	// EventIDs, when not empty, names each context's decision (as
+	// DecideRequest.EventID: a decided one is replayed): as many as
+	// Contexts, distinct. Empty: the service makes them.
+	EventIDs []string
+	// Excluded names arms that no decision of the batch may choose.
+	Excluded []string
+}
+
+// DecideBatch makes one decision per context, as Decide does each
+// (the same validation, policy, propensities and idempotency), under
+// one model version, and stores them together: one commit of the
+// PostgreSQL store's group committer for the lot (Store.InsertDecisions),
+// durable when it returns. The outcomes are in the order of the
+// contexts.
+//
+// Every context is validated before any is decided: a problem anywhere
+// is a *ValidationError naming the field with its index
+// ("contexts[3].device", "event_ids[2]", "contexts" for a batch that is
+// empty or larger than MaxBatchContexts), and nothing is stored. An
+// event ID that was decided for another context, or whose stored arm
+// is now excluded, is ErrConflict naming "contexts[i]"; the batch's
+// other decisions are then stored (each is idempotent to retry).
+func (a *Agent) DecideBatch(ctx context.Context, req BatchRequest) ([]*Outcome, error) {
+	if err := a.checkArchived(); err != nil {
+		return nil, err
+	}
+	var v validator
+	n := len(req.Contexts)
+	if n == 0 || n > MaxBatchContexts {
+		v.add("contexts", fmt.Sprintf("want 1 to %d contexts; got %d", MaxBatchContexts, n))
+	}
+	if len(req.EventIDs) > 0 && len(req.EventIDs) != n {
+		v.add("event_ids", fmt.Sprintf("want one event ID per context (%d), or none for IDs made by the service; got %d", n, len(req.EventIDs)))
+	}
+	seen := make(map[string]int, len(req.EventIDs))
+	for i, id := range req.EventIDs {
+		field := fmt.Sprintf("event_ids[%d]", i)
+		if !ValidEventID(id) {
+			v.add(field, "want 1 to 128 characters from [A-Za-z0-9._~:-]")
+			continue
+		}
+		if j, ok := seen[id]; ok {
+			v.add(field, fmt.Sprintf("the event ID %q of event_ids[%d] again: each decision of a batch needs its own", id, j))
+			continue
+		}
+		seen[id] = i
+	}
+	ps := make([]pendingDecision, 0, min(n, MaxBatchContexts))
+	if n <= MaxBatchContexts {
+		for i, raw := range req.Contexts {
+			x, err := a.encode(raw, fmt.Sprintf("contexts[%d]", i), &v)
+			if err != nil {
+				return nil, err
+			}
+			p := pendingDecision{context: raw, x: x}
+			if len(req.EventIDs) == n {
+				p.eventID = req.EventIDs[i]
+			}
+			ps = append(ps, p)
+		}
+	}
+	excluded := a.excluded(req.Excluded, &v)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return a.decideAll(ctx, ps, excluded, "contexts")
+}
