@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/refinery-bandits/refinery/bandit"
 )
@@ -84,7 +85,11 @@ func (s *Server) writeOutcomes(w http.ResponseWriter, r *http.Request, a *bandit
 			return
 		}
 	}
+	b = append(b, "]}\n"...)
+	// With its length, not chunked: a batch's answer is larger than
+	// net/http's buffer (and client.Conn reads answers of known length).
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, "]}\n"...))
+	_, _ = w.Write(b)
 }
