@@ -29,6 +29,11 @@
 //	                                                  context (at most bandit.MaxBatchContexts), stored in one commit;
 //	                                                  {"decisions": [decision, ...]} in order, 201 (200 if all replays);
 //	                                                  a 400 names the item ("contexts[3].device") and stores nothing
+//	POST /v1/bandits/{name}/rankings                  {"context": {...}, "slots": k, "event_ids": [optional, one per slot],
+//	                                                  "excluded_arms": [...]}: k distinct arms, top first, ranked by one
+//	                                                  posterior sample (bandit.Agent.Rank); {"decisions": [...]}, one per
+//	                                                  slot with its own event ID and its probabilities given the slots
+//	                                                  above, each rewarded on its own; k beyond the arms is a 400 "slots"
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
 //	GET  /v1/bandits/{name}/decisions                 the decision log: ?since=&until= (RFC 3339, [since, until)),
 //	                                                  ?limit= (1..1000, default 100), ?cursor= (next_cursor of the
@@ -404,6 +409,7 @@ func New(cfg Config) *Server {
 				r.With(s.readFirst(MaxConfigBytes), s.admit).Patch("/", s.patchBandit)
 				r.With(s.readFirst(MaxDecisionBytes), s.admit).Post("/decisions", s.decide)
 				r.With(s.readFirst(MaxBatchBytes), s.admit).Post("/decision-batches", s.decideBatch)
+				r.With(s.readFirst(MaxDecisionBytes), s.admit).Post("/rankings", s.rank)
 				r.With(s.readFirst(MaxRewardBytes), s.admit).Post("/events/{event_id}/reward", s.reward)
 				r.With(s.admit).Get("/snapshot", s.snapshot)
 				r.With(s.admit).Get("/decisions", s.listDecisions)

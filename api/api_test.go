@@ -204,6 +204,7 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 	const (
 		decide = "/v1/bandits/toy/decisions"
 		batch  = "/v1/bandits/toy/decision-batches"
+		rank   = "/v1/bandits/toy/rankings"
 		reward = "/v1/bandits/toy/events/d1/reward"
 		json_  = "application/json"
 		none   = "(none)" // no field member
@@ -278,6 +279,19 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a batch on an archived bandit is a 409", "POST", "/v1/bandits/shelved/decision-batches", json_, `{"contexts": [{"color": "red", "size": 1}]}`, 409, none},
 		{"a batch for an unknown bandit is a 404", "POST", "/v1/bandits/nope/decision-batches", json_, `{"contexts": [{}]}`, 404, none},
 		{"a batch body over 2 MiB is a 413", "POST", batch, json_, `{"contexts": [{"pad": "` + strings.Repeat("x", api.MaxBatchBytes) + `"}]}`, 413, none},
+		// Rankings: more slots than arms, and the rest of a ranking's
+		// body at fault, stores no slot.
+		{"a ranking of more slots than arms is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 3}`, 400, "slots"},
+		{"a ranking of more slots than arms not excluded is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 2, "excluded_arms": ["a"]}`, 400, "slots"},
+		{"a ranking without slots is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}}`, 400, "slots"},
+		{"a ranking of a string of slots is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": "2"}`, 400, "slots"},
+		{"a ranking with an undeclared category is a 400 naming it", "POST", rank, json_, `{"context": {"color": "green", "size": 1}, "slots": 2, "event_ids": ["n1", "n2"]}`, 400, "context.color"},
+		{"a ranking with fewer event IDs than slots is a 400 naming event_ids", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 2, "event_ids": ["n1"]}`, 400, "event_ids"},
+		{"a ranking with an event ID twice is a 400 naming the second", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 2, "event_ids": ["n1", "n1"]}`, 400, "event_ids[1]"},
+		{"a ranking with a batch's member is a 400 naming it", "POST", rank, json_, `{"contexts": [{"color": "red", "size": 1}], "slots": 1}`, 400, "contexts"},
+		{"a ranking whose event ID was decided for another context is a 409", "POST", rank, json_, `{"context": {"color": "blue", "size": 1}, "slots": 1, "event_ids": ["d1"]}`, 409, none},
+		{"a ranking on an archived bandit is a 409", "POST", "/v1/bandits/shelved/rankings", json_, `{"context": {"color": "red", "size": 1}, "slots": 1}`, 409, none},
+		{"a ranking for an unknown bandit is a 404", "POST", "/v1/bandits/nope/rankings", json_, `{"context": {}, "slots": 1}`, 404, none},
 		{"a reward for an unknown event is a 404", "POST", "/v1/bandits/toy/events/nope/reward", json_, `{"value": 1}`, 404, none},
 		{"a reward for an unknown bandit is a 404", "POST", "/v1/bandits/nope/events/d1/reward", json_, `{"value": 1}`, 404, none},
 		{"a conflicting reward value is a 409", "POST", reward, json_, `{"value": 2}`, 409, none},

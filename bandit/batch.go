@@ -48,22 +48,7 @@ func (a *Agent) DecideBatch(ctx context.Context, req BatchRequest) ([]*Outcome, 
 	if n == 0 || n > MaxBatchContexts {
 		v.add("contexts", fmt.Sprintf("want 1 to %d contexts; got %d", MaxBatchContexts, n))
 	}
-	if len(req.EventIDs) > 0 && len(req.EventIDs) != n {
-		v.add("event_ids", fmt.Sprintf("want one event ID per context (%d), or none for IDs made by the service; got %d", n, len(req.EventIDs)))
-	}
-	seen := make(map[string]int, len(req.EventIDs))
-	for i, id := range req.EventIDs {
-		field := fmt.Sprintf("event_ids[%d]", i)
-		if !ValidEventID(id) {
-			v.add(field, "want 1 to 128 characters from [A-Za-z0-9._~:-]")
-			continue
-		}
-		if j, ok := seen[id]; ok {
-			v.add(field, fmt.Sprintf("the event ID %q of event_ids[%d] again: each decision of a batch needs its own", id, j))
-			continue
-		}
-		seen[id] = i
-	}
+	a.eventIDs(req.EventIDs, n, &v)
 	ps := make([]pendingDecision, 0, min(n, MaxBatchContexts))
 	if n <= MaxBatchContexts {
 		for i, raw := range req.Contexts {

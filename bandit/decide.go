@@ -41,6 +41,10 @@ type Propensity struct {
 	// estimate, Groups the number of groups of policy.samples draws
 	// whose argmax frequencies (or, for "mean-field", conditional
 	// probabilities) average to the probabilities (0 when exact).
+	//
+	// In a slot of a ranking (Agent.Rank) Groups counts the groups, of
+	// those drawn, whose ranking starts with the slots above: the
+	// groups behind the slot's probabilities (M for the first slot).
 	Samples int `json:"samples"`
 	Groups  int `json:"groups"`
 	// Exact is true for "refined-pool" when Groups is every
@@ -256,11 +260,19 @@ func (a *Agent) decideAll(ctx context.Context, ps []pendingDecision, excluded []
 		}
 		ds[i], props[i] = d, prop
 	}
+	return a.record(ctx, ds, props, excluded, field)
+}
+
+// record stores the decisions ds of one request together
+// (Store.InsertDecisions: one commit for the lot) and returns their
+// outcomes in order (settle); a conflict names field[i] when field is
+// not empty.
+func (a *Agent) record(ctx context.Context, ds []*Decision, props []*Propensity, excluded []bool, field string) ([]*Outcome, error) {
 	stored, created, err := a.store.InsertDecisions(ctx, ds)
 	if err != nil {
 		return nil, err
 	}
-	outs := make([]*Outcome, len(ps))
+	outs := make([]*Outcome, len(ds))
 	for i, d := range ds {
 		out, err := a.settle(d, stored[i], created[i], props[i], excluded)
 		if err != nil {

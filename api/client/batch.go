@@ -30,8 +30,15 @@ type decisionBatch struct {
 // A problem with any context is a 400 *Error naming it
 // ("contexts[3].device"), and then no decision was stored.
 func (c *Client) DecideBatch(ctx context.Context, name string, req BatchRequest) ([]Decision, error) {
+	return c.decisions(ctx, "/v1/bandits/"+url.PathEscape(name)+"/decision-batches", req)
+}
+
+// decisions posts req to path, a route that answers {"decisions": [...]}
+// (201, or 200 when every one is a replay), and returns them, the
+// replays (without a propensity) marked Replayed.
+func (c *Client) decisions(ctx context.Context, path string, req any) ([]Decision, error) {
 	var out decisionBatch
-	if _, err := c.do(ctx, http.MethodPost, "/v1/bandits/"+url.PathEscape(name)+"/decision-batches", req, &out, http.StatusCreated, http.StatusOK); err != nil {
+	if _, err := c.do(ctx, http.MethodPost, path, req, &out, http.StatusCreated, http.StatusOK); err != nil {
 		return nil, err
 	}
 	for i := range out.Decisions {
