@@ -26,7 +26,7 @@
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
 //	POST /v1/bandits/{name}/decision-batches          {"contexts": [{...}, ...], "event_ids": [optional, one per
 //	                                                  context], "excluded_arms": [optional, for all]}: one decision per
-//	                                                  context (at most bandit.MaxBatchContexts), stored in one commit;
+//	                                                  context (at most bandit.MaxBatchContexts), stored together (group commit);
 //	                                                  {"decisions": [decision, ...]} in order, 201 (200 if all replays);
 //	                                                  a 400 names the item ("contexts[3].device") and stores nothing
 //	POST /v1/bandits/{name}/rankings                  {"context": {...}, "slots": k, "event_ids": [optional, one per slot],

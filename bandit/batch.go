@@ -7,8 +7,9 @@ import (
 )
 
 // MaxBatchContexts is the most contexts one DecideBatch takes: a page of
-// items, whose decisions the PostgreSQL store commits together (its
-// MaxBatch is 256 by default, so a batch is one commit).
+// items, whose decisions the PostgreSQL store's group committer takes at
+// once (its MaxBatch is 256 by default: one commit, or two when the
+// batch straddles that limit with other writes).
 const MaxBatchContexts = 100
 
 // BatchRequest asks for one decision per context, made and stored
@@ -27,9 +28,9 @@ type BatchRequest struct {
 
 // DecideBatch makes one decision per context, as Decide does each
 // (the same validation, policy, propensities and idempotency), under
-// one model version, and stores them together: one commit of the
-// PostgreSQL store's group committer for the lot (Store.InsertDecisions),
-// durable when it returns. The outcomes are in the order of the
+// one model version, and stores them together: handed at once to the
+// PostgreSQL store's group committer (Store.InsertDecisions; one commit,
+// or two when they straddle its MaxBatch), durable when it returns. The outcomes are in the order of the
 // contexts.
 //
 // Every context is validated before any is decided: a problem anywhere

@@ -229,10 +229,10 @@ type pendingDecision struct {
 	x       []float64
 }
 
-// decideAll makes the decisions ps under one draw of the random source
-// and one model version, stores them together (Store.InsertDecisions:
-// one commit for the lot) and returns their outcomes in order: Decide's
-// batch of one and DecideBatch's many. A replayed event ID whose
+// decideAll makes the decisions ps with one random source and one model
+// version, stores them together (Store.InsertDecisions: handed to the
+// store at once) and returns their outcomes in order: Decide's batch of
+// one and DecideBatch's many. A replayed event ID whose
 // context encodes differently, or whose stored arm is now excluded, is
 // ErrConflict, naming field[i] when field is not empty.
 func (a *Agent) decideAll(ctx context.Context, ps []pendingDecision, excluded []bool, field string) ([]*Outcome, error) {
@@ -264,7 +264,7 @@ func (a *Agent) decideAll(ctx context.Context, ps []pendingDecision, excluded []
 }
 
 // record stores the decisions ds of one request together
-// (Store.InsertDecisions: one commit for the lot) and returns their
+// (Store.InsertDecisions: handed to the store at once) and returns their
 // outcomes in order (settle); a conflict names field[i] when field is
 // not empty.
 func (a *Agent) record(ctx context.Context, ds []*Decision, props []*Propensity, excluded []bool, field string) ([]*Outcome, error) {

@@ -41,7 +41,8 @@ type Store interface {
 	InsertDecision(ctx context.Context, d *Decision) (stored *Decision, created bool, err error)
 	// InsertDecisions stores each of ds as InsertDecision does, written
 	// together: the PostgreSQL store hands them to its group committer
-	// at once, so that up to its MaxBatch go in one commit. It returns
+	// at once, so that they go in one commit (two when they straddle its
+	// MaxBatch with other pending writes). It returns
 	// per decision, in order, the stored one and whether this call
 	// created it, once every one is durable; an error if any failed
 	// (others may be stored: each is idempotent to retry). Event IDs
