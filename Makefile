@@ -194,7 +194,8 @@ bench-service: BENCH_ADDR ?= 127.0.0.1:18090
 bench-service: BENCH_DURATION ?= 10s
 bench-service: BENCH_OUT ?= /tmp
 bench-service: BENCH_RESULT ?= bench/service-result.md
-bench-service: build ## serve over loopback on PostgreSQL (schema refinery_bench) at 1, 16, 64 clients, eps-greedy, then refined-ts with the bank warm (and with max_sample_uses 1): decisions/s, p50/p99, refined share, sample uses and age, CPU of serving, training, refinement, PostgreSQL and the loader; the table with commit, CPU and uptime into BENCH_RESULT (bench/service-result.md), CPU profiles into BENCH_OUT (/tmp)
+bench-service: BENCH_BATCH ?= 20
+bench-service: build ## serve over loopback on PostgreSQL (schema refinery_bench) at 1, 16, 64 clients, eps-greedy (single decisions, then batches of BENCH_BATCH=20 contexts per request: decisions/s counts each; latencies per batch), then refined-ts with the bank warm (and with max_sample_uses 1): decisions/s, p50/p99, refined share, sample uses and age, CPU of serving, training, refinement, PostgreSQL and the loader; the table with commit, CPU and uptime into BENCH_RESULT (bench/service-result.md), CPU profiles into BENCH_OUT (/tmp)
 	psql "$$DATABASE_URL" -qc 'DROP SCHEMA IF EXISTS refinery_bench CASCADE' -c 'CREATE SCHEMA refinery_bench'
 	@set -e; case "$$DATABASE_URL" in *\?*) sep='&';; *) sep='?';; esac; url="$$DATABASE_URL$${sep}search_path=refinery_bench"; \
 	out=$(BENCH_RESULT); pg() { psql "$$DATABASE_URL" -Atc "$$1"; }; \
@@ -206,6 +207,8 @@ bench-service: build ## serve over loopback on PostgreSQL (schema refinery_bench
 	trap 'kill -TERM '$$pid'; wait '$$pid EXIT; \
 	for i in $$(seq 100); do curl -sf http://$(BENCH_ADDR)/readyz >/dev/null && break; sleep 0.2; done; \
 	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --policy eps-greedy --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-eps-greedy.pprof >> $$out; \
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --header=false --policy eps-greedy --label 'eps-greedy, batches of $(BENCH_BATCH)' --batch $(BENCH_BATCH) --duration $(BENCH_DURATION) --concurrency 1,16,64 >> $$out; \
+	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --header=false --policy eps-greedy --label 'eps-greedy, batches of $(BENCH_BATCH), no rewards' --batch $(BENCH_BATCH) --rewards=false --duration $(BENCH_DURATION) --concurrency 1,64 >> $$out; \
 	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --header=false --policy refined-ts --duration $(BENCH_DURATION) --cpuprofile $(BENCH_OUT)/service-refined-ts.pprof >> $$out; \
 	$(BIN) loadgen --url http://$(BENCH_ADDR) --database-url "$$url" --header=false --policy refined-ts --label 'refined-ts, max_sample_uses 1' --config '{"policy": {"max_sample_uses": 1}}' --duration $(BENCH_DURATION) --concurrency 1,64 >> $$out; \
 	{ echo; echo "- uptime after: $$(uptime)"; } >> $$out; \

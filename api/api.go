@@ -24,6 +24,16 @@
 //	                                                  stays in the store for export and keeps the name taken (a
 //	                                                  create of it is a 409); purge deletes it and frees the name
 //	POST /v1/bandits/{name}/decisions                 decide: 201; 200 replaying a decided event ID
+//	POST /v1/bandits/{name}/decision-batches          {"contexts": [{...}, ...], "event_ids": [optional, one per
+//	                                                  context], "excluded_arms": [optional, for all]}: one decision per
+//	                                                  context (at most bandit.MaxBatchContexts), stored together (group commit);
+//	                                                  {"decisions": [decision, ...]} in order, 201 (200 if all replays);
+//	                                                  a 400 names the item ("contexts[3].device") and stores nothing
+//	POST /v1/bandits/{name}/rankings                  {"context": {...}, "slots": k, "event_ids": [optional, one per slot],
+//	                                                  "excluded_arms": [...]}: k distinct arms, top first, ranked by one
+//	                                                  posterior sample (bandit.Agent.Rank); {"decisions": [...]}, one per
+//	                                                  slot with its own event ID and its probabilities given the slots
+//	                                                  above, each rewarded on its own; k beyond the arms is a 400 "slots"
 //	POST /v1/bandits/{name}/events/{event_id}/reward  {"value": 5}: 204
 //	GET  /v1/bandits/{name}/decisions                 the decision log: ?since=&until= (RFC 3339, [since, until)),
 //	                                                  ?limit= (1..1000, default 100), ?cursor= (next_cursor of the
@@ -133,7 +143,7 @@
 // a deleted bandit's kept log) / event decided
 // with another context / reward with another value / decision on an
 // archived bandit, 413 body over the route's limit (MaxConfigBytes,
-// MaxDecisionBytes, MaxRewardBytes; by Content-Length before any of the
+// MaxDecisionBytes, MaxBatchBytes, MaxRewardBytes; by Content-Length before any of the
 // body is read, without 100 Continue), 415, 421 a Host outside
 // Config.AllowedHosts, 429 at capacity (Config.MaxInFlight) or past the
 // budget of lookups of unknown API keys (auth.go; with Retry-After,
@@ -398,6 +408,8 @@ func New(cfg Config) *Server {
 				r.With(s.admit).Get("/", s.getBandit)
 				r.With(s.readFirst(MaxConfigBytes), s.admit).Patch("/", s.patchBandit)
 				r.With(s.readFirst(MaxDecisionBytes), s.admit).Post("/decisions", s.decide)
+				r.With(s.readFirst(MaxBatchBytes), s.admit).Post("/decision-batches", s.decideBatch)
+				r.With(s.readFirst(MaxDecisionBytes), s.admit).Post("/rankings", s.rank)
 				r.With(s.readFirst(MaxRewardBytes), s.admit).Post("/events/{event_id}/reward", s.reward)
 				r.With(s.admit).Get("/snapshot", s.snapshot)
 				r.With(s.admit).Get("/decisions", s.listDecisions)
@@ -936,13 +948,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := a.Decide(r.Context(), dr)
 	if err != nil {
-		switch {
-		case errors.Is(err, bandit.ErrConflict):
-			err = withDetail(err, "event %q was already decided with another context or an arm now excluded", dr.EventID)
-		case errors.Is(err, bandit.ErrArchived):
-			err = withDetail(err, "bandit %q is archived and takes no new decisions (rewards of its decisions are still accepted); PATCH {\"archived\": false} resumes it", a.Name())
-		}
-		s.writeProblem(w, r, err)
+		s.writeProblem(w, r, s.decideError(a, err, dr.EventID))
 		return
 	}
 	d := out.Decision

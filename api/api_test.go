@@ -175,7 +175,9 @@ func (f *fixture) state(t *testing.T) state {
 	return state{bandits: len(bs), decisions: d, rewards: r, reward: reward}
 }
 
-func TestBadRequests(t *testing.T) {
+// onBothStores runs f on the in-memory store and on PostgreSQL (skipped
+// without $DATABASE_URL, failed under CI=true: storetest.DatabaseURL).
+func onBothStores(t *testing.T, f func(t *testing.T, st bandit.Store)) {
 	for _, tc := range []struct {
 		name  string
 		store func(*testing.T) bandit.Store
@@ -183,9 +185,11 @@ func TestBadRequests(t *testing.T) {
 		{"on the in-memory store", memoryStore},
 		{"on PostgreSQL", postgresStore},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testBadRequests(t, tc.store(t)) })
+		t.Run(tc.name, func(t *testing.T) { f(t, tc.store(t)) })
 	}
 }
+
+func TestBadRequests(t *testing.T) { onBothStores(t, testBadRequests) }
 
 func testBadRequests(t *testing.T, st bandit.Store) {
 	f := newFixture(t, st)
@@ -199,6 +203,8 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 
 	const (
 		decide = "/v1/bandits/toy/decisions"
+		batch  = "/v1/bandits/toy/decision-batches"
+		rank   = "/v1/bandits/toy/rankings"
 		reward = "/v1/bandits/toy/events/d1/reward"
 		json_  = "application/json"
 		none   = "(none)" // no field member
@@ -254,6 +260,38 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a decision in text/plain is a 415", "POST", decide, "text/plain", `{"context": {"color": "red", "size": 3}}`, 415, none},
 		{"trailing data after the JSON body is a 400", "POST", decide, json_, `{"context": {"color": "red", "size": 3}} {}`, 400, ""},
 		{"an unknown decision field is a 400 naming it", "POST", decide, json_, `{"context": {"color": "red", "size": 3}, "arm": "a"}`, 400, "arm"},
+		// Batches of decisions: an item at fault is named by its index,
+		// and no decision of the batch is stored.
+		{"a batch item with an undeclared category is a 400 naming it", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1}, {"color": "green", "size": 1}]}`, 400, "contexts[1].color"},
+		{"a batch item missing a feature is a 400 naming it (the valid items before it not stored)", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1}, {"color": "blue", "size": 2}, {"color": "red"}], "event_ids": ["n1", "n2", "n3"]}`, 400, "contexts[2].size"},
+		{"a batch item with an unknown feature is a 400 naming it", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1, "weight": 2}]}`, 400, "contexts[0].weight"},
+		{"a batch item that is not an object is a 400 naming it", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1}, [1, 2]]}`, 400, "contexts[1]"},
+		{"a batch item that is null is a 400 naming it", "POST", batch, json_, `{"contexts": [null]}`, 400, "contexts[0]"},
+		{"an empty batch is a 400 naming contexts", "POST", batch, json_, `{"contexts": []}`, 400, "contexts"},
+		{"a batch without contexts is a 400 naming contexts", "POST", batch, json_, `{}`, 400, "contexts"},
+		{"a batch of 101 contexts is a 400 naming contexts", "POST", batch, json_, `{"contexts": [` + strings.Repeat(`{"color": "red", "size": 1},`, 100) + `{"color": "red", "size": 1}]}`, 400, "contexts"},
+		{"fewer event IDs than contexts is a 400 naming event_ids", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1}, {"color": "red", "size": 2}], "event_ids": ["n1"]}`, 400, "event_ids"},
+		{"an event ID twice in a batch is a 400 naming the second", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1}, {"color": "red", "size": 2}], "event_ids": ["n1", "n1"]}`, 400, "event_ids[1]"},
+		{"a batch event ID with a slash is a 400 naming it", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1}], "event_ids": ["a/b"]}`, 400, "event_ids[0]"},
+		{"a batch excluding every arm is a 400 naming excluded_arms", "POST", batch, json_, `{"contexts": [{"color": "red", "size": 1}], "excluded_arms": ["a", "b"]}`, 400, "excluded_arms"},
+		{"a batch with a single decision's member is a 400 naming it", "POST", batch, json_, `{"context": {"color": "red", "size": 1}}`, 400, "context"},
+		{"a batch whose event ID was decided for another context is a 409", "POST", batch, json_, `{"contexts": [{"color": "blue", "size": 1}], "event_ids": ["d1"]}`, 409, none},
+		{"a batch on an archived bandit is a 409", "POST", "/v1/bandits/shelved/decision-batches", json_, `{"contexts": [{"color": "red", "size": 1}]}`, 409, none},
+		{"a batch for an unknown bandit is a 404", "POST", "/v1/bandits/nope/decision-batches", json_, `{"contexts": [{}]}`, 404, none},
+		{"a batch body over 2 MiB is a 413", "POST", batch, json_, `{"contexts": [{"pad": "` + strings.Repeat("x", api.MaxBatchBytes) + `"}]}`, 413, none},
+		// Rankings: more slots than arms, and the rest of a ranking's
+		// body at fault, stores no slot.
+		{"a ranking of more slots than arms is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 3}`, 400, "slots"},
+		{"a ranking of more slots than arms not excluded is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 2, "excluded_arms": ["a"]}`, 400, "slots"},
+		{"a ranking without slots is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}}`, 400, "slots"},
+		{"a ranking of a string of slots is a 400 naming slots", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": "2"}`, 400, "slots"},
+		{"a ranking with an undeclared category is a 400 naming it", "POST", rank, json_, `{"context": {"color": "green", "size": 1}, "slots": 2, "event_ids": ["n1", "n2"]}`, 400, "context.color"},
+		{"a ranking with fewer event IDs than slots is a 400 naming event_ids", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 2, "event_ids": ["n1"]}`, 400, "event_ids"},
+		{"a ranking with an event ID twice is a 400 naming the second", "POST", rank, json_, `{"context": {"color": "red", "size": 1}, "slots": 2, "event_ids": ["n1", "n1"]}`, 400, "event_ids[1]"},
+		{"a ranking with a batch's member is a 400 naming it", "POST", rank, json_, `{"contexts": [{"color": "red", "size": 1}], "slots": 1}`, 400, "contexts"},
+		{"a ranking whose event ID was decided for another context is a 409", "POST", rank, json_, `{"context": {"color": "blue", "size": 1}, "slots": 1, "event_ids": ["d1"]}`, 409, none},
+		{"a ranking on an archived bandit is a 409", "POST", "/v1/bandits/shelved/rankings", json_, `{"context": {"color": "red", "size": 1}, "slots": 1}`, 409, none},
+		{"a ranking for an unknown bandit is a 404", "POST", "/v1/bandits/nope/rankings", json_, `{"context": {}, "slots": 1}`, 404, none},
 		{"a reward for an unknown event is a 404", "POST", "/v1/bandits/toy/events/nope/reward", json_, `{"value": 1}`, 404, none},
 		{"a reward for an unknown bandit is a 404", "POST", "/v1/bandits/nope/events/d1/reward", json_, `{"value": 1}`, 404, none},
 		{"a conflicting reward value is a 409", "POST", reward, json_, `{"value": 2}`, 409, none},

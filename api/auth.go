@@ -24,7 +24,7 @@ import (
 //	read    GET and HEAD: bandits and their status, decision logs,
 //	        snapshots, the dashboard and its JSON (decision contexts and
 //	        event IDs), /metrics, /openapi.json
-//	decide  POST .../decisions and POST .../events/{event_id}/reward
+//	decide  POST .../decisions, .../decision-batches, .../rankings and .../events/{event_id}/reward
 //	admin   every other write: create, change, archive and delete
 //	        bandits, import snapshots (and serve's /debug/pprof/); admin
 //	        includes read and decide
@@ -109,7 +109,7 @@ func scopeFor(method, path string) keys.Scope {
 	case method == http.MethodGet || method == http.MethodHead:
 		return keys.Read
 	case method == http.MethodPost && strings.HasPrefix(path, "/v1/bandits/") &&
-		(strings.HasSuffix(path, "/decisions") || strings.HasSuffix(path, "/reward")):
+		(strings.HasSuffix(path, "/decisions") || strings.HasSuffix(path, "/decision-batches") || strings.HasSuffix(path, "/rankings") || strings.HasSuffix(path, "/reward")):
 		return keys.Decide
 	}
 	return keys.Admin

@@ -19,8 +19,8 @@ import (
 	"github.com/refinery-bandits/refinery/store"
 )
 
-// faultyStore is the in-memory store with InsertDecision replaced by
-// fault, when set.
+// faultyStore is the in-memory store with InsertDecision and
+// InsertDecisions replaced by fault, when set.
 type faultyStore struct {
 	bandit.Store
 	mu    sync.Mutex
@@ -43,6 +43,18 @@ func (s *faultyStore) InsertDecision(ctx context.Context, d *bandit.Decision) (*
 		}
 	}
 	return s.Store.InsertDecision(ctx, d)
+}
+
+func (s *faultyStore) InsertDecisions(ctx context.Context, ds []*bandit.Decision) ([]*bandit.Decision, []bool, error) {
+	s.mu.Lock()
+	f := s.fault
+	s.mu.Unlock()
+	if f != nil {
+		if err := f(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	return s.Store.InsertDecisions(ctx, ds)
 }
 
 func newServer(t *testing.T, st bandit.Store, cfg api.Config) *httptest.Server {

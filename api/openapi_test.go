@@ -494,6 +494,13 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		{"POST", "/v1/bandits/eps/events/x1/reward", "", `{"value": 2}`, 409},
 		{"POST", "/v1/bandits/eps/events/none/reward", "", `{"value": 1}`, 404},
 		{"POST", "/v1/bandits/eps/events/x1/reward", "", `{}`, 400},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": 2}], "event_ids": ["y1", "y2"], "excluded_arms": ["a"]}`, 201},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": 2}], "event_ids": ["y1", "y2"]}`, 200},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": 3}], "event_ids": ["y1", "y2"]}`, 409},
+		{"POST", "/v1/bandits/eps/decision-batches", "", `{"contexts": [{"x": 1}, {"x": "big"}]}`, 400},
+		{"POST", "/v1/bandits/eps/rankings", "", `{"context": {"x": 1}, "slots": 2, "event_ids": ["k1", "k2"], "excluded_arms": []}`, 201},
+		{"POST", "/v1/bandits/eps/rankings", "", `{"context": {"x": 1}, "slots": 2, "event_ids": ["k1", "k2"]}`, 200},
+		{"POST", "/v1/bandits/eps/rankings", "", `{"context": {"x": 1}, "slots": 3}`, 400},
 	} {
 		do(e)
 	}

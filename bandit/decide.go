@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
@@ -103,64 +104,145 @@ func ValidEventID(id string) bool { return eventIDRE.MatchString(id) }
 // in-memory store); it keeps no reference to req, and the Outcome is the
 // caller's.
 func (a *Agent) Decide(ctx context.Context, req DecideRequest) (*Outcome, error) {
-	if at := a.archivedAt.Load(); at != 0 {
-		return nil, fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",
-			a.name, time.Unix(0, at).UTC().Format(time.RFC3339), ErrArchived)
+	if err := a.checkArchived(); err != nil {
+		return nil, err
 	}
 	var v validator
 	if req.EventID != "" && !ValidEventID(req.EventID) {
 		v.add("event_id", "want 1 to 128 characters from [A-Za-z0-9._~:-]")
 	}
-	x, err := a.enc.Encode(req.Context)
+	x, err := a.encode(req.Context, "context", &v)
 	if err != nil {
-		var ve *ValidationError
-		if !errors.As(err, &ve) {
-			return nil, err
-		}
-		v.errs = append(v.errs, ve.Errors...)
+		return nil, err
 	}
 	excluded := a.excluded(req.Excluded, &v)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	eventID := req.EventID
-	if eventID == "" {
-		eventID = NewEventID()
+	outs, err := a.decideAll(ctx, []pendingDecision{{eventID: req.EventID, context: req.Context, x: x}}, excluded, "")
+	if err != nil {
+		return nil, err
 	}
+	return outs[0], nil
+}
+
+// checkArchived returns ErrArchived, with when, while the bandit is
+// archived.
+func (a *Agent) checkArchived() error {
+	if at := a.archivedAt.Load(); at != 0 {
+		return fmt.Errorf("bandit %s was archived at %s and takes no new decisions (PATCH {\"archived\": false} resumes it): %w",
+			a.name, time.Unix(0, at).UTC().Format(time.RFC3339), ErrArchived)
+	}
+	return nil
+}
+
+// encode encodes a context, adding its problems to v under field (the
+// encoder's "context" and "context.<feature>" become field and
+// field.<feature>); nil when it is invalid. Other errors are returned.
+func (a *Agent) encode(raw json.RawMessage, field string, v *validator) ([]float64, error) {
+	x, err := a.enc.Encode(raw)
+	if err != nil {
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			return nil, err
+		}
+		for _, fe := range ve.Errors {
+			if field != "context" {
+				fe.Field = field + strings.TrimPrefix(fe.Field, "context")
+			}
+			v.add(fe.Field, fe.Detail)
+		}
+		v.omitted += ve.Omitted
+		return nil, nil
+	}
+	return x, nil
+}
+
+// pendingDecision is one validated decision of a request: its event ID
+// (empty: make one), its context as sent and encoded.
+type pendingDecision struct {
+	eventID string
+	context json.RawMessage
+	x       []float64
+}
+
+// decideAll makes the decisions ps with one random source and one model
+// version, stores them together (Store.InsertDecisions: handed to the
+// store at once) and returns their outcomes in order: Decide's batch of
+// one and DecideBatch's many. A replayed event ID whose
+// context encodes differently, or whose stored arm is now excluded, is
+// ErrConflict, naming field[i] when field is not empty.
+func (a *Agent) decideAll(ctx context.Context, ps []pendingDecision, excluded []bool, field string) ([]*Outcome, error) {
 	rng := a.acquireRNG()
 	defer a.releaseRNG(rng)
 	m := a.model.Load()
-	d := &Decision{
-		Bandit:       a.name,
-		EventID:      eventID,
-		Context:      req.Context,
-		Encoded:      x,
-		Policy:       string(a.cfg.Policy.Kind),
-		ModelVersion: m.version,
+	ds := make([]*Decision, len(ps))
+	props := make([]*Propensity, len(ps))
+	for i, p := range ps {
+		eventID := p.eventID
+		if eventID == "" {
+			eventID = NewEventID()
+		}
+		d := &Decision{
+			Bandit:       a.name,
+			EventID:      eventID,
+			Context:      p.context,
+			Encoded:      p.x,
+			Policy:       string(a.cfg.Policy.Kind),
+			ModelVersion: m.version,
+		}
+		prop, err := a.choose(ctx, d, m, p.x, excluded, rng)
+		if err != nil {
+			return nil, err
+		}
+		ds[i], props[i] = d, prop
 	}
-	prop, err := a.choose(ctx, d, m, x, excluded, rng)
+	return a.record(ctx, ds, props, excluded, field)
+}
+
+// record stores the decisions ds of one request together
+// (Store.InsertDecisions: handed to the store at once) and returns their
+// outcomes in order (settle); a conflict names field[i] when field is
+// not empty.
+func (a *Agent) record(ctx context.Context, ds []*Decision, props []*Propensity, excluded []bool, field string) ([]*Outcome, error) {
+	stored, created, err := a.store.InsertDecisions(ctx, ds)
 	if err != nil {
 		return nil, err
 	}
-	stored, created, err := a.store.InsertDecision(ctx, d)
-	if err != nil {
-		return nil, err
+	outs := make([]*Outcome, len(ds))
+	for i, d := range ds {
+		out, err := a.settle(d, stored[i], created[i], props[i], excluded)
+		if err != nil {
+			if field != "" {
+				err = fmt.Errorf("%s[%d]: %w", field, i, err)
+			}
+			return nil, err
+		}
+		outs[i] = out
 	}
+	return outs, nil
+}
+
+// settle turns the store's answer to the decision d into its outcome:
+// a new decision is observed (metrics, health); a replay is returned
+// when it matches d's context and the exclusions, and ErrConflict
+// otherwise.
+func (a *Agent) settle(d, stored *Decision, created bool, prop *Propensity, excluded []bool) (*Outcome, error) {
 	if !created {
 		enc := stored.Encoded
-		if len(enc) != len(x) { // decided before category values were added
+		if len(enc) != len(d.Encoded) { // decided before category values were added
 			enc, _ = a.enc.Encode(stored.Context)
 		}
-		if !slices.Equal(enc, x) {
-			return nil, fmt.Errorf("event %s was decided for another context: %w", eventID, ErrConflict)
+		if !slices.Equal(enc, d.Encoded) {
+			return nil, fmt.Errorf("event %s was decided for another context: %w", d.EventID, ErrConflict)
 		}
 		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] {
-			return nil, fmt.Errorf("event %s was decided with arm %s, which is now excluded: %w", eventID, a.cfg.Arms[stored.Arm], ErrConflict)
+			return nil, fmt.Errorf("event %s was decided with arm %s, which is now excluded: %w", d.EventID, a.cfg.Arms[stored.Arm], ErrConflict)
 		}
 		return &Outcome{Decision: stored, Created: false}, nil
 	}
 	a.obs.Decided(a.name, a.cfg.Arms[d.Arm], d.Sample)
-	a.health.decided(d.Arm, x, excluded)
+	a.health.decided(d.Arm, d.Encoded, excluded)
 	return &Outcome{Decision: stored, Created: true, Propensity: prop}, nil
 }
 

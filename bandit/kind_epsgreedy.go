@@ -63,9 +63,22 @@ func (e epsGreedy) validate(p PolicyConfig, v *validator) {
 }
 
 func (epsGreedy) choose(_ context.Context, a *Agent, pd *policy.Decision, _ *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
-	p := a.predictor()
-	pd.Scores = p.PredictWeights(make([]float64, len(a.cfg.Arms)), m.weights(a.arch), x, m.std)
-	a.predictors.Put(p)
+	pd.Scores = a.pointScores(m, x)
 	policy.EpsGreedyRule(pd, *a.cfg.Policy.Epsilon, excluded, rng)
 	return &Propensity{Estimator: "exact"}, nil
+}
+
+// rank orders the allowed arms by the point estimate's predictions, or
+// with probability epsilon at random (exactRanking).
+func (epsGreedy) rank(_ context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
+	r := exactRanking(a.pointScores(m, x), *a.cfg.Policy.Epsilon, excluded, k, rng)
+	r.sample = SamplePoint
+	return r, nil
+}
+
+// pointScores returns the point estimate's prediction of every arm at x.
+func (a *Agent) pointScores(m *model, x []float64) []float64 {
+	p := a.predictor()
+	defer a.predictors.Put(p)
+	return p.PredictWeights(make([]float64, len(a.cfg.Arms)), m.weights(a.arch), x, m.std)
 }

@@ -72,6 +72,10 @@ func (flowTS) choose(_ context.Context, a *Agent, pd *policy.Decision, _ *Decisi
 	return a.lastLayerThompson(pd, m, x, excluded, rng, SampleFlow, "flow"), nil
 }
 
+func (flowTS) rank(_ context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
+	return a.lastLayerRanking(m, x, excluded, k, rng, SampleFlow, "flow"), nil
+}
+
 // fit fits the last layer's posterior at m's MAP (fitLastLayer) and,
 // once there are rows, m.flow on it with the noise integrated out
 // (posterior.FitFlow, policy.flow's length, iterations and step).

@@ -78,6 +78,20 @@ func (laplaceTS) choose(_ context.Context, a *Agent, pd *policy.Decision, _ *Dec
 	return prop, nil
 }
 
+// rank is choose's ranking: lastLayerRanking, or meanFieldRanking on the
+// diagonal Laplace posterior.
+func (laplaceTS) rank(_ context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
+	if a.cfg.Policy.Laplace == LaplaceLastLayer {
+		return a.lastLayerRanking(m, x, excluded, k, rng, SampleLaplace, "laplace"), nil
+	}
+	r := a.meanFieldRanking(m, x, excluded, k, rng)
+	r.sample = SampleLaplace
+	for _, p := range r.props {
+		p.Estimator = "laplace"
+	}
+	return r, nil
+}
+
 // fit fits the Laplace posterior at m's MAP (m.q.Mu and its noise
 // m.q.Hyper) on lik's rows, lik being the trainer's likelihood (the
 // MAP's standardization m.std):
@@ -227,12 +241,33 @@ func finiteOrNil(v float64) *float64 {
 func (a *Agent) lastLayerThompson(pd *policy.Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand, sample SampleKind, estimator string) *Propensity {
 	arms := len(a.cfg.Arms)
 	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
+	policy.ThompsonVote(pd, policy.Votes{Pool: a.lastLayerPool(m, x, M*S, rng), Arms: arms, S: S, M: M}, excluded, rng)
+	pd.Sample = sample
+	return &Propensity{Estimator: estimator, Samples: M * S, Groups: M}
+}
+
+// lastLayerRanking is Rank on lastLayerThompson's draws: group 0 of M
+// groups of S fresh draws ranks, and the M groups count the slots'
+// probabilities (voteRanking).
+func (a *Agent) lastLayerRanking(m *model, x []float64, excluded []bool, k int, rng *mrand.Rand, sample SampleKind, estimator string) *ranking {
+	arms := len(a.cfg.Arms)
+	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
+	groups, _ := policy.GroupMeans(policy.Votes{Pool: a.lastLayerPool(m, x, M*S, rng), Arms: arms, S: S, M: M}, nil)
+	r := voteRanking(groups[:arms], groups, arms, excluded, k, Propensity{Estimator: estimator, Samples: M * S})
+	r.sample = sample
+	return r
+}
+
+// lastLayerPool returns n draws of every arm's score at x from the last
+// layer's posterior (through m.flow when there is one), rows of arms.
+func (a *Agent) lastLayerPool(m *model, x []float64, n int, rng *mrand.Rand) []float64 {
+	arms := len(a.cfg.Arms)
 	p := a.predictor()
 	phi := p.Features(nil, m.q.Mu, x)
 	a.predictors.Put(p)
-	pool := make([]float64, M*S*arms)
+	pool := make([]float64, n*arms)
 	theta, eps := make([]float64, m.ll.Base.Dim()), make([]float64, m.ll.Base.Dim())
-	for i := range M * S {
+	for i := range n {
 		if m.flow != nil {
 			m.flow.Sample(theta, eps, rng)
 		} else {
@@ -240,7 +275,5 @@ func (a *Agent) lastLayerThompson(pd *policy.Decision, m *model, x []float64, ex
 		}
 		m.ll.Scores(pool[i*arms:(i+1)*arms], theta, phi, m.std)
 	}
-	policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: arms, S: S, M: M}, excluded, rng)
-	pd.Sample = sample
-	return &Propensity{Estimator: estimator, Samples: M * S, Groups: M}
+	return pool
 }

@@ -3,6 +3,7 @@ package bandit
 import (
 	"context"
 	mrand "math/rand/v2"
+	"slices"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/policy"
@@ -35,6 +36,33 @@ func (linearTS) construct(a *Agent, seed uint64) error {
 
 func (linearTS) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, _ *model, x []float64, excluded []bool, _ *mrand.Rand) (*Propensity, error) {
 	return a.linearThompson(ctx, pd, a.lin, x, excluded)
+}
+
+func (linearTS) rank(ctx context.Context, a *Agent, _ *model, x []float64, excluded []bool, k int, _ *mrand.Rand) (*ranking, error) {
+	return a.linearRanking(ctx, a.lin, x, excluded, k)
+}
+
+// linearRanking ranks by one draw of lin's scores on the features phi
+// (policy.Linear.Decide, under a.linMu): the first slot's probabilities
+// are Decide's exact ones; the lower slots' are counted over that draw
+// and policy.propensity_samples - 1 more (policy.Linear.DrawScores,
+// voteRanking).
+func (a *Agent) linearRanking(ctx context.Context, lin *policy.Linear, phi []float64, excluded []bool, k int) (*ranking, error) {
+	arms, M := len(a.cfg.Arms), a.cfg.Policy.PropensitySamples
+	a.linMu.Lock()
+	d, err := lin.Decide(ctx, phi, excluded)
+	var more []float64
+	if err == nil && M > 1 {
+		more, err = lin.DrawScores(nil, phi, M-1)
+	}
+	a.linMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	r := voteRanking(d.Scores, append(slices.Clone(d.Scores), more...), arms, excluded, k, Propensity{Estimator: "linear-posterior", Samples: M})
+	r.probs[0], r.props[0] = d.Probabilities, &Propensity{Estimator: "linear-posterior", Exact: true}
+	r.sample = SampleExact
+	return r, nil
 }
 
 // linearThompson decides with lin (policy.Linear, under a.linMu: it is

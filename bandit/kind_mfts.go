@@ -2,6 +2,7 @@ package bandit
 
 import (
 	"context"
+	"math"
 	mrand "math/rand/v2"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
@@ -47,4 +48,30 @@ func (a *Agent) meanFieldThompson(pd *policy.Decision, m *model, x []float64, ex
 	}
 	pd.Sample = SampleMeanField
 	return prop
+}
+
+func (meanFieldTS) rank(_ context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
+	return a.meanFieldRanking(m, x, excluded, k, rng), nil
+}
+
+// meanFieldRanking is Rank on meanFieldThompson's draws: M groups of S
+// draws from independent Gaussians over every weight, m.mu and m.sig2,
+// each group's average prediction drawn with the output layer's noise
+// given its hidden layers, as policy.ThompsonGauss draws the decision's;
+// group 0 ranks, and the M groups count the slots' probabilities
+// (voteRanking).
+func (a *Agent) meanFieldRanking(m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) *ranking {
+	arms := len(a.cfg.Arms)
+	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
+	p := a.predictor()
+	mean, vari := p.SampleLocalMoments(nil, nil, m.mu, m.sig2, x, M*S, m.std, rng)
+	a.predictors.Put(p)
+	mu, _ := policy.GroupMeans(policy.Votes{Pool: mean, Arms: arms, S: S, M: M}, nil)
+	v, _ := policy.GroupMeans(policy.Votes{Pool: vari, Arms: arms, S: S, M: M}, nil)
+	for i := range mu {
+		mu[i] += math.Sqrt(v[i]/float64(S)) * rng.NormFloat64() // Var of the mean: (1/S²) Σ var
+	}
+	r := voteRanking(mu[:arms], mu, arms, excluded, k, Propensity{Estimator: "mean-field", Samples: M * S})
+	r.sample = SampleMeanField
+	return r
 }

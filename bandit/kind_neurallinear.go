@@ -36,6 +36,14 @@ func (neuralLinear) choose(ctx context.Context, a *Agent, pd *policy.Decision, _
 	return a.linearThompson(ctx, pd, m.lin, phi, excluded)
 }
 
+// rank is linearRanking on the network's features of x.
+func (neuralLinear) rank(ctx context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, _ *mrand.Rand) (*ranking, error) {
+	p := a.predictor()
+	phi := p.Features(nil, m.q.Mu, x)
+	a.predictors.Put(p)
+	return a.linearRanking(ctx, m.lin, phi, excluded, k)
+}
+
 // fit sets m.lin, policy.Linear's exact posterior on the MAP's last
 // hidden features of every row of lik (O(rows x features^2)). It is not
 // persisted: load rebuilds it from the MAP and the rows.

@@ -25,3 +25,11 @@ func (uniform) choose(_ context.Context, a *Agent, pd *policy.Decision, _ *Decis
 	policy.UniformRule(pd, len(a.cfg.Arms), excluded, rng)
 	return &Propensity{Estimator: "exact"}, nil
 }
+
+// rank is a uniformly random order of the allowed arms (exactRanking
+// with epsilon 1).
+func (uniform) rank(_ context.Context, a *Agent, _ *model, _ []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
+	r := exactRanking(make([]float64, len(a.cfg.Arms)), 1, excluded, k, rng)
+	r.sample = SampleNone
+	return r, nil
+}

@@ -60,6 +60,10 @@ type decider interface {
 	// obtained; d is the decision being made (refined-ts sets the
 	// version of its samples).
 	choose(ctx context.Context, a *Agent, pd *policy.Decision, d *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error)
+	// rank orders k of the allowed arms for x on the published model m,
+	// with each slot's probabilities given the slots above and how they
+	// were obtained (Agent.Rank).
+	rank(ctx context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error)
 	// fit fits the kind's posterior at m's MAP on lik's rows (the
 	// point-estimate Thompson kinds); a no-op for the others.
 	fit(a *Agent, m *model, lik *nn.Likelihood) error

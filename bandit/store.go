@@ -39,6 +39,15 @@ type Store interface {
 	// caller can return it (idempotency) or report a conflict.
 	// ErrNotFound if the bandit does not exist.
 	InsertDecision(ctx context.Context, d *Decision) (stored *Decision, created bool, err error)
+	// InsertDecisions stores each of ds as InsertDecision does, written
+	// together: the PostgreSQL store hands them to its group committer
+	// at once, so that they go in one commit (two when they straddle its
+	// MaxBatch with other pending writes). It returns
+	// per decision, in order, the stored one and whether this call
+	// created it, once every one is durable; an error if any failed
+	// (others may be stored: each is idempotent to retry). Event IDs
+	// within ds must be distinct.
+	InsertDecisions(ctx context.Context, ds []*Decision) (stored []*Decision, created []bool, err error)
 	// GetDecision returns one decision; ErrNotFound if there is none.
 	GetDecision(ctx context.Context, bandit, eventID string) (*Decision, error)
 	// InsertReward stores the reward of a decision. ErrNotFound if the

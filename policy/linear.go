@@ -231,6 +231,35 @@ func (l *Linear) Decide(_ context.Context, x []float64, excluded []bool) (Decisi
 	return d, nil
 }
 
+// DrawScores writes into dst (n×arms, row-major; allocated when nil) n
+// independent draws of every arm's zᵀβ_k at the context x, each as
+// Decide draws its Scores: the draws behind the Monte Carlo
+// probabilities of a ranking's lower slots (bandit.Agent.Rank).
+func (l *Linear) DrawScores(dst, x []float64, n int) ([]float64, error) {
+	if err := checkContext(x, l.cfg.Features); err != nil {
+		return nil, err
+	}
+	arms := len(l.arms)
+	if dst == nil {
+		dst = make([]float64, n*arms)
+	}
+	if len(dst) != n*arms {
+		panic(fmt.Sprintf("policy: DrawScores of %d draws into %d for %d arms", n, len(dst), arms))
+	}
+	l.setZ(x)
+	for k := range l.arms {
+		arm := &l.arms[k]
+		l.mean[k] = blas64.Dot(l.vec(l.z), l.vec(arm.mu))
+		l.spread[k] = math.Sqrt(l.predictiveFactor(arm))
+	}
+	for i := range n {
+		for k := range l.arms {
+			dst[i*arms+k] = l.drawScore(k)
+		}
+	}
+	return dst, nil
+}
+
 // Means writes into dst (allocated when nil) every arm's posterior mean
 // reward at the context x, zᵀμ_k with z = (x, 1): the ridge regression
 // of the arm's rewards on its contexts, shrunk toward 0 by the prior

@@ -259,22 +259,83 @@ func exactVote(p []float64, v Votes, excluded []bool, sum []float64) {
 			}
 		}
 		count++
-		// The next subset in lexicographic order.
-		i := v.S - 1
-		for i >= 0 && idx[i] == n-v.S+i {
-			i--
-		}
-		if i < 0 {
+		if !nextSubset(idx, n) {
 			break
-		}
-		idx[i]++
-		for j := i + 1; j < v.S; j++ {
-			idx[j] = idx[j-1] + 1
 		}
 	}
 	for j := range p {
 		p[j] /= float64(count)
 	}
+}
+
+// nextSubset advances idx, a sorted subset of 0..n-1, to the next in
+// lexicographic order; false after the last.
+func nextSubset(idx []int, n int) bool {
+	s := len(idx)
+	i := s - 1
+	for i >= 0 && idx[i] == n-s+i {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	idx[i]++
+	for j := i + 1; j < s; j++ {
+		idx[j] = idx[j-1] + 1
+	}
+	return true
+}
+
+// GroupMeans returns the average prediction of every group of v's rows
+// as ThompsonVote forms the groups (v.Arms values a group, row-major),
+// for rankings (bandit.Agent.Rank): with Resample and at most
+// MaxExactSubsets S-subsets of the pool, every subset, in lexicographic
+// order (exact true; the decision's own, rows 0..S-1, is the first);
+// otherwise M groups, group g rows g*S..g*S+S-1, or with Resample group
+// 0 rows 0..S-1 and each other S distinct rows drawn uniformly from rng.
+func GroupMeans(v Votes, rng *rand.Rand) (means []float64, exact bool) {
+	n := len(v.Pool) / v.Arms
+	if v.S < 1 || v.M < 1 || n < v.S || (!v.Resample && n < v.S*v.M) {
+		panic(fmt.Sprintf("policy: GroupMeans of %d samples for S=%d, M=%d", n, v.S, v.M))
+	}
+	add := func(dst []float64, rows []int) {
+		for _, i := range rows {
+			for j, y := range v.Pool[i*v.Arms : (i+1)*v.Arms] {
+				dst[j] += y / float64(v.S)
+			}
+		}
+	}
+	idx := make([]int, max(n, v.S))
+	for i := range idx {
+		idx[i] = i
+	}
+	if c := binomial(n, v.S, MaxExactSubsets); v.Resample && c <= MaxExactSubsets {
+		means = make([]float64, c*v.Arms)
+		sub := idx[:v.S]
+		for g := 0; ; g++ {
+			add(means[g*v.Arms:(g+1)*v.Arms], sub)
+			if !nextSubset(sub, n) {
+				return means, true
+			}
+		}
+	}
+	means = make([]float64, v.M*v.Arms)
+	for g := range v.M {
+		var rows []int
+		if !v.Resample {
+			rows = idx[g*v.S : (g+1)*v.S]
+		} else {
+			rows = idx[:v.S]
+			for k := range v.S { // a partial Fisher-Yates shuffle: S distinct rows
+				if g > 0 {
+					j := k + rng.IntN(n-k)
+					idx[k], idx[j] = idx[j], idx[k]
+				}
+			}
+		}
+		add(means[g*v.Arms:(g+1)*v.Arms], rows)
+	}
+	return means, false
 }
 
 // Gaussian holds, for n draws, the conditional means and variances of

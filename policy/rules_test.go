@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -314,6 +315,36 @@ func TestEpsGreedyTiesShareTheGreedyProbability(t *testing.T) {
 	for k := range want {
 		if se := math.Sqrt(want[k] * (1 - want[k]) / n); math.Abs(freq[k]-want[k]) > 4.5*se {
 			t.Errorf("arm %d played %.4f of the time, want %.2f ± %.4f", k, freq[k], want[k], 4.5*se)
+		}
+	}
+}
+
+// GroupMeans forms ThompsonVote's groups: consecutive rows, every
+// S-subset of a small resampled pool (the decision's rows 0..S-1 first),
+// or M resampled groups of distinct rows from a large one.
+func TestGroupMeans(t *testing.T) {
+	pool := []float64{0, 10, 1, 11, 2, 12, 3, 13} // 4 rows of 2 arms: row i is (i, 10+i)
+	got, exact := GroupMeans(Votes{Pool: pool, Arms: 2, S: 2, M: 2}, nil)
+	if want := []float64{0.5, 10.5, 2.5, 12.5}; exact || !slices.Equal(got, want) {
+		t.Errorf("consecutive groups = %v (exact %v), want %v", got, exact, want)
+	}
+	got, exact = GroupMeans(Votes{Pool: pool, Arms: 2, S: 2, M: 1, Resample: true}, nil)
+	// The C(4, 2) = 6 subsets in lexicographic order: {0,1} {0,2} {0,3} {1,2} {1,3} {2,3}.
+	if want := []float64{0.5, 10.5, 1, 11, 1.5, 11.5, 1.5, 11.5, 2, 12, 2.5, 12.5}; !exact || !slices.Equal(got, want) {
+		t.Errorf("every subset = %v (exact %v), want %v", got, exact, want)
+	}
+	big := make([]float64, 100) // 100 rows of one arm: row i is i
+	for i := range big {
+		big[i] = float64(i)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	got, exact = GroupMeans(Votes{Pool: big, Arms: 1, S: 4, M: 50, Resample: true}, rng) // C(100, 4) > MaxExactSubsets
+	if exact || len(got) != 50 || got[0] != 1.5 {
+		t.Fatalf("resampled groups: %d (exact %v), the first %v; want 50, the first the mean of rows 0..3, 1.5", len(got), exact, got[0])
+	}
+	for g, m := range got {
+		if m < 1.5 || m > 97.5 {
+			t.Errorf("group %d: mean %g is not the mean of 4 distinct rows of 0..99", g, m)
 		}
 	}
 }

@@ -39,33 +39,42 @@ func (w *write) fail(err error) {
 
 func (w *write) reset() { w.stored, w.created, w.err, w.lookup, w.decision = nil, false, nil, false, 0 }
 
-// submit hands w to the group committer, or commits it alone when group
-// commit is off, and waits for its outcome. It returns an error only when
-// w was not answered (closed store, cancelled context); w.err holds the
-// row's own outcome.
-func (s *Postgres) submit(ctx context.Context, w *write) error {
+// submit hands ws to the group committer together, or commits them
+// alone when group commit is off, and waits for their outcomes. It
+// returns an error only when they were not all answered (closed store,
+// cancelled context); each w.err holds the row's own outcome.
+func (s *Postgres) submit(ctx context.Context, ws ...*write) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.gc == nil {
-		s.commit(ctx, []*write{w})
+	if len(ws) == 0 {
 		return nil
 	}
-	w.done = make(chan struct{})
-	if err := s.gc.enqueue(w); err != nil {
+	if s.gc == nil {
+		for len(ws) > 0 { // a batch holds each key once (split)
+			ws = s.commit(ctx, ws)
+		}
+		return nil
+	}
+	for _, w := range ws {
+		w.done = make(chan struct{})
+	}
+	if err := s.gc.enqueue(ws...); err != nil {
 		return err
 	}
-	select {
-	case <-w.done:
-		return nil
-	case <-ctx.Done():
-		// The row may still commit; the caller may retry, since both
-		// writes are idempotent.
-		return ctx.Err()
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			// The rows may still commit; the caller may retry, since
+			// both writes are idempotent.
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
 // committer gathers writes into batches; at most MaxInFlight batches
@@ -114,13 +123,13 @@ func (c *committer) ready() bool {
 	}
 }
 
-func (c *committer) enqueue(w *write) error {
+func (c *committer) enqueue(ws ...*write) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
 		return ErrClosed
 	}
-	c.pending = append(c.pending, w)
+	c.pending = append(c.pending, ws...)
 	c.dispatchLocked()
 	return nil
 }

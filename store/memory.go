@@ -177,6 +177,36 @@ func (m *Memory) InsertDecision(_ context.Context, d *bandit.Decision) (*bandit.
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.insertDecisionLocked(nd)
+}
+
+// InsertDecisions stores each of ds unless its event ID exists, under
+// one hold of the lock; see bandit.Store. Nothing is stored when one of
+// ds is not valid.
+func (m *Memory) InsertDecisions(_ context.Context, ds []*bandit.Decision) ([]*bandit.Decision, []bool, error) {
+	nds := make([]*bandit.Decision, len(ds))
+	for i, d := range ds {
+		nd, err := normDecision(d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: insert decision: %w", err)
+		}
+		nds[i] = nd
+	}
+	stored, created := make([]*bandit.Decision, len(ds)), make([]bool, len(ds))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, nd := range nds {
+		var err error
+		if stored[i], created[i], err = m.insertDecisionLocked(nd); err != nil {
+			return nil, nil, err
+		}
+	}
+	return stored, created, nil
+}
+
+// insertDecisionLocked stores nd (normDecision's) unless its event ID
+// exists; m.mu is held.
+func (m *Memory) insertDecisionLocked(nd *bandit.Decision) (*bandit.Decision, bool, error) {
 	if m.closed {
 		return nil, false, ErrClosed
 	}

@@ -282,6 +282,32 @@ func (s *Postgres) InsertDecision(ctx context.Context, d *bandit.Decision) (*ban
 	return w.stored, w.created, nil
 }
 
+// InsertDecisions stores each of ds unless its event ID exists; see
+// bandit.Store. The decisions are handed to the group committer at once
+// (submit), so that up to MaxBatch of them commit together; it returns
+// once every one has committed.
+func (s *Postgres) InsertDecisions(ctx context.Context, ds []*bandit.Decision) ([]*bandit.Decision, []bool, error) {
+	ws := make([]*write, len(ds))
+	for i, d := range ds {
+		nd, err := normDecision(d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: insert decision: %w", err)
+		}
+		ws[i] = &write{d: nd}
+	}
+	if err := s.submit(ctx, ws...); err != nil {
+		return nil, nil, fmt.Errorf("store: insert %d decisions of %s: %w", len(ds), ds[0].Bandit, err)
+	}
+	stored, created := make([]*bandit.Decision, len(ds)), make([]bool, len(ds))
+	for i, w := range ws {
+		if w.err != nil {
+			return nil, nil, w.err
+		}
+		stored[i], created[i] = w.stored, w.created
+	}
+	return stored, created, nil
+}
+
 // InsertReward stores the reward of a decision; see bandit.Store. It
 // returns once the batch carrying r has committed.
 func (s *Postgres) InsertReward(ctx context.Context, r *bandit.Reward) error {

@@ -26,6 +26,10 @@ type Propensity struct {
 	// estimate, Groups the number of groups of policy.samples draws
 	// whose argmax frequencies (or, for "mean-field", conditional
 	// probabilities) average to the probabilities (0 when exact).
+	//
+	// In a slot of a ranking (bandit.Agent.Rank) Groups counts the
+	// groups, of those drawn, whose ranking starts with the slots above:
+	// the groups behind the slot's probabilities (M for the first slot).
 	Samples int `json:"samples"`
 	Groups  int `json:"groups"`
 	// Exact is true for "refined-pool" when Groups is every

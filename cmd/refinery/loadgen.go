@@ -45,7 +45,9 @@ into serving, training and refinement (its metrics), PostgreSQL's backends
 of the bench database (with --database-url; read from /proc, so on this
 machine only) and the loader's own. Only loopback URLs are accepted. With
 --warm-bank (the default for refined-ts) each level starts once the bank is
-full; --header prints the Markdown header row first.
+full; --header prints the Markdown header row first. With --batch N each
+client sends its decisions N contexts at a time (POST
+.../decision-batches), each then rewarded as one; latencies are per batch.
 
 flags:
 `
@@ -57,7 +59,7 @@ type loadgenConfig struct {
 	levels                                           []int
 	duration, warmTimeout                            time.Duration
 	warm, rewards, header                            bool
-	profileLevel, train                              int
+	profileLevel, train, batch                       int
 	seed                                             uint64
 }
 
@@ -81,6 +83,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the mushroom draws")
 	fs.StringVar(&c.databaseURL, "database-url", "", "the database serve writes to, to count the CPU of its PostgreSQL backends (same machine only)")
 	fs.BoolVar(&c.header, "header", true, "print the table's header rows")
+	fs.IntVar(&c.batch, "batch", 0, fmt.Sprintf("send the measured levels' decisions in batches of this many contexts (POST .../decision-batches, 1..%d; 0: one decision a request); latencies are then per batch", bandit.MaxBatchContexts))
 	fs.IntVar(&c.train, "train", 1000, "decisions and rewards sent by 8 clients before the measured levels, so that the model has data (and a refined-ts bank can fill); not measured")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -99,6 +102,9 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if !strings.HasPrefix(c.service.url, "http://127.") && !strings.HasPrefix(c.service.url, "http://localhost") && !strings.HasPrefix(c.service.url, "http://[::1]") {
 		return usageError{fmt.Errorf("--url %s: loadgen only targets loopback addresses", c.service.url)}
+	}
+	if c.batch < 0 || c.batch > bandit.MaxBatchContexts {
+		return usageError{fmt.Errorf("--batch %d: want 0 to %d", c.batch, bandit.MaxBatchContexts)}
 	}
 	if c.duration <= 0 || c.duration > 10*time.Minute {
 		return usageError{fmt.Errorf("--duration %v: want up to 10m", c.duration)}
@@ -212,7 +218,9 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 	}
 	if c.train > 0 {
 		start := time.Now()
-		r, err := runLevel(ctx, cl, nil, name, 8, c, ctxs, data.Edible, 1<<16, c.train)
+		tc := c
+		tc.batch = 0 // training sends single decisions
+		r, err := runLevel(ctx, cl, nil, name, 8, tc, ctxs, data.Edible, 1<<16, c.train)
 		if err != nil {
 			return err
 		}
@@ -423,9 +431,15 @@ type lgDecision struct {
 	} `json:"propensity"`
 }
 
-// runLevel runs n clients for c.duration, or until they have made
-// limit decisions in all when limit > 0. With a meter, it measures the
-// level's CPU.
+// lgBatch is what the loader reads of a batch's response.
+type lgBatch struct {
+	Decisions []lgDecision `json:"decisions"`
+}
+
+// runLevel runs n clients for c.duration, or until they have sent
+// limit requests in all when limit > 0. Each request is one decision,
+// or with c.batch a batch of that many; the latencies are per request.
+// With a meter, it measures the level's CPU.
 func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name string, n int, c loadgenConfig, ctxs [][]byte, edible []bool, level uint64, limit int) (levelResult, error) {
 	before, err := cl.Bandit(ctx, name)
 	if err != nil {
@@ -460,14 +474,38 @@ func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name s
 			rc.SetAPIKey(c.service.apiKey)
 			defer rc.Close()
 			var body []byte
+			var rows []int
+			batchPath := "/v1/bandits/" + name + "/decision-batches"
+			var ds []lgDecision
 			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 				if limit > 0 && count.Add(1) > int64(limit) {
 					return
 				}
-				row := rng.IntN(len(ctxs))
-				body = append(append(append(body[:0], `{"context":`...), ctxs[row]...), '}')
-				t0 := time.Now()
-				code, out, err := rc.Decide(name, body)
+				rows = rows[:0]
+				var (
+					code int
+					out  []byte
+					err  error
+					t0   = time.Now()
+				)
+				if c.batch > 0 {
+					body = append(body[:0], `{"contexts":[`...)
+					for k := range c.batch {
+						row := rng.IntN(len(ctxs))
+						rows = append(rows, row)
+						if k > 0 {
+							body = append(body, ',')
+						}
+						body = append(body, ctxs[row]...)
+					}
+					body = append(body, "]}"...)
+					code, out, err = rc.Post(batchPath, body)
+				} else {
+					row := rng.IntN(len(ctxs))
+					rows = append(rows, row)
+					body = append(append(append(body[:0], `{"context":`...), ctxs[row]...), '}')
+					code, out, err = rc.Decide(name, body)
+				}
 				lat := time.Since(t0)
 				if err != nil || code != http.StatusCreated {
 					w.errors++
@@ -477,23 +515,34 @@ func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name s
 					continue
 				}
 				w.lat = append(w.lat, lat)
-				w.decisions++
-				var d lgDecision
-				if json.Unmarshal(out, &d) != nil {
+				ds = ds[:0]
+				if c.batch > 0 {
+					var b lgBatch
+					err = json.Unmarshal(out, &b)
+					ds = append(ds, b.Decisions...)
+				} else {
+					var d lgDecision
+					err = json.Unmarshal(out, &d)
+					ds = append(ds, d)
+				}
+				if err != nil || len(ds) != len(rows) {
 					w.errors++
 					continue
 				}
-				if d.Sample == "refined" {
-					w.refined++
-					w.uses += d.Propensity.SampleUses
-					w.age += d.Propensity.SampleAgeSeconds
-				}
-				if !c.rewards {
-					continue
-				}
-				code, _, err = rc.Reward(name, d.EventID, mushroomReward(edible[row], d.Arm, rng))
-				if err != nil || code != http.StatusNoContent {
-					w.rerr++
+				for k, d := range ds {
+					w.decisions++
+					if d.Sample == "refined" {
+						w.refined++
+						w.uses += d.Propensity.SampleUses
+						w.age += d.Propensity.SampleAgeSeconds
+					}
+					if !c.rewards {
+						continue
+					}
+					code, _, err = rc.Reward(name, d.EventID, mushroomReward(edible[rows[k]], d.Arm, rng))
+					if err != nil || code != http.StatusNoContent {
+						w.rerr++
+					}
 				}
 			}
 		})

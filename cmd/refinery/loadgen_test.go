@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	apiclient "github.com/refinery-bandits/refinery/api/client"
 )
 
 // TestLoadgenTable drives an in-memory serve with the load generator for
@@ -74,4 +76,35 @@ func cells(line string) []string {
 		f[i] = strings.TrimSpace(f[i])
 	}
 	return f
+}
+
+// With --batch the loader sends its decisions in batches: every
+// decision of every batch is counted and stored, and rewarded.
+func TestLoadgenBatches(t *testing.T) {
+	data := mushroomData(t)
+	m := startServe(t, "")
+	c := loadgenConfig{
+		service: serviceFlags{url: m.URL()}, policy: "eps-greedy", levels: []int{2}, duration: 400 * time.Millisecond,
+		rewards: true, header: false, train: 40, seed: 1, profileLevel: 64, batch: 20, // an answer of 20 decisions is larger than net/http buffers: it must still carry its length
+	}
+	var out bytes.Buffer
+	if err := loadgen(context.Background(), c, data, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	row := cells(strings.TrimSpace(out.String()))
+	n, err := strconv.Atoi(row[2])
+	if err != nil || n <= 0 || n%c.batch != 0 || row[10] != "0" {
+		t.Fatalf("row %q: want decisions in batches of %d and no errors", out.String(), c.batch)
+	}
+	cl, err := apiclient.New(m.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := cl.Bandits(context.Background())
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("bandits: %v, %v", bs, err)
+	}
+	if st := bs[0].Status; st.Decisions != int64(c.train+n) || st.Rewards != int64(c.train+n) {
+		t.Errorf("stored %d decisions and %d rewards; want the %d of training and the %d of the row, each rewarded", st.Decisions, st.Rewards, c.train, n)
+	}
 }

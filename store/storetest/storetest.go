@@ -41,6 +41,7 @@ func Run(t *testing.T, open Open) {
 		{"an inserted decision reads back unchanged", testInsertDecision},
 		{"a decision with a zero creation time is stamped with the current time", testDecisionNow},
 		{"a second decision with the same event ID returns the first, not created", testDuplicateDecision},
+		{"decisions inserted together read back in order, and an event ID decided before returns the first", testInsertDecisions},
 		{"two bandits may use the same event ID", testEventIDPerBandit},
 		{"changing the caller's values after a call does not change what is stored", testNoAliasing},
 		{"times come back as the same instants, in UTC, at microsecond resolution", testTimes},
@@ -336,6 +337,41 @@ func testDuplicateDecision(t *testing.T, s bandit.Store) {
 	}
 	if n, _, _ := s.Counts(ctx(t), "b"); n != 1 {
 		t.Errorf("Counts = %d decisions, want 1", n)
+	}
+}
+
+func testInsertDecisions(t *testing.T, s bandit.Store) {
+	mustCreate(t, s, "b")
+	first := mustDecide(t, s, decision("b", "e1"))
+	ds := []*bandit.Decision{decision("b", "e0"), decision("b", "e1"), decision("b", "e2")}
+	ds[1].Arm = 0
+	stored, created, err := s.InsertDecisions(ctx(t), ds)
+	if err != nil {
+		t.Fatalf("InsertDecisions = %v", err)
+	}
+	if len(stored) != 3 || len(created) != 3 {
+		t.Fatalf("InsertDecisions = %d decisions, %d flags; want 3 and 3", len(stored), len(created))
+	}
+	for i, want := range []*bandit.Decision{ds[0], first, ds[2]} {
+		if created[i] != (i != 1) {
+			t.Errorf("decision %d: created %v, want %v", i, created[i], i != 1)
+		}
+		if diff := diffDecision(stored[i], want); diff != "" {
+			t.Errorf("decision %d: %s", i, diff)
+		}
+		got, err := s.GetDecision(ctx(t), "b", want.EventID)
+		if err != nil {
+			t.Fatalf("GetDecision(%s) = %v", want.EventID, err)
+		}
+		if diff := diffDecision(got, want); diff != "" {
+			t.Errorf("GetDecision(%s): %s", want.EventID, diff)
+		}
+	}
+	if n, _, _ := s.Counts(ctx(t), "b"); n != 3 {
+		t.Errorf("Counts = %d decisions, want 3", n)
+	}
+	if _, _, err := s.InsertDecisions(ctx(t), []*bandit.Decision{decision("none", "e")}); !errors.Is(err, bandit.ErrNotFound) {
+		t.Errorf("InsertDecisions of an unknown bandit = %v, want ErrNotFound", err)
 	}
 }
 

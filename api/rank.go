@@ -1,0 +1,40 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/refinery-bandits/refinery/bandit"
+)
+
+// rankingRequest is the body of POST .../rankings.
+type rankingRequest struct {
+	Context      json.RawMessage `json:"context"`
+	Slots        int             `json:"slots"`
+	EventIDs     []string        `json:"event_ids"`
+	ExcludedArms []string        `json:"excluded_arms"`
+}
+
+// rank answers POST /v1/bandits/{name}/rankings (bandit.Agent.Rank):
+// {"decisions": [decision, ...]}, one per slot, top first, each with
+// its own event ID and the probabilities of its slot given the slots
+// above; 201 when any is new, 200 when every one is a replay.
+func (s *Server) rank(w http.ResponseWriter, r *http.Request) {
+	a := agentFrom(r.Context())
+	body, err := s.readBody(w, r, MaxDecisionBytes)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	var req rankingRequest
+	if err := bandit.DecodeStrict(body, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	outs, err := a.Rank(r.Context(), bandit.RankRequest{Context: req.Context, Slots: req.Slots, EventIDs: req.EventIDs, Excluded: req.ExcludedArms})
+	if err != nil {
+		s.writeProblem(w, r, s.decideError(a, err, ""))
+		return
+	}
+	s.writeOutcomes(w, r, a, outs)
+}

@@ -1,0 +1,260 @@
+package bandit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
+	"strconv"
+
+	"github.com/refinery-bandits/refinery/policy"
+)
+
+// RankRequest asks for an ordered choice of distinct arms for one
+// context: a page's slots, top first.
+type RankRequest struct {
+	// Context is the JSON object of feature values, shared by the slots.
+	Context json.RawMessage
+	// Slots is the number of arms to rank, 1 to the arms not excluded.
+	Slots int
+	// EventIDs, when not empty, names each slot's decision (as
+	// DecideRequest.EventID): as many as Slots, distinct. Empty: the
+	// service makes them, "<random>:1" to "<random>:<Slots>".
+	EventIDs []string
+	// Excluded names arms that no slot may take.
+	Excluded []string
+}
+
+// ranking is what a policy kind's rank gives for one request: the arms
+// of the slots in order, and per slot the probability of each arm
+// landing there given the arms of the slots above (0 for those and the
+// excluded), how it was obtained, the draw that ranked (Scores) and
+// what it acted on.
+type ranking struct {
+	order   []int
+	probs   [][]float64
+	props   []*Propensity
+	scores  []float64
+	sample  SampleKind
+	version int64 // the posterior version acted on; 0: the model's
+}
+
+// Rank chooses an ordered list of req.Slots distinct arms for one
+// context, and logs each slot as a decision of its own: its own event ID,
+// arm and propensity, stored together (Store.InsertDecisions), each
+// taking its own reward through Reward.
+//
+// The Thompson-sampling kinds rank by one posterior sample per request:
+// the group of policy.samples draws that a single decision would argmax
+// (its average prediction) orders the allowed arms, best first. Slot j's
+// propensity is the probability that its arm lands there given the arms
+// of the slots above, under the same draw distribution:
+//
+//	p_j(b) = P(r_j = b | r_1..r_{j-1}) = P(r_1..r_{j-1}, b) / P(r_1..r_{j-1})
+//
+// estimated from the M = policy.propensity_samples groups a single
+// decision's propensities come from (the request's own group first,
+// fresh draws for the others; the refined pool's resampled subsets, or
+// all of them when at most policy.MaxExactSubsets, as Decide does):
+// the fraction, among the groups whose ranking starts with the slots
+// above, of those that put b next. Propensity.Groups is that number of
+// groups for each slot (M for the first; fewer below), StdError is
+// 1/(2 sqrt(Groups)), and the floor of Decide applies. For linear-ts
+// and neural-linear the first slot's probabilities are exact
+// (policy.StudentWinProbs) and the lower slots' are counted over M
+// independent draws. uniform, greedy and eps-greedy are exact:
+// eps-greedy ranks by a uniformly random permutation with probability
+// epsilon and by the point estimate's scores otherwise. Rankings break
+// ties of scores by arm order.
+//
+// A context, slot count or event ID at fault is a *ValidationError
+// ("context.<feature>", "slots", "event_ids[i]") and nothing is stored.
+// Event IDs decided before replay as in Decide, each on its own (a
+// replayed slot keeps its stored arm).
+func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
+	if err := a.checkArchived(); err != nil {
+		return nil, err
+	}
+	var v validator
+	x, err := a.encode(req.Context, "context", &v)
+	if err != nil {
+		return nil, err
+	}
+	excluded := a.excluded(req.Excluded, &v)
+	allowed := len(a.cfg.Arms) - countTrue(excluded)
+	if req.Slots < 1 || req.Slots > allowed {
+		v.add("slots", fmt.Sprintf("want 1 to %d (the arms not excluded); got %d", allowed, req.Slots))
+	}
+	a.eventIDs(req.EventIDs, req.Slots, &v)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	rng := a.acquireRNG()
+	defer a.releaseRNG(rng)
+	m := a.model.Load()
+	r, err := a.decider.rank(ctx, a, m, x, excluded, req.Slots, rng)
+	if err != nil {
+		return nil, err
+	}
+	version := m.version
+	if r.version != 0 {
+		version = r.version
+	}
+	base := NewEventID()
+	ds := make([]*Decision, req.Slots)
+	for j := range ds {
+		id := base + ":" + strconv.Itoa(j+1)
+		if len(req.EventIDs) > 0 {
+			id = req.EventIDs[j]
+		}
+		ds[j] = &Decision{
+			Bandit: a.name, EventID: id, Context: req.Context, Encoded: x,
+			Arm: r.order[j], Propensities: r.probs[j], Scores: r.scores, Sample: r.sample,
+			Policy: string(a.cfg.Policy.Kind), ModelVersion: version,
+		}
+		if p := r.props[j]; p.Estimator != "exact" {
+			above := slices.Clone(excluded)
+			for _, k := range r.order[:j] {
+				above[k] = true
+			}
+			policy.FloorPropensities(r.probs[j], above, MinPropensity)
+			p.Floor = MinPropensity
+			if !p.Exact && p.Groups > 0 {
+				p.StdError = 0.5 / math.Sqrt(float64(p.Groups))
+			}
+		}
+	}
+	return a.record(ctx, ds, r.props, excluded, "slots")
+}
+
+// eventIDs checks a request's client event IDs, one per decision of n:
+// none, or n valid and distinct ones.
+func (a *Agent) eventIDs(ids []string, n int, v *validator) {
+	if len(ids) > 0 && len(ids) != n {
+		v.add("event_ids", fmt.Sprintf("want one event ID per decision (%d), or none for IDs made by the service; got %d", n, len(ids)))
+	}
+	seen := make(map[string]int, len(ids))
+	for i, id := range ids {
+		field := fmt.Sprintf("event_ids[%d]", i)
+		if !ValidEventID(id) {
+			v.add(field, "want 1 to 128 characters from [A-Za-z0-9._~:-]")
+			continue
+		}
+		if j, ok := seen[id]; ok {
+			v.add(field, fmt.Sprintf("the event ID %q of event_ids[%d] again: each decision of a request needs its own", id, j))
+			continue
+		}
+		seen[id] = i
+	}
+}
+
+// rankOrder returns the allowed arms of scores, best first (ties by arm
+// order), the first k of them.
+func rankOrder(scores []float64, excluded []bool, k int) []int {
+	order := make([]int, 0, len(scores))
+	for j := range scores {
+		if excluded == nil || !excluded[j] {
+			order = append(order, j)
+		}
+	}
+	slices.SortStableFunc(order, func(p, q int) int {
+		switch {
+		case scores[p] > scores[q]:
+			return -1
+		case scores[p] < scores[q]:
+			return 1
+		}
+		return 0
+	})
+	return order[:k]
+}
+
+// voteRanking ranks by the draw own (a row of arms scores) and counts,
+// over the n rows of draws, the probability of each arm in each slot
+// given the slots above: among the rows whose ranking starts with the
+// slots above, the fraction that put the arm next. own must be one of
+// the rows (or be drawn as they are, the rows then counting it), so that
+// every slot has at least one such row. It fills r's order, probs,
+// scores and, per slot, a copy of prop with Groups the number of rows
+// behind the slot's probabilities.
+func voteRanking(own, rows []float64, arms int, excluded []bool, k int, prop Propensity) *ranking {
+	r := &ranking{order: rankOrder(own, excluded, k), scores: own}
+	n := len(rows) / arms
+	r.probs = make([][]float64, k)
+	for j := range r.probs {
+		r.probs[j] = make([]float64, arms)
+	}
+	counts := make([]int, k)
+	for i := range n {
+		o := rankOrder(rows[i*arms:(i+1)*arms], excluded, k)
+		for j := range k {
+			counts[j]++
+			r.probs[j][o[j]]++
+			if o[j] != r.order[j] {
+				break
+			}
+		}
+	}
+	r.props = make([]*Propensity, k)
+	for j := range k {
+		c := max(counts[j], 1)
+		for b := range r.probs[j] {
+			r.probs[j][b] /= float64(c)
+		}
+		p := prop
+		p.Groups = counts[j]
+		r.props[j] = &p
+	}
+	return r
+}
+
+// exactRanking is the ranking of eps-greedy (greedy with eps 0, uniform
+// with eps 1): with probability eps a uniformly random order of the m
+// allowed arms, and otherwise the scores' order. With u_j = eps (m-j)!/m!
+// the probability of a given first j arms by the random order, the first
+// j arms of a ranking have probability u_j + (1-eps) 1{they are the
+// scores' first j}, and slot j's arm b, given the slots above,
+//
+//	(u_{j+1} + (1-eps) 1{above, b greedy}) / (u_j + (1-eps) 1{above greedy}).
+func exactRanking(scores []float64, eps float64, excluded []bool, k int, rng *mrand.Rand) *ranking {
+	arms := len(scores)
+	greedy := rankOrder(scores, excluded, k)
+	r := &ranking{order: greedy, scores: scores}
+	allowed := arms - countTrue(excluded)
+	if eps > 0 && rng.Float64() < eps {
+		all := rankOrder(make([]float64, arms), excluded, allowed)
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		r.order = all[:k]
+	}
+	r.probs = make([][]float64, k)
+	r.props = make([]*Propensity, k)
+	u, onGreedy := eps, true
+	for j := range k {
+		uNext := u / float64(allowed-j)
+		r.probs[j] = make([]float64, arms)
+		above := make([]bool, arms)
+		for _, b := range r.order[:j] {
+			above[b] = true
+		}
+		den := u
+		if onGreedy {
+			den += 1 - eps
+		}
+		for b := range arms {
+			if excluded[b] || above[b] {
+				continue
+			}
+			num := uNext
+			if onGreedy && b == greedy[j] {
+				num += 1 - eps
+			}
+			r.probs[j][b] = num / den
+		}
+		r.props[j] = &Propensity{Estimator: "exact"}
+		onGreedy = onGreedy && r.order[j] == greedy[j]
+		u = uNext
+	}
+	return r
+}
