@@ -32,7 +32,8 @@ func init() {
 }
 
 const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--db-wait 2m] [--workers N] [--log-level info] [--pprof] [--require-keys]
-                     [--max-conns 1024] [--max-in-flight 64] [--max-bandits 100] [--request-timeout 10s]
+                     [--max-conns 1024] [--max-in-flight 64] [--max-in-flight-per-key 16] [--max-bandits 100] [--request-timeout 10s]
+                     [--refused-key-delay 1s] [--max-refused-pending 256]
                      [--simulate mushroom|wheel] [--rate 20/s] [--data PATH]
 
 Runs the HTTP decision service. With a database URL (flag or $DATABASE_URL)
@@ -47,7 +48,9 @@ replaces one idle or slow for 5s, or is answered 503 with Retry-After and
 closed; clients making requests keep their connections), --max-in-flight
 requests to /v1/ at once (others wait up to 100ms, then get 429 with
 Retry-After), each handled within --request-timeout (then 503), and
---max-bandits bandits.
+--max-bandits bandits. While other API keys use the server, a key has at
+most --max-in-flight-per-key requests under way (its next wait up to 1s,
+then get 429); a key alone, or a server without keys, is not limited by it.
 
 API keys ('refinery keys create') are required whenever serve listens beyond
 loopback (--addr with another host, or none: every interface), and on
@@ -55,6 +58,8 @@ loopback with --require-keys; a loopback server without them is open to
 every program on the machine, which its log and dashboard say. Without a
 database the keys live in memory: serve then makes one admin key and prints
 it once. /metrics needs the read scope, --pprof's /debug/pprof/ admin.
+A request refused for its key (401) is answered after --refused-key-delay
+and closes its connection; at most --max-refused-pending are held at once.
 /healthz and /readyz are open; with keys required /readyz says which check
 failed but not the database's error (which names its user and host).
 
