@@ -135,7 +135,9 @@
 // archived bandit, 413 body over the route's limit (MaxConfigBytes,
 // MaxDecisionBytes, MaxRewardBytes; by Content-Length before any of the
 // body is read, without 100 Continue), 415, 421 a Host outside
-// Config.AllowedHosts, 429 at capacity (Config.MaxInFlight) or past the
+// Config.AllowedHosts, 429 at capacity (Config.MaxInFlight), past the
+// key's share while other keys use the server (Config.MaxInFlightPerKey,
+// admission.go) or past the
 // budget of lookups of unknown API keys (auth.go; with Retry-After,
 // nothing was done), 503 with
 // Retry-After while loading or shutting down, when the database is
