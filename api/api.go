@@ -145,7 +145,9 @@
 // archived bandit, 413 body over the route's limit (MaxConfigBytes,
 // MaxDecisionBytes, MaxBatchBytes, MaxRewardBytes; by Content-Length before any of the
 // body is read, without 100 Continue), 415, 421 a Host outside
-// Config.AllowedHosts, 429 at capacity (Config.MaxInFlight) or past the
+// Config.AllowedHosts, 429 at capacity (Config.MaxInFlight), past the
+// key's share while other keys use the server (Config.MaxInFlightPerKey,
+// admission.go) or past the
 // budget of lookups of unknown API keys (auth.go; with Retry-After,
 // nothing was done), 503 with
 // Retry-After while loading or shutting down, when the database is
@@ -224,6 +226,17 @@ type Config struct {
 	// (readFirst), and its key checked before that (auth.go).
 	MaxInFlight   int
 	AdmissionWait time.Duration
+	// MaxInFlightPerKey is a key's share of the server while another
+	// key uses it (admission.go, share): a key alone (and every request
+	// of a server without keys) is not limited by it; while another key
+	// has a request under way or had one end within the last second,
+	// a key has at most MaxInFlightPerKey requests under way (from its
+	// authentication to its answer), and its next waits up to a second
+	// for one of them to end, then is a 429. Zero means MaxInFlight / 4
+	// (at least 1); it is never more than MaxInFlight. A client that
+	// sends too much under its own key cannot take the server from the
+	// clients of other keys (issue 31).
+	MaxInFlightPerKey int
 	// RequestTimeout bounds the handling of one /v1/ request; past it
 	// the store's calls are cancelled and the answer is 503. Zero means
 	// DefaultRequestTimeout.
@@ -293,6 +306,7 @@ type Server struct {
 	waiting        atomic.Int64
 	maxWaiting     int64
 	admissionWait  time.Duration
+	shares         shares // each key's share (admission.go)
 	requestTimeout time.Duration
 	bodyTimeout    time.Duration
 	// storeFailedAt is when (UnixNano) a request last failed because the
@@ -333,6 +347,10 @@ func New(cfg Config) *Server {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	if cfg.MaxInFlightPerKey <= 0 {
+		cfg.MaxInFlightPerKey = max(1, cfg.MaxInFlight/4)
+	}
+	cfg.MaxInFlightPerKey = min(cfg.MaxInFlightPerKey, cfg.MaxInFlight)
 	if cfg.AdmissionWait <= 0 {
 		cfg.AdmissionWait = DefaultAdmissionWait
 	}
@@ -361,7 +379,8 @@ func New(cfg Config) *Server {
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
 		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)},
-		tarpit: tarpit{delay: cfg.RefusedKeyDelay, max: int64(cfg.MaxRefusedPending), drained: make(chan struct{})}}
+		tarpit: tarpit{delay: cfg.RefusedKeyDelay, max: int64(cfg.MaxRefusedPending), drained: make(chan struct{})},
+		shares: shares{perKey: cfg.MaxInFlightPerKey, keys: map[string]*keyShare{}}}
 	for _, h := range cfg.AllowedHosts {
 		if s.allowedHosts == nil {
 			s.allowedHosts = map[string]bool{}
@@ -386,17 +405,19 @@ func New(cfg Config) *Server {
 	r.Get("/", s.index)
 	r.Post("/login", s.login)
 	r.Post("/logout", s.logout)
-	r.With(s.admit).Get("/v1/dashboard", s.dashboardJSON)
+	r.With(s.share, s.admit).Get("/v1/dashboard", s.dashboardJSON)
 	r.Method(http.MethodGet, "/static/*", staticHandler())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.json", s.openapi)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	// Every /v1/ route is admitted (admit); a route with a body reads it
-	// first (readFirst), so that a body arriving slowly holds no slot
-	// (issue 31, finding 1), and a route of a bandit finds it first
+	// Every /v1/ route is admitted (admit) within its key's share
+	// (share); a route with a body reads it between the two
+	// (readFirst), so that a body arriving slowly holds no slot (issue
+	// 31, finding 1), and a route of a bandit finds it first
 	// (loadBandit, in memory): an unknown one is a 404 before its body.
 	r.Route("/v1/bandits", func(r chi.Router) {
+		r.Use(s.share)
 		r.With(s.readFirst(MaxConfigBytes), s.admit).Post("/", s.createBandit)
 		r.With(s.admit).Get("/", s.listBandits)
 		r.Route("/{name}", func(r chi.Router) {
@@ -419,7 +440,7 @@ func New(cfg Config) *Server {
 	})
 	// A snapshot (admin only, up to MaxSnapshotBytes) is read within its
 	// slot, so that at most MaxInFlight of them are held in memory.
-	r.With(s.admit).Post("/v1/snapshots", s.importSnapshot)
+	r.With(s.share, s.admit).Post("/v1/snapshots", s.importSnapshot)
 	s.router = r
 	_ = chi.Walk(r, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		s.routes = append(s.routes, route{method, pattern})

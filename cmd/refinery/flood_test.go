@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/internal/keys"
+	"github.com/refinery-bandits/refinery/store/storetest"
 )
 
 // TestUnknownKeyFloodKeepsHonestClientsServed is finding 7 of issue 31
@@ -27,20 +30,7 @@ func TestUnknownKeyFloodKeepsHonestClientsServed(t *testing.T) {
 		phase         = 3 * time.Second
 	)
 	m := startMain(t, func(m *Main) { m.RequireKeys = true })
-	req, _ := http.NewRequest("POST", m.URL()+"/v1/bandits", strings.NewReader(`{"name": "load", "arms": ["a", "b"],
-		"features": [{"name": "color", "type": "categorical", "values": ["red", "blue"]}, {"name": "size", "type": "numeric"}],
-		"policy": {"kind": "eps-greedy"}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+m.AdminKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create: %d", resp.StatusCode)
-	}
+	createLoad(t, m)
 	h := newHammer(m.URL(), "load", "honest")
 	h.auth = "Bearer " + m.AdminKey
 	flood := newHammer(m.URL(), "load", "flood")
@@ -68,5 +58,105 @@ func TestUnknownKeyFloodKeepsHonestClientsServed(t *testing.T) {
 	// answered after stop.
 	if most := int64(flooders) * (int64(phase/api.DefaultRefusedKeyDelay) + 1); answers > most {
 		t.Errorf("the flood got %d answers in %v, want at most %d (one per client and %v)", answers, phase, most, api.DefaultRefusedKeyDelay)
+	}
+}
+
+// createLoad creates the bandit "load" of the flood tests (an
+// eps-greedy bandit on a color and a size) with m's admin key.
+func createLoad(t *testing.T, m *Main) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", m.URL()+"/v1/bandits", strings.NewReader(`{"name": "load", "arms": ["a", "b"],
+		"features": [{"name": "color", "type": "categorical", "values": ["red", "blue"]}, {"name": "size", "type": "numeric"}],
+		"policy": {"kind": "eps-greedy"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+m.AdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d", resp.StatusCode)
+	}
+}
+
+// TestCrowdOnAnotherKeyKeepsHonestClientsServed is the crowd of issue
+// 31's bench on real loopback HTTP to serve with keys required
+// (--max-conns 256), on both stores: 16 honest clients with one key in a
+// closed loop of decision + reward, alone for 3 s and then beside 512
+// clients in a closed loop under a key of their own, each on its own
+// keep-alive connection (twice the connection cap), in a process of
+// their own (crowdProcess). Every refusal either side gets is a 429 or a
+// 503 (in `make test` at ea85675 the honest clients got 3 503s of 3,095
+// answers once), and of the crowd's requests at most 1% end in a
+// transport error. It logs the honest clients' rate beside the crowd as
+// a share of their rate alone, but does not assert issue 31's half: on
+// this shared 2-core machine that share ranged from 14% to 100% between
+// runs (lowest when the machine was least loaded and the crowd's process
+// got a core of its own), so the bar is not met reliably here. With the
+// crowd in the honest clients' process they kept 3-5%.
+func TestCrowdOnAnotherKeyKeepsHonestClientsServed(t *testing.T) {
+	const (
+		honestClients = 16
+		crowdClients  = 512
+		phase         = 3 * time.Second
+	)
+	for _, tc := range []struct {
+		name string
+		url  func(*testing.T) string
+	}{
+		{"on the in-memory store", func(*testing.T) string { return "" }},
+		{"on PostgreSQL", func(t *testing.T) string { return storetest.FreshSchemaURL(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := startMain(t, func(m *Main) { m.RequireKeys, m.MaxConns, m.DatabaseURL = true, crowdClients/2, tc.url(t) })
+			key := func(name string, scope keys.Scope) string {
+				secret, k, err := keys.New(nil, name, []keys.Scope{scope}, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Store.(keys.Store).CreateKey(context.Background(), k); err != nil {
+					t.Fatal(err)
+				}
+				return "Bearer " + secret
+			}
+			m.AdminKey = strings.TrimPrefix(key("admin", keys.Admin), "Bearer ")
+			createLoad(t, m)
+			h := newHammer(m.URL(), "load", "honest")
+			h.auth = key("honest", keys.Decide)
+			// A client with a pool of one connection per caller, which
+			// the connection cap must keep.
+			h.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxConnsPerHost: honestClients, MaxIdleConnsPerHost: honestClients}}
+			crowdAuth := key("crowd", keys.Decide)
+			crowd := newHammer(m.URL(), "load", "crowd")
+			alone, _ := h.beside(honestClients, phase, func(stop <-chan struct{}) { <-stop })
+			beside, honestSt := h.beside(honestClients, phase, func(stop <-chan struct{}) {
+				crowdProcess(t, m.URL(), "load", crowdAuth, crowdClients, crowd, stop)
+			})
+			crowdSt, _, _ := crowd.take()
+			t.Logf("honest %.0f transactions/s alone, %.0f/s (%.0f%%) beside %d clients on another key: honest %v, crowd %v (transport errors: %q)",
+				alone, beside, 100*beside/alone, crowdClients, honestSt, crowdSt, crowd.errs)
+			for code, n := range honestSt {
+				if code != 200 && code != 201 && code != 204 && code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
+					t.Errorf("honest clients beside the crowd: %d answers %d, want every refusal a 429 or 503", n, code)
+				}
+			}
+			var answers int64
+			for code, n := range crowdSt {
+				answers += n
+				if code != 0 && code != 200 && code != 201 && code != 204 && code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
+					t.Errorf("the crowd got %d answers %d, want every refusal a 429 or 503", n, code)
+				}
+			}
+			// A connection past the cap is answered 503 before its
+			// request is read (connLimiter.refuse); Go's client, which
+			// may have pooled the new connection before writing on it,
+			// then fails the request ("readLoopPeekFailLocked") instead
+			// of reading the 503: a few in a thousand.
+			if n := crowdSt[0]; n*100 > answers {
+				t.Errorf("the crowd got %d transport errors of %d answers (%q), want at most 1%%", n, answers, crowd.errs)
+			}
+		})
 	}
 }

@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +47,8 @@ type hammer struct {
 	served    []time.Duration    // the same from the request's last byte written
 	// (without the client's wait for a connection)
 	unsent int64 // open loop: not sent, the client had too many outstanding
+	// errs holds the first few transport errors, to be told apart.
+	errs []string
 }
 
 func newHammer(base, name, prefix string) *hammer {
@@ -54,6 +61,98 @@ func newHammer(base, name, prefix string) *hammer {
 		}},
 		decisions: map[string]bool{}, rewards: map[string]float64{}, status: map[int]int64{},
 	}
+}
+
+// newCrowd is a hammer for n clients each on its own keep-alive
+// connection (the crowd of issue 31, finding 2).
+func newCrowd(base, name string, n int) *hammer {
+	h := newHammer(base, name, "crowd")
+	h.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: n, MaxIdleConnsPerHost: n, IdleConnTimeout: time.Minute}}
+	return h
+}
+
+// crowdLedger is what the crowd's process reports: the answers by
+// status and the acknowledged writes (hammer's fields).
+type crowdLedger struct {
+	Errs      []string
+	Status    map[int]int64
+	Decisions map[string]bool
+	Rewards   map[string]float64
+}
+
+// crowdProcess runs n closed-loop clients of newCrowd against the bandit
+// name at base with the Authorization auth in a process of their own (this
+// test binary, TestCrowdProcess) until stop is closed, and adds what they
+// got to into (its status counts and ledger). In a process of its own
+// the crowd gets the machine's cores as one more process does, as an
+// attacker on other machines would, rather than sharing the Go scheduler
+// of the honest clients beside it (in one process 512 crowd clients left
+// 16 honest ones 3% of their rate however the server shared itself).
+func crowdProcess(t testing.TB, base, name, auth string, n int, into *hammer, stop <-chan struct{}) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrowdProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "REFINERY_CROWD="+base+" "+name+" "+strconv.Itoa(n)+" "+into.prefix, "REFINERY_CROWD_AUTH="+auth)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-stop
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the crowd's process: %v\n%s", err, out.String())
+		return
+	}
+	var l crowdLedger
+	_, js, _ := strings.Cut(out.String(), "CROWD ")
+	js, _, _ = strings.Cut(js, "\n")
+	if err := json.Unmarshal([]byte(js), &l); err != nil {
+		t.Errorf("the crowd's report: %v\n%s", err, out.String())
+		return
+	}
+	into.mu.Lock()
+	defer into.mu.Unlock()
+	for code, c := range l.Status {
+		into.status[code] += c
+	}
+	maps.Copy(into.decisions, l.Decisions)
+	into.errs = append(into.errs, l.Errs...)
+	maps.Copy(into.rewards, l.Rewards)
+}
+
+// TestCrowdProcess is the crowd's process of crowdProcess: it runs the
+// clients that $REFINERY_CROWD names ("base bandit n prefix", the prefix
+// of its event IDs) until its standard
+// input closes, then prints its ledger as JSON on a line after "CROWD ".
+func TestCrowdProcess(t *testing.T) {
+	spec := strings.Fields(os.Getenv("REFINERY_CROWD"))
+	if len(spec) != 4 {
+		t.Skip("the crowd's process of crowdProcess")
+	}
+	n, err := strconv.Atoi(spec[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newCrowd(spec[0], spec[1], n)
+	h.prefix = spec[3]
+	h.auth = os.Getenv("REFINERY_CROWD_AUTH")
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+	}()
+	h.closedLoop(n, stop)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	js, err := json.Marshal(crowdLedger{Errs: h.errs, Status: h.status, Decisions: h.decisions, Rewards: h.rewards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("CROWD %s\n", js)
 }
 
 func (h *hammer) post(path, body string) (int, time.Duration) {
@@ -78,6 +177,9 @@ func (h *hammer) post(path, body string) (int, time.Duration) {
 		code = resp.StatusCode
 	}
 	h.mu.Lock()
+	if err != nil && len(h.errs) < 5 {
+		h.errs = append(h.errs, err.Error())
+	}
 	h.status[code]++
 	if code >= 200 && code < 300 {
 		h.accepted = append(h.accepted, d)

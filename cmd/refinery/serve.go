@@ -32,7 +32,8 @@ func init() {
 }
 
 const serveUsage = `usage: refinery serve [--addr 127.0.0.1:8080] [--database-url URL] [--no-migrate] [--db-wait 2m] [--workers N] [--log-level info] [--pprof] [--require-keys]
-                     [--max-conns 1024] [--max-in-flight 64] [--max-bandits 100] [--request-timeout 10s]
+                     [--max-conns 1024] [--max-in-flight 64] [--max-in-flight-per-key 16] [--max-bandits 100] [--request-timeout 10s]
+                     [--refused-key-delay 1s] [--max-refused-pending 256]
                      [--simulate mushroom|wheel] [--rate 20/s] [--data PATH]
 
 Runs the HTTP decision service. With a database URL (flag or $DATABASE_URL)
@@ -47,7 +48,9 @@ replaces one idle or slow for 5s, or is answered 503 with Retry-After and
 closed; clients making requests keep their connections), --max-in-flight
 requests to /v1/ at once (others wait up to 100ms, then get 429 with
 Retry-After), each handled within --request-timeout (then 503), and
---max-bandits bandits.
+--max-bandits bandits. While other API keys use the server, a key has at
+most --max-in-flight-per-key requests under way (its next wait up to 1s,
+then get 429); a key alone, or a server without keys, is not limited by it.
 
 API keys ('refinery keys create') are required whenever serve listens beyond
 loopback (--addr with another host, or none: every interface), and on
@@ -55,6 +58,8 @@ loopback with --require-keys; a loopback server without them is open to
 every program on the machine, which its log and dashboard say. Without a
 database the keys live in memory: serve then makes one admin key and prints
 it once. /metrics needs the read scope, --pprof's /debug/pprof/ admin.
+A request refused for its key (401) is answered after --refused-key-delay
+and closes its connection; at most --max-refused-pending are held at once.
 /healthz and /readyz are open; with keys required /readyz says which check
 failed but not the database's error (which names its user and host).
 
@@ -122,11 +127,16 @@ type Main struct {
 	// DefaultMaxConns, and never more than the file descriptor limit
 	// allows.
 	MaxConns int
-	// MaxInFlight, RequestTimeout: api.Config; MaxBandits:
-	// bandit.ServiceConfig. Zero means their defaults.
-	MaxInFlight    int
-	RequestTimeout time.Duration
-	MaxBandits     int
+	// MaxInFlight, MaxInFlightPerKey, RequestTimeout, RefusedKeyDelay,
+	// MaxRefusedPending: api.Config; MaxBandits: bandit.ServiceConfig.
+	// Zero means their defaults (a negative RefusedKeyDelay, which
+	// --refused-key-delay 0 sets: answer at once).
+	MaxInFlight       int
+	MaxInFlightPerKey int
+	RequestTimeout    time.Duration
+	RefusedKeyDelay   time.Duration
+	MaxRefusedPending int
+	MaxBandits        int
 	// TrainerRetry and FleetPoll: bandit.ServiceConfig, for the replicas
 	// on one database. Zero means their defaults.
 	TrainerRetry time.Duration
@@ -174,6 +184,9 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.DurationVar(&m.DBWait, "db-wait", 2*time.Minute, "how long to retry at start while the database cannot be reached")
 	fs.IntVar(&m.MaxConns, "max-conns", DefaultMaxConns, "most open connections (also bounded by the file descriptor limit)")
 	fs.IntVar(&m.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most /v1/ requests served at once; more wait 100ms, then get 429")
+	fs.IntVar(&m.MaxInFlightPerKey, "max-in-flight-per-key", 0, "an API key's share while other keys use the server: its most requests under way at once; more wait up to 1s, then get 429 (default --max-in-flight / 4; a key alone is not limited)")
+	fs.DurationVar(&m.RefusedKeyDelay, "refused-key-delay", api.DefaultRefusedKeyDelay, "how long a request refused for its API key (401, or 429 past the lookups of unknown keys) waits for its answer, which closes its connection; 0: answer at once")
+	fs.IntVar(&m.MaxRefusedPending, "max-refused-pending", api.DefaultMaxRefusedPending, "most refusals held by --refused-key-delay at once; past it they are answered at once")
 	fs.DurationVar(&m.RequestTimeout, "request-timeout", api.DefaultRequestTimeout, "bound on handling one /v1/ request (then 503)")
 	fs.IntVar(&m.MaxBandits, "max-bandits", bandit.DefaultMaxBandits, "most bandits (creating more is a 403)")
 	fs.DurationVar(&m.TrainerRetry, "trainer-retry", bandit.DefaultTrainerRetry, "with replicas on one database: how often a replica tries to take over the training of bandits whose trainer is gone (the failover bound)")
@@ -202,7 +215,7 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"max-conns", m.MaxConns}, {"max-in-flight", m.MaxInFlight}, {"max-bandits", m.MaxBandits}} {
+	}{{"max-conns", m.MaxConns}, {"max-in-flight", m.MaxInFlight}, {"max-bandits", m.MaxBandits}, {"max-refused-pending", m.MaxRefusedPending}} {
 		if f.v < 1 {
 			return usageError{fmt.Errorf("--%s %d: want 1 or more", f.name, f.v)}
 		}
@@ -212,6 +225,15 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	}
 	if m.TrainerLease < 2*m.TrainerRetry {
 		return usageError{fmt.Errorf("--trainer-lease %v: want at least twice --trainer-retry (%v), which renews it", m.TrainerLease, m.TrainerRetry)}
+	}
+	if m.MaxInFlightPerKey < 0 || m.MaxInFlightPerKey > m.MaxInFlight {
+		return usageError{fmt.Errorf("--max-in-flight-per-key %d: want 0 (--max-in-flight / 4) to --max-in-flight (%d)", m.MaxInFlightPerKey, m.MaxInFlight)}
+	}
+	switch {
+	case m.RefusedKeyDelay < 0:
+		return usageError{fmt.Errorf("--refused-key-delay %v: want >= 0", m.RefusedKeyDelay)}
+	case m.RefusedKeyDelay == 0:
+		m.RefusedKeyDelay = -1 // api.Config's "answer at once"
 	}
 	if m.DBWait < 0 || m.RequestTimeout <= 0 {
 		return usageError{fmt.Errorf("--db-wait %v, --request-timeout %v: want >= 0 and > 0", m.DBWait, m.RequestTimeout)}
@@ -302,6 +324,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Service = bandit.NewService(m.Store, scfg)
 	acfg := api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout,
+		MaxInFlightPerKey: m.MaxInFlightPerKey, RefusedKeyDelay: m.RefusedKeyDelay, MaxRefusedPending: m.MaxRefusedPending,
 		RequireKeys: m.KeysRequired, Keys: ks}
 	if !m.KeysRequired {
 		acfg.AllowedHosts = loopbackHosts(m.Addr)

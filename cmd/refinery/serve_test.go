@@ -18,6 +18,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 	"github.com/refinery-bandits/refinery/store/storetest"
@@ -360,6 +361,9 @@ func TestServeCommandLine(t *testing.T) {
 		{"zero max connections are refused", []string{"serve", "--max-conns", "0"}, "refinery serve: --max-conns 0: want 1 or more\n"},
 		{"zero requests in flight are refused", []string{"serve", "--max-in-flight", "0"}, "refinery serve: --max-in-flight 0: want 1 or more\n"},
 		{"zero bandits are refused", []string{"serve", "--max-bandits", "0"}, "refinery serve: --max-bandits 0: want 1 or more\n"},
+		{"zero held refusals are refused", []string{"serve", "--max-refused-pending", "0"}, "refinery serve: --max-refused-pending 0: want 1 or more\n"},
+		{"a negative refusal delay is refused", []string{"serve", "--refused-key-delay", "-1s"}, "refinery serve: --refused-key-delay -1s: want >= 0\n"},
+		{"a share over the slots is refused", []string{"serve", "--max-in-flight", "8", "--max-in-flight-per-key", "9"}, "refinery serve: --max-in-flight-per-key 9: want 0 (--max-in-flight / 4) to --max-in-flight (8)\n"},
 		{"a zero request timeout is refused", []string{"serve", "--request-timeout", "0s"}, "refinery serve: --db-wait 2m0s, --request-timeout 0s: want >= 0 and > 0\n"},
 		{"a zero trainer retry is refused", []string{"serve", "--trainer-retry", "0s"}, "refinery serve: --trainer-retry 0s, --fleet-poll 5s: want > 0\n"},
 		{"a negative fleet poll is refused", []string{"serve", "--fleet-poll", "-1s"}, "refinery serve: --trainer-retry 1s, --fleet-poll -1s: want > 0\n"},
@@ -377,6 +381,61 @@ func TestServeCommandLine(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"serve", "-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "usage: refinery serve") {
 		t.Errorf("serve -h = exit %d, stdout %q; want 0 and the usage", code, stdout.String())
+	}
+	for _, flag := range []string{"-max-in-flight-per-key", "-refused-key-delay", "-max-refused-pending"} {
+		if !strings.Contains(stdout.String(), flag) {
+			t.Errorf("serve -h does not describe %s", flag)
+		}
+	}
+}
+
+// TestServeRefusedKeyFlags: --refused-key-delay and --max-refused-pending
+// reach the tarpit (api.Config.RefusedKeyDelay, MaxRefusedPending): a
+// request with an unknown key is answered 401 after --refused-key-delay
+// 1500ms, at once with 0, and at once past --max-refused-pending 1 while
+// one refusal is held.
+func TestServeRefusedKeyFlags(t *testing.T) {
+	refuse := func(m *Main) time.Duration {
+		secret, _, err := keys.New(nil, "nobody", []keys.Scope{keys.Admin}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", m.URL()+"/v1/bandits", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("an unknown key: %d, want 401", resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+	start := func(args ...string) *Main {
+		return startMain(t, func(m *Main) {
+			if err := m.ParseFlags(append([]string{"--require-keys", "--database-url", ""}, args...), io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			m.Addr = "127.0.0.1:0"
+		})
+	}
+	if d := refuse(start("--refused-key-delay", "1500ms")); d < 1500*time.Millisecond {
+		t.Errorf("--refused-key-delay 1500ms: refused after %v", d)
+	}
+	if d := refuse(start("--refused-key-delay", "0")); d >= api.DefaultRefusedKeyDelay {
+		t.Errorf("--refused-key-delay 0: refused after %v, want at once", d)
+	}
+	m := start("--refused-key-delay", "3s", "--max-refused-pending", "1")
+	held := make(chan time.Duration)
+	go func() { held <- refuse(m) }()
+	time.Sleep(500 * time.Millisecond) // the first is held
+	if d := refuse(m); d >= 3*time.Second {
+		t.Errorf("--max-refused-pending 1: the second refusal took %v, want at once", d)
+	}
+	if d := <-held; d < 3*time.Second {
+		t.Errorf("--refused-key-delay 3s: the first refusal took %v", d)
 	}
 }
 

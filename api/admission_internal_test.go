@@ -1,0 +1,86 @@
+package api
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestSharesHoldAKeyToItsShareOnlyBesideOthers: a key alone takes as many
+// requests as it sends; once another key is active it waits beyond its
+// share (while the other key's requests pass), and is let through, first
+// come first served, as its own requests end; the other key's last
+// request ending leaves it alone again after shareActive.
+func TestSharesHoldAKeyToItsShareOnlyBesideOthers(t *testing.T) {
+	s := &shares{perKey: 2, keys: map[string]*keyShare{}}
+	ctx := context.Background()
+	for i := range 5 {
+		if !s.enter(ctx, "crowd") {
+			t.Fatalf("request %d of a key alone was held", i)
+		}
+	}
+	if !s.enter(ctx, "honest") || !s.enter(ctx, "honest") {
+		t.Fatal("a key under its share was held beside a key over its own")
+	}
+	// Beyond its share beside the other key, the crowd waits: a request
+	// whose context ends first is refused.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if s.enter(short, "crowd") {
+		t.Fatal("a key over its share beside another got through at once")
+	}
+	// Two waiting requests of the crowd are let through in order once
+	// the crowd's requests under way fall below its share.
+	order := make(chan int, 2)
+	for i := range 2 {
+		go func() {
+			if s.enter(ctx, "crowd") {
+				order <- i
+			} else {
+				order <- -1
+			}
+		}()
+		for { // the first waits before the second comes
+			s.mu.Lock()
+			n := len(s.keys["crowd"].queue)
+			s.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for range 3 {
+		s.leave("crowd") // 5 under way to 2: still its share
+	}
+	select {
+	case i := <-order:
+		t.Fatalf("request %d let through at its key's share", i)
+	case <-time.After(20 * time.Millisecond):
+	}
+	s.leave("crowd")
+	if i := <-order; i != 0 {
+		t.Fatalf("let through %d first, want 0", i)
+	}
+	s.leave("crowd")
+	if i := <-order; i != 1 {
+		t.Fatalf("let through %d second, want 1", i)
+	}
+	// The honest key leaves; within shareActive it is still active.
+	s.leave("honest")
+	s.leave("honest")
+	if s.enter(short, "crowd") {
+		t.Fatal("a key over its share got through within a second of another key's request")
+	}
+	s.mu.Lock()
+	s.keys["honest"].ended = time.Now().Add(-shareActive)
+	s.mu.Unlock()
+	if !s.enter(ctx, "crowd") {
+		t.Fatal("a key alone again was held")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys["honest"]; ok || s.waiting != 0 {
+		t.Errorf("the honest key is still kept (%v) or %d requests wait, want forgotten and 0", ok, s.waiting)
+	}
+}
