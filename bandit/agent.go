@@ -399,23 +399,26 @@ func priorVars(arch nn.Arch, m ModelConfig) []float64 {
 	last := arch.NumLayers() - 1
 	for l := range arch.NumLayers() {
 		ly := arch.Layer(l)
-		w, wx := v, v // the weights of the hidden units, and of the inputs under a skip connection
+		// Columns [0, from) of each weight row take w; under a skip
+		// connection the output layer's columns from SkipFrom on weigh
+		// the inputs and take v.
+		from, w := ly.In, v
+		if l == last {
+			from = arch.SkipFrom()
+		}
 		if m.Prior == PriorFanIn {
 			g := 2.0
 			if l == last {
 				g = 1
 			}
-			w = g * v / float64(ly.In)
-			if l == last && arch.Skip() {
-				w, wx = g*v/float64(arch.SkipFrom()), v
-			}
+			w = g * v / float64(from)
 		}
 		for o := range ly.Out {
 			row := pv[ly.W+o*ly.In : ly.W+(o+1)*ly.In]
 			for i := range row {
 				row[i] = w
-				if l == last && i >= arch.SkipFrom() {
-					row[i] = wx
+				if i >= from {
+					row[i] = v
 				}
 			}
 		}
