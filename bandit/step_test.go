@@ -292,7 +292,7 @@ func TestTrainerBudgetFollowsTheRewards(t *testing.T) {
 
 // A live refined-ts decision never waits for refinement: with a trained
 // posterior and a bank that cannot fill for a long while (one worker,
-// 100,000 iterations per conditional optimization), decisions come back
+// 100,000 iterations per conditional optimization of 128 hidden units), decisions come back
 // at once on mean-field samples, the fall-back before the bank's first
 // refined samples.
 func TestDecisionWithAnEmptyBankDoesNotWait(t *testing.T) {
@@ -302,38 +302,55 @@ func TestDecisionWithAnEmptyBankDoesNotWait(t *testing.T) {
 	if err := svc.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cfg := smallConfig(bandit.RefinedTS)
-	cfg.Refinement.Iterations = 100000
-	a, err := svc.Create(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A refinement of 128 hidden units at 100,000 iterations takes long,
+	// but the trainer's first versions (trained on 1-4 rewards) may start
+	// one early: on an AMD EPYC (AVX2) 1 to 3 runs in 50 had a refined sample
+	// by the time the trainer had all 5 rewards. Such a bandit cannot
+	// show the fall-back, so the test takes another, at most 4 times.
+	var a *bandit.Agent
 	raw := json.RawMessage(`{"color": "red", "size": 1}`)
-	for i := range 5 {
-		o, err := a.Decide(ctx, bandit.DecideRequest{Context: raw})
-		if err != nil {
+	for try := range 4 {
+		cfg := smallConfig(bandit.RefinedTS)
+		cfg.Name = fmt.Sprintf("toy%d", try)
+		cfg.Model.Hidden = []int{128}
+		cfg.Refinement.Iterations = 100000
+		var err error
+		if a, err = svc.Create(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Reward(ctx, o.Decision.EventID, float64(i)); err != nil {
-			t.Fatal(err)
+		for i := range 5 {
+			o, err := a.Decide(ctx, bandit.DecideRequest{Context: raw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Reward(ctx, o.Decision.EventID, float64(i)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for a.Status().TrainedRows < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("the trainer did not train on 5 rewards in 30 s")
+		deadline := time.Now().Add(30 * time.Second)
+		for a.Status().TrainedRows < 5 {
+			if time.Now().After(deadline) {
+				t.Fatal("the trainer did not train on 5 rewards in 30 s")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if a.Status().Bank.Produced == 0 {
+			break
+		}
+		if try == 3 {
+			t.Fatal("every bandit had a refined sample before its trainer had 5 rewards")
+		}
 	}
 	start := time.Now()
 	const n = 20
-	for range n {
+	for i := range n {
+		empty := a.Status().Bank.Produced == 0
 		o, err := a.Decide(ctx, bandit.DecideRequest{Context: raw})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.Decision.Sample != bandit.SampleMeanField {
-			t.Fatalf("a decision acted on %s samples before any refined sample could be made", o.Decision.Sample)
+		if empty && o.Decision.Sample != bandit.SampleMeanField {
+			t.Fatalf("decision %d acted on %s samples before any refined sample was made", i, o.Decision.Sample)
 		}
 	}
 	// The old bank waited 50 ms per decision (policy.max_wait): 1 s for
