@@ -300,7 +300,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 		}
 		out = append(out, "add_values: stored decisions keep their encoding; the trainer encodes their contexts again")
 	}
-	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
+	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.Shadow != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
 		out = append(out, "the bank of refined samples starts empty and refills from the kept posterior; until its first samples decisions act on mean-field draws (sample \"mean-field\")")
 	}
 	if caps.FitsAtMAP && (len(c.Arms) > len(cur.Arms) || added > 0) {
