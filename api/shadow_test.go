@@ -61,6 +61,13 @@ func testShadowConfiguration(t *testing.T, st bandit.Store) {
 			"shadow.policy.kindd"},
 		{"an unknown policy kind by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "oracle"}}}`, "shadow.policy.kind"},
 		{"a model too large by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "mf-ts"}, "model": {"hidden": [5000]}}}`, "shadow.model.hidden[0]"},
+		// mf-ts with hidden [1000] on toy's 3 inputs and 2 arms: 6,002
+		// parameters x 1,000 draws = 6.0e6 sampled weights a decision,
+		// over bandit.MaxSampledCost (5e6), within Validate's limits.
+		{"decisions too heavy at creation", "POST", "/v1/bandits",
+			strings.Replace(strings.Replace(toyBandit, `"name": "toy"`, `"name": "bad"`, 1), `"training": {"iterations": 5}`, `"shadow": {"policy": {"kind": "mf-ts", "propensity_samples": 1000}, "model": {"hidden": [1000]}}`, 1),
+			"shadow.policy.propensity_samples"},
+		{"decisions too heavy by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "mf-ts", "propensity_samples": 1000}, "model": {"hidden": [1000]}}}`, "shadow.policy.propensity_samples"},
 		{"a number for the shadow by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": 3}`, "shadow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -261,10 +261,10 @@ type ShadowConfig = spec.ShadowConfig
 
 // Candidate returns the full configuration of c's shadow: c's name,
 // arms, features and reward with the shadow's policy, model, training
-// and refinement, and no shadow. nil when c has no shadow. The slices
-// of the shadow are shared, not copied.
+// and refinement, and no shadow. nil when c is nil or has no shadow.
+// The slices of the shadow are shared, not copied.
 func Candidate(c *Config) *Config {
-	if c.Shadow == nil {
+	if c == nil || c.Shadow == nil {
 		return nil
 	}
 	s := c.Shadow
