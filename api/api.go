@@ -16,7 +16,9 @@
 //	                                                  patches of "policy", "training", "refinement", "reward";
 //	                                                  "add_arms": [...], "add_values": {"feature": [...]} (the
 //	                                                  network grows, the new units at the prior, the rest kept);
-//	                                                  "archived": true|false. 200: the bandit, with "effects": what
+//	                                                  "archived": true|false; "shadow": a candidate configuration
+//	                                                  replacing the bandit's whole, or null removing it
+//	                                                  (bandit.ShadowConfig). 200: the bandit, with "effects": what
 //	                                                  the change did, in words. policy.kind, name, model and
 //	                                                  existing arms and features cannot change (400 naming them);
 //	                                                  an archived bandit takes no change but unarchiving (409)

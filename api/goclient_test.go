@@ -139,6 +139,20 @@ func TestClientDrivesTheAPI(t *testing.T) {
 	if up, err := c.UpdateBandit(ctx, "toy", &bandit.Patch{Archived: new(bool)}); err != nil || up.ArchivedAt != nil {
 		t.Errorf("a patch of archived false on a live bandit: %+v, %v", up, err)
 	}
+	// The shadow (a candidate configuration): set, refused when invalid
+	// with the field named, removed.
+	if up, err := c.UpdateBandit(ctx, "toy", &bandit.Patch{Shadow: []byte(`{"policy": {"kind": "uniform"}}`)}); err != nil || up.Shadow == nil || up.Shadow.Policy.Kind != bandit.Uniform {
+		t.Errorf("setting a uniform shadow: %+v, %v", up, err)
+	}
+	if _, err := c.UpdateBandit(ctx, "toy", &bandit.Patch{Shadow: []byte(`{"policy": {"kind": "eps-greedy", "epsilon": 2}}`)}); !errors.As(err, &e) || e.StatusCode != 400 || e.Problem.Field != "shadow.policy.epsilon" {
+		t.Errorf("an invalid shadow: %v, want a 400 naming shadow.policy.epsilon", err)
+	}
+	if got, err := c.Bandit(ctx, "toy"); err != nil || got.Shadow == nil || got.Shadow.Policy.Kind != bandit.Uniform {
+		t.Errorf("the bandit after a refused shadow: %+v, %v; want the uniform shadow kept", got, err)
+	}
+	if up, err := c.UpdateBandit(ctx, "toy", &bandit.Patch{Shadow: []byte(`null`)}); err != nil || up.Shadow != nil {
+		t.Errorf("removing the shadow: %+v, %v", up, err)
+	}
 	var text bytes.Buffer
 	if err := c.Metrics(ctx, &text); err != nil || !strings.Contains(text.String(), `refinery_rewards_total{bandit="toy"} 2`) {
 		t.Errorf("metrics: %v", err)

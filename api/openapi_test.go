@@ -474,7 +474,7 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		{"GET", "/static/none.css", "", "", 404},
 		{"POST", "/v1/bandits", "", ts, 201},
 		{"POST", "/v1/bandits", "", ts, 409},
-		{"POST", "/v1/bandits", "", `{"name": "eps", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "eps-greedy", "epsilon": 0.1}, "model": {"hidden": [4]}}`, 201},
+		{"POST", "/v1/bandits", "", `{"name": "eps", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "eps-greedy", "epsilon": 0.1}, "model": {"hidden": [4]}, "shadow": {"policy": {"kind": "uniform"}}}`, 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "diag", `"a", "b", "c"`, `"kind": "laplace-ts", "laplace": "diagonal"`), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"a", "b"`, `"kind": "laplace-ts", "laplace": "last-layer"`), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "flow", `"a", "b"`, `"kind": "flow-ts", "flow": {"length": 2, "iterations": 20, "lr": 0.03}`), 201},
@@ -604,6 +604,9 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["c"], "add_values": {"color": ["green"]}}`, 200})
 	do(exchange{"POST", "/v1/bandits/ts/decisions", "", `{"context": {"color": "green"}}`, 201})
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["a"]}`, 400})
+	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 0.3}, "model": {"hidden": [3]}}}`, 200})
+	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 3}}}`, 400})
+	do(exchange{"GET", "/v1/bandits/eps", "", "", 200})
 	do(exchange{"PATCH", "/v1/bandits/ts", "text/plain", `{"archived": true}`, 415})
 	do(exchange{"PATCH", "/v1/bandits/none", "", `{"archived": true}`, 404})
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"archived": true}`, 200})

@@ -32,13 +32,42 @@ const (
 // MaxSampledFloats of a valid configuration with its defaults filled in:
 // a *ValidationError naming policy.propensity_samples when its
 // decisions would be too heavy, nil otherwise (and for the policies the
-// budgets do not cover).
+// budgets do not cover). The shadow (Config.Shadow), asked at every
+// decision too, is checked the same way, named under "shadow.".
 func DecisionBudget(c *Config) error {
+	var v validator
+	ownBudget(c, &v)
+	shadowBudget(nil, c, &v)
+	return v.err()
+}
+
+// shadowBudget checks the budgets of c's candidate, when it has one and
+// its decisions are heavier than old's candidate's (old nil: check it),
+// adding the problems to v under "shadow.".
+func shadowBudget(old, c *Config, v *validator) {
+	cand := Candidate(c)
+	if cand == nil {
+		return
+	}
+	if prev := Candidate(old); prev != nil {
+		oc, of := decisionCost(prev)
+		if nc, nf := decisionCost(cand); nc <= oc && nf <= of {
+			return
+		}
+	}
+	var sv validator
+	ownBudget(cand, &sv)
+	for _, e := range sv.errs {
+		v.add("shadow."+e.Field, e.Detail)
+	}
+}
+
+// ownBudget adds the problems of c's own policy with the budgets to v.
+func ownBudget(c *Config, v *validator) {
 	cost, floats := decisionCost(c)
 	if cost == 0 {
-		return nil
+		return
 	}
-	var v validator
 	draws := c.Policy.Samples * c.Policy.PropensitySamples
 	if cost > MaxSampledCost {
 		v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f parameters = %.3g sampled weights per decision, want at most %.3g (fewer samples or propensity_samples, or a smaller network)", draws, cost/float64(draws), cost, float64(MaxSampledCost)))
@@ -46,7 +75,6 @@ func DecisionBudget(c *Config) error {
 	if floats > MaxSampledFloats {
 		v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f units = %.0f activations per decision, want at most %d", draws, floats/float64(draws), floats, MaxSampledFloats))
 	}
-	return v.err()
 }
 
 // decisionCost returns draws x parameters and draws x units of one
@@ -69,10 +97,11 @@ func decisionCost(c *Config) (cost, floats float64) {
 // decisions are heavier than before (a bandit stored before the budgets
 // may keep its weight, not grow it).
 func checkGrownBudget(old, cfg *Config) error {
+	var v validator
 	oc, of := decisionCost(old)
-	nc, nf := decisionCost(cfg)
-	if nc <= oc && nf <= of {
-		return nil
+	if nc, nf := decisionCost(cfg); nc > oc || nf > of {
+		ownBudget(cfg, &v)
 	}
-	return DecisionBudget(cfg)
+	shadowBudget(old, cfg, &v)
+	return v.err()
 }

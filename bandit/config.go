@@ -256,8 +256,33 @@ func typeName(t string) string {
 	return t
 }
 
-// SetDefaults fills in zero fields with their defaults.
+// ShadowConfig is a bandit's candidate configuration (spec.ShadowConfig).
+type ShadowConfig = spec.ShadowConfig
+
+// Candidate returns the full configuration of c's shadow: c's name,
+// arms, features and reward with the shadow's policy, model, training
+// and refinement, and no shadow. nil when c is nil or has no shadow.
+// The slices of the shadow are shared, not copied.
+func Candidate(c *Config) *Config {
+	if c == nil || c.Shadow == nil {
+		return nil
+	}
+	s := c.Shadow
+	return &Config{Name: c.Name, Arms: c.Arms, Features: c.Features, Reward: c.Reward,
+		Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement}
+}
+
+// SetDefaults fills in zero fields with their defaults, the shadow's
+// (Config.Shadow) as the bandit's own.
 func SetDefaults(c *Config) {
+	if cand := Candidate(c); cand != nil {
+		setDefaults(cand)
+		c.Shadow = &ShadowConfig{Policy: cand.Policy, Model: cand.Model, Training: cand.Training, Refinement: cand.Refinement}
+	}
+	setDefaults(c)
+}
+
+func setDefaults(c *Config) {
 	p := &c.Policy
 	if p.Kind == "" {
 		p.Kind = DefaultPolicyKind
@@ -452,7 +477,37 @@ func Validate(c *Config) error {
 			v.add("reward.wait", "want a positive duration when reward.default is set")
 		}
 	}
+	validateShadow(c, &v)
 	return v.err()
+}
+
+// validateShadow validates c's candidate configuration exactly as a
+// bandit's own and reports its problems under "shadow." (such as
+// shadow.policy.epsilon). The inherited name, arms, features and reward
+// are reported once, under their own names; while they are invalid the
+// candidate is not checked.
+func validateShadow(c *Config, v *validator) {
+	cand := Candidate(c)
+	if cand == nil {
+		return
+	}
+	for _, e := range v.errs {
+		if e.Field == "name" || e.Field == "arms" || e.Field == "features" || strings.HasPrefix(e.Field, "arms[") || strings.HasPrefix(e.Field, "features[") {
+			return
+		}
+	}
+	err := Validate(cand)
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return
+	}
+	for _, e := range ve.Errors {
+		if e.Field == "reward" || strings.HasPrefix(e.Field, "reward.") {
+			continue // inherited: reported under its own name
+		}
+		v.add(strings.TrimSuffix("shadow."+e.Field, "."), e.Detail)
+	}
+	v.omitted += ve.Omitted
 }
 
 func validateFeatures(c *Config, v *validator) {

@@ -54,8 +54,11 @@ func ParsePatch(data []byte) (*Patch, error) {
 			v.add(sec.name, "want an object of the members to change (a JSON merge patch)")
 		}
 	}
-	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && len(v.errs) == 0 {
-		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values or archived")
+	if p.Shadow != nil && !isObject(p.Shadow) && !isNull(p.Shadow) {
+		v.add("shadow", "want a candidate configuration (an object of policy, model, training, refinement) or null to remove it")
+	}
+	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && len(v.errs) == 0 {
+		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values, archived or shadow")
 	}
 	if err := v.err(); err != nil {
 		return nil, err
@@ -92,6 +95,10 @@ func checkAddValues(data []byte) error {
 		}
 	}
 	return v.err()
+}
+
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
 }
 
 func isObject(raw json.RawMessage) bool {
@@ -151,6 +158,11 @@ func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
 		if doc[sec.name], err = mergePatch(doc[sec.name], sec.raw); err != nil {
 			return nil, nil, invalid(sec.name, err.Error())
 		}
+	}
+	if p.Shadow != nil {
+		// The candidate is replaced whole (null removes it): a merge
+		// into the old one would keep defaults of another policy kind.
+		doc["shadow"] = p.Shadow
 	}
 	merged, err := json.Marshal(doc)
 	if err != nil {
@@ -258,6 +270,12 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	if p.Refinement != nil && caps.SampleBank {
 		out = append(out, "refinement: applies to refined samples made from now")
 	}
+	switch {
+	case p.Shadow != nil && c.Shadow == nil:
+		out = append(out, "shadow: removed")
+	case p.Shadow != nil:
+		out = append(out, "shadow: the candidate is stored; the live policy still decides")
+	}
 	if p.Reward != nil {
 		out = append(out, "reward: applies from now, to decisions already made too (the default-reward reaper starts again)")
 	}
@@ -282,7 +300,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 		}
 		out = append(out, "add_values: stored decisions keep their encoding; the trainer encodes their contexts again")
 	}
-	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
+	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.Shadow != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
 		out = append(out, "the bank of refined samples starts empty and refills from the kept posterior; until its first samples decisions act on mean-field draws (sample \"mean-field\")")
 	}
 	if caps.FitsAtMAP && (len(c.Arms) > len(cur.Arms) || added > 0) {
@@ -413,7 +431,7 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		archivedAt = time.Time{}
 		effects = append(effects, "archived: false: the bandit decides again")
 	}
-	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil
+	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil
 	if !onlyArchive && !archivedAt.IsZero() && p.Archived == nil {
 		return nil, nil, fmt.Errorf("bandit %s is archived: unarchive it (\"archived\": false, in the same patch or first) to change it: %w", name, ErrArchived)
 	}

@@ -64,6 +64,23 @@ type Config struct {
 	Training   TrainingConfig   `json:"training"`
 	Refinement RefinementConfig `json:"refinement"`
 	Reward     RewardConfig     `json:"reward"`
+
+	// Shadow is a candidate configuration (apprentice mode): trained on
+	// the same rewards and asked for its choice at every decision
+	// without acting on it. It inherits name, arms, features and reward
+	// from the bandit; its policy, model, training and refinement take
+	// the same defaults and are validated as the bandit's own. Absent:
+	// no candidate.
+	Shadow *ShadowConfig `json:"shadow,omitempty"`
+}
+
+// ShadowConfig is a candidate configuration of a bandit (Config.Shadow):
+// the sections of Config that make a policy, with the same defaults.
+type ShadowConfig struct {
+	Policy     PolicyConfig     `json:"policy"`
+	Model      ModelConfig      `json:"model"`
+	Training   TrainingConfig   `json:"training"`
+	Refinement RefinementConfig `json:"refinement"`
 }
 
 // Feature is one context feature.

@@ -17,6 +17,9 @@ import "encoding/json"
 // Archived, when set, archives the bandit (true: no new decisions,
 // bandit.ErrArchived) or makes it live again (false).
 //
+// Shadow replaces the bandit's candidate configuration whole (an
+// object as Config.Shadow, defaults filled in) or removes it (null).
+//
 // Name, Arms, Features and Model cannot be patched; they are here to
 // say so by name.
 type Patch struct {
@@ -27,6 +30,7 @@ type Patch struct {
 	AddArms    []string            `json:"add_arms,omitempty"`
 	AddValues  map[string][]string `json:"add_values,omitempty"`
 	Archived   *bool               `json:"archived,omitempty"`
+	Shadow     json.RawMessage     `json:"shadow,omitempty"`
 
 	Name     json.RawMessage `json:"name,omitempty"`
 	Arms     json.RawMessage `json:"arms,omitempty"`

@@ -1,0 +1,109 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/refinery-bandits/refinery/bandit"
+)
+
+// shadowView is what the shadow tests read of a bandit.
+type shadowView struct {
+	Policy struct {
+		Kind string `json:"kind"`
+	} `json:"policy"`
+	Shadow *struct {
+		Policy struct {
+			Kind    string   `json:"kind"`
+			Epsilon *float64 `json:"epsilon"`
+		} `json:"policy"`
+		Training struct {
+			Iterations int `json:"iterations"`
+		} `json:"training"`
+	} `json:"shadow"`
+	Effects []string `json:"effects"`
+}
+
+func (f *fixture) shadow(t *testing.T, method, path, body string) shadowView {
+	t.Helper()
+	var v shadowView
+	if err := json.Unmarshal(f.must(t, http.StatusOK, method, path, body), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestShadowConfiguration: a bandit carries a candidate configuration
+// set at creation or by PATCH, with its defaults filled in, kept across
+// a restart and removed by PATCH; an invalid one is a 400 naming the
+// field under shadow. and nothing is stored. On both stores.
+func TestShadowConfiguration(t *testing.T) { onBothStores(t, testShadowConfiguration) }
+
+func testShadowConfiguration(t *testing.T, st bandit.Store) {
+	f := newFixture(t, st)
+	withShadow := strings.Replace(toyBandit, `"training": {"iterations": 5}`, `"training": {"iterations": 5}, "shadow": {"policy": {"kind": "uniform"}}`, 1)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", withShadow)
+	v := f.shadow(t, "GET", "/v1/bandits/toy", "")
+	if v.Shadow == nil || v.Shadow.Policy.Kind != "uniform" || v.Shadow.Training.Iterations != bandit.DefaultTrainIterations || v.Policy.Kind != "eps-greedy" {
+		t.Fatalf("created with a uniform shadow: policy %q, shadow %+v; want eps-greedy and a uniform shadow with training.iterations %d", v.Policy.Kind, v.Shadow, bandit.DefaultTrainIterations)
+	}
+
+	for _, tc := range []struct {
+		name, method, path, body, field string
+	}{
+		{"an epsilon out of range at creation", "POST", "/v1/bandits",
+			strings.Replace(strings.Replace(toyBandit, `"name": "toy"`, `"name": "bad"`, 1), `"training": {"iterations": 5}`, `"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 2}}`, 1),
+			"shadow.policy.epsilon"},
+		{"an unknown member at creation", "POST", "/v1/bandits",
+			strings.Replace(strings.Replace(toyBandit, `"name": "toy"`, `"name": "bad"`, 1), `"training": {"iterations": 5}`, `"shadow": {"policy": {"kindd": "uniform"}}`, 1),
+			"shadow.policy.kindd"},
+		{"an unknown policy kind by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "oracle"}}}`, "shadow.policy.kind"},
+		{"a model too large by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "mf-ts"}, "model": {"hidden": [5000]}}}`, "shadow.model.hidden[0]"},
+		// mf-ts with hidden [1000] on toy's 3 inputs and 2 arms: 6,002
+		// parameters x 1,000 draws = 6.0e6 sampled weights a decision,
+		// over bandit.MaxSampledCost (5e6), within Validate's limits.
+		{"decisions too heavy at creation", "POST", "/v1/bandits",
+			strings.Replace(strings.Replace(toyBandit, `"name": "toy"`, `"name": "bad"`, 1), `"training": {"iterations": 5}`, `"shadow": {"policy": {"kind": "mf-ts", "propensity_samples": 1000}, "model": {"hidden": [1000]}}`, 1),
+			"shadow.policy.propensity_samples"},
+		{"decisions too heavy by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "mf-ts", "propensity_samples": 1000}, "model": {"hidden": [1000]}}}`, "shadow.policy.propensity_samples"},
+		{"a number for the shadow by PATCH", "PATCH", "/v1/bandits/toy", `{"shadow": 3}`, "shadow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := f.call(t, tc.method, tc.path, "application/json", tc.body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"`+tc.field+`"`) {
+				t.Errorf("%s %s = %d %s, want 400 naming %s", tc.method, tc.path, resp.StatusCode, body, tc.field)
+			}
+			f.must(t, http.StatusNotFound, "GET", "/v1/bandits/bad", "")
+			if v := f.shadow(t, "GET", "/v1/bandits/toy", ""); v.Shadow == nil || v.Shadow.Policy.Kind != "uniform" {
+				t.Errorf("after the refused request the shadow is %+v, want the uniform one", v.Shadow)
+			}
+		})
+	}
+
+	// PATCH replaces the candidate whole: nothing of the uniform one's
+	// is kept but what the defaults give both.
+	v = f.shadow(t, "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 0.2}, "model": {"hidden": [3]}}}`)
+	if v.Shadow == nil || v.Shadow.Policy.Kind != "eps-greedy" || v.Shadow.Policy.Epsilon == nil || *v.Shadow.Policy.Epsilon != 0.2 || v.Policy.Kind != "eps-greedy" {
+		t.Fatalf("after the PATCH: policy %q, shadow %+v; want an eps-greedy shadow with epsilon 0.2", v.Policy.Kind, v.Shadow)
+	}
+	if !strings.Contains(strings.Join(v.Effects, "\n"), "shadow") {
+		t.Errorf("effects %q say nothing of the shadow", v.Effects)
+	}
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d1", "context": {"color": "red", "size": 1}}`)
+
+	// A restart (a new service on the same store) keeps the candidate.
+	g := newFixture(t, st)
+	if v := g.shadow(t, "GET", "/v1/bandits/toy", ""); v.Shadow == nil || v.Shadow.Policy.Kind != "eps-greedy" || v.Shadow.Policy.Epsilon == nil || *v.Shadow.Policy.Epsilon != 0.2 {
+		t.Fatalf("after a restart the shadow is %+v, want the eps-greedy one", v.Shadow)
+	}
+	v = g.shadow(t, "PATCH", "/v1/bandits/toy", `{"shadow": null}`)
+	if v.Shadow != nil {
+		t.Errorf("after removing it the shadow is %+v", v.Shadow)
+	}
+	if v := g.shadow(t, "GET", "/v1/bandits/toy", ""); v.Shadow != nil {
+		t.Errorf("GET after removing it shows the shadow %+v", v.Shadow)
+	}
+	g.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d2", "context": {"color": "red", "size": 1}}`)
+}
