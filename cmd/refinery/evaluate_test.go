@@ -303,7 +303,13 @@ func TestEvaluateReadsAGrownBandit(t *testing.T) {
 			t.Errorf("from the %s: the logging candidate's unsupported mass %v, warnings %q; want 0 and none", name, lg.UnsupportedMass, lg.Warnings)
 		}
 		warn := "WARNING uniform: 8.3% of the candidate's probability is on arms the logging policy could not choose (over 1%), 8.3% on arms added after the rows were logged"
-		if !strings.Contains(table, warn) || len(un.Warnings) == 0 || !strings.Contains(warn, un.Warnings[0][:40]) {
+		// Other warnings may come first (the largest weight's share sits
+		// near its 5% line with these 90 rows), so look at each.
+		inJSON := false
+		for _, w := range un.Warnings {
+			inJSON = inJSON || strings.Contains(warn, w[:min(40, len(w))])
+		}
+		if !strings.Contains(table, warn) || !inJSON {
 			t.Errorf("from the %s: the table\n%s\nand the JSON warnings %q; want %q in both", name, table, un.Warnings, warn)
 		}
 	}
