@@ -49,8 +49,8 @@ type keyShare struct {
 	underWay int
 	queue    []chan struct{} // first come first; closed when let through
 	ended    time.Time       // when a request of the key last ended
-	// admitted counts the key's turns, its requests let through or
-	// refused, decayed with the time constant shareDecay, as of at.
+	// admitted counts the key's requests let through, decayed with the
+	// time constant shareDecay, as of at.
 	admitted float64
 	at       time.Time
 	// heavy: admitted reached perKey since the key became active.
@@ -62,24 +62,14 @@ func (k *keyShare) count(now time.Time) float64 {
 	return k.admitted * math.Exp(-now.Sub(k.at).Seconds()/shareDecay.Seconds())
 }
 
-// turn counts a turn of k at now: a request let through (pass) or
-// refused. A refusal is a turn: it costs the server a request read,
-// checked and answered, and a key whose clients come back at once after
-// each 429 (2,048 clients beside 16 honest ones in bench/overload.md:
-// 5,000 429s in 15 s beside 11,000 requests let through, as many as the
-// honest clients') would otherwise take a turn and more to their one.
-func (k *keyShare) turn(now time.Time) {
-	k.admitted = k.count(now) + 1
-	k.at = now
-}
-
 // pass counts a request of key name (k) let through at now. A key
 // whose count first reaches perKey is raised level with the busiest
 // other key, so that it is neither owed what the others were let through
 // before it came (which would hold them for seconds) nor able to hold
 // them by passing the threshold of ahead; a key below it never is.
 func (s *shares) pass(name string, k *keyShare, now time.Time) {
-	k.turn(now)
+	k.admitted = k.count(now) + 1
+	k.at = now
 	k.underWay++
 	if !k.heavy && k.admitted >= float64(s.perKey) {
 		k.heavy = true
@@ -91,11 +81,11 @@ func (s *shares) pass(name string, k *keyShare, now time.Time) {
 	}
 }
 
-// ahead reports whether key name (k) has had more than perKey turns
-// (the lead) beyond the busiest other key, counted over
-// the last shareDecay or so, among the other keys that had at least the
-// lead of turns in that time (a key sending a request now and then holds
-// no one back). While it is, its requests wait even below its share of
+// ahead reports whether key name (k) has been let through more than
+// perKey requests (the lead) beyond the busiest other key, counted over
+// the last shareDecay or so, among the other keys let through at least
+// the lead in that time (a key sending a request now and then holds no
+// one back). While it is, its requests wait even below its share of
 // requests under way. Requests under way alone were not a share: beside
 // 512 clients of another key on the in-memory store, where a request
 // spends a fraction of a millisecond in its handler and most of its cost
@@ -170,7 +160,6 @@ func (s *shares) enter(ctx context.Context, key string) bool {
 		return true
 	}
 	if s.waiting >= maxShareWaiting {
-		k.turn(now)
 		s.mu.Unlock()
 		return false
 	}
@@ -192,7 +181,6 @@ func (s *shares) enter(ctx context.Context, key string) bool {
 		if c == ready {
 			k.queue = append(k.queue[:i], k.queue[i+1:]...)
 			s.waiting--
-			k.turn(time.Now())
 			return false
 		}
 	}
