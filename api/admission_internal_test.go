@@ -84,3 +84,70 @@ func TestSharesHoldAKeyToItsShareOnlyBesideOthers(t *testing.T) {
 		t.Errorf("the honest key is still kept (%v) or %d requests wait, want forgotten and 0", ok, s.waiting)
 	}
 }
+
+// TestSharesTakeTurnsRequestForRequest: beside another key let through
+// as many requests, a key whose requests end at once (never near its
+// share of requests under way) is let through at most its lead of
+// perKey requests more, then waits, and each request of the other key
+// lets one more of its through; a key that sends a request now and then
+// (fewer than perKey in the last second or so) holds no one back.
+func TestSharesTakeTurnsRequestForRequest(t *testing.T) {
+	const perKey = 4
+	s := &shares{perKey: perKey, keys: map[string]*keyShare{}}
+	ctx := context.Background()
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+	// A key sending a request now and then beside a busy one.
+	s.enter(ctx, "trickle")
+	s.leave("trickle")
+	for i := range 100 {
+		if !s.enter(short(), "crowd") {
+			t.Fatalf("request %d of a key beside one that sent a single request was held", i)
+		}
+		s.leave("crowd")
+	}
+	// The honest key's requests count from the crowd's level once it is
+	// let through perKey of them, so that neither is held at first.
+	for i := range perKey + 1 {
+		if !s.enter(short(), "honest") {
+			t.Fatalf("honest request %d was held", i)
+		}
+		s.leave("honest")
+	}
+	passed := 0
+	for s.enter(short(), "crowd") {
+		s.leave("crowd")
+		passed++
+		if passed > 100 {
+			t.Fatal("the crowd was let through 100 requests beyond the honest key's")
+		}
+	}
+	// The lead of perKey, decayed a little (shareDecay) while it ran.
+	if passed < perKey || passed > perKey+3 {
+		t.Fatalf("the crowd was let through %d requests before waiting, want %d to %d", passed, perKey, perKey+3)
+	}
+	got := make(chan bool)
+	go func() { got <- s.enter(ctx, "crowd") }()
+	for { // the crowd's request waits
+		s.mu.Lock()
+		n := len(s.keys["crowd"].queue)
+		s.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.enter(ctx, "honest")
+	s.enter(ctx, "honest")
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Fatal("the crowd's waiting request was refused")
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the crowd's waiting request still waits after two honest requests")
+	}
+}

@@ -233,8 +233,10 @@ type Config struct {
 	// of a server without keys) is not limited by it; while another key
 	// has a request under way or had one end within the last second,
 	// a key has at most MaxInFlightPerKey requests under way (from its
-	// authentication to its answer), and its next waits up to a second
-	// for one of them to end, then is a 429. Zero means MaxInFlight / 4
+	// authentication to its answer) and is let through at most
+	// MaxInFlightPerKey requests more than the busiest other key over
+	// the last second or so (the keys take turns), and its next waits up
+	// to a second for one of them to end or for its turn, then is a 429. Zero means MaxInFlight / 4
 	// (at least 1); it is never more than MaxInFlight. A client that
 	// sends too much under its own key cannot take the server from the
 	// clients of other keys (issue 31).

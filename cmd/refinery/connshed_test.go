@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,5 +215,54 @@ func TestConnCapShedsExtraConnections(t *testing.T) {
 	}
 	if open > maxConns {
 		t.Errorf("%d connections open, want at most --max-conns %d", open, maxConns)
+	}
+}
+
+// TestShedAnswersOnlyOnceTheRequestArrives: past the cap, a connection
+// on which the client has written nothing yet (Go's client dials ahead
+// of need and pools the connection idle) is not answered, since an
+// answer it did not ask for fails the request it then writes there; once
+// its request arrives it is answered 503, not before shedHold after it
+// was accepted, so that a refused client does not come straight back.
+func TestShedAnswersOnlyOnceTheRequestArrives(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newConnLimiter(ln, 1)
+	defer l.Close()
+	go func() { // accept and hold every connection let in
+		for {
+			if _, err := l.Accept(); err != nil {
+				return
+			}
+		}
+	}()
+	first, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for l.open() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	extra, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	dialed := time.Now()
+	extra.SetReadDeadline(time.Now().Add(shedHold / 2))
+	if n, err := extra.Read(make([]byte, 1)); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection past the cap that sent nothing: read %d bytes, %v; want nothing before its request", n, err)
+	}
+	fmt.Fprintf(extra, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	extra.SetReadDeadline(time.Now().Add(shedHold + 5*time.Second))
+	line, err := bufio.NewReader(extra).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 503 ") {
+		t.Fatalf("a connection past the cap, once its request arrived: %q, %v; want a 503", line, err)
+	}
+	if waited := time.Since(dialed); waited < shedHold {
+		t.Errorf("the 503 came %v after the connection, want at least shedHold (%v)", waited, shedHold)
 	}
 }

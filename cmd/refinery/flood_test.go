@@ -87,15 +87,22 @@ func createLoad(t *testing.T, m *Main) {
 // closed loop of decision + reward, alone for 3 s and then beside 512
 // clients in a closed loop under a key of their own, each on its own
 // keep-alive connection (twice the connection cap), in a process of
-// their own (crowdProcess). Every refusal either side gets is a 429 or a
-// 503 (in `make test` at ea85675 the honest clients got 3 503s of 3,095
-// answers once), and of the crowd's requests at most 1% end in a
-// transport error. It logs the honest clients' rate beside the crowd as
-// a share of their rate alone, but does not assert issue 31's half: on
-// this shared 2-core machine that share ranged from 14% to 100% between
-// runs (lowest when the machine was least loaded and the crowd's process
-// got a core of its own), so the bar is not met reliably here. With the
-// crowd in the honest clients' process they kept 3-5%.
+// their own (crowdProcess).
+//
+// The keys take turns (api's shares): the crowd's acknowledged decisions
+// are at most a quarter more than the honest clients' (and 100, the
+// lead and its first second); the honest clients keep at least
+// honestFloor of their rate alone; every refusal either side gets is a
+// 429 or a 503, and of the crowd's requests at most 1 in 1,000 ends in
+// a transport error. The floor is not issue 31's half: here the server
+// and the honest clients share one process and the crowd's process
+// takes its cores from both, so equal turns leave the honest clients at
+// most about half of what they did alone with the machine to themselves.
+// At the commit that made the keys take turns: 38-42% on the in-memory
+// store and 54-66% on PostgreSQL at load 2.8 (where a transaction waits
+// for its commit and the crowd's process takes less from it); before,
+// with a share of requests under way only, 16-33% and 25-84% at load 7,
+// and the crowd had 6 times the honest clients' decisions.
 func TestCrowdOnAnotherKeyKeepsHonestClientsServed(t *testing.T) {
 	const (
 		honestClients = 16
@@ -103,11 +110,12 @@ func TestCrowdOnAnotherKeyKeepsHonestClientsServed(t *testing.T) {
 		phase         = 3 * time.Second
 	)
 	for _, tc := range []struct {
-		name string
-		url  func(*testing.T) string
+		name        string
+		url         func(*testing.T) string
+		honestFloor float64
 	}{
-		{"on the in-memory store", func(*testing.T) string { return "" }},
-		{"on PostgreSQL", func(t *testing.T) string { return storetest.FreshSchemaURL(t) }},
+		{"on the in-memory store", func(*testing.T) string { return "" }, 0.25},
+		{"on PostgreSQL", func(t *testing.T) string { return storetest.FreshSchemaURL(t) }, 0.4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := startMain(t, func(m *Main) { m.RequireKeys, m.MaxConns, m.DatabaseURL = true, crowdClients/2, tc.url(t) })
@@ -137,6 +145,16 @@ func TestCrowdOnAnotherKeyKeepsHonestClientsServed(t *testing.T) {
 			crowdSt, _, _ := crowd.take()
 			t.Logf("honest %.0f transactions/s alone, %.0f/s (%.0f%%) beside %d clients on another key: honest %v, crowd %v (transport errors: %q)",
 				alone, beside, 100*beside/alone, crowdClients, honestSt, crowdSt, crowd.errs)
+			// The keys take turns: at most the lead (the per-key share, 16
+			// a key-second) more for the crowd, besides a quarter for the
+			// counts' decay and the crowd's process starting.
+			honestDecisions, crowdDecisions := honestSt[201]+honestSt[200], crowdSt[201]+crowdSt[200]
+			if crowdDecisions > honestDecisions*5/4+100 {
+				t.Errorf("the crowd was acknowledged %d decisions beside the honest clients' %d, want at most a quarter more (and 100)", crowdDecisions, honestDecisions)
+			}
+			if beside < tc.honestFloor*alone {
+				t.Errorf("honest clients beside the crowd: %.0f transactions/s, less than %.0f%% of their %.0f alone", beside, 100*tc.honestFloor, alone)
+			}
 			for code, n := range honestSt {
 				if code != 200 && code != 201 && code != 204 && code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
 					t.Errorf("honest clients beside the crowd: %d answers %d, want every refusal a 429 or 503", n, code)
@@ -149,13 +167,12 @@ func TestCrowdOnAnotherKeyKeepsHonestClientsServed(t *testing.T) {
 					t.Errorf("the crowd got %d answers %d, want every refusal a 429 or 503", n, code)
 				}
 			}
-			// A connection past the cap is answered 503 before its
-			// request is read (connLimiter.refuse); Go's client, which
-			// may have pooled the new connection before writing on it,
-			// then fails the request ("readLoopPeekFailLocked") instead
-			// of reading the 503: a few in a thousand.
-			if n := crowdSt[0]; n*100 > answers {
-				t.Errorf("the crowd got %d transport errors of %d answers (%q), want at most 1%%", n, answers, crowd.errs)
+			// A connection past the cap is answered 503 once its request
+			// arrives (connLimiter.refuse); answered before it, Go's
+			// client failed a few in a thousand requests on connections
+			// it had pooled ahead of need ("readLoopPeekFailLocked").
+			if n := crowdSt[0]; n*1000 > answers {
+				t.Errorf("the crowd got %d transport errors of %d answers (%q), want at most 1 in 1,000", n, answers, crowd.errs)
 			}
 		})
 	}

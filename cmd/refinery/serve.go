@@ -49,8 +49,10 @@ closed; clients making requests keep their connections), --max-in-flight
 requests to /v1/ at once (others wait up to 100ms, then get 429 with
 Retry-After), each handled within --request-timeout (then 503), and
 --max-bandits bandits. While other API keys use the server, a key has at
-most --max-in-flight-per-key requests under way (its next wait up to 1s,
-then get 429); a key alone, or a server without keys, is not limited by it.
+most --max-in-flight-per-key requests under way, and is let through at
+most that many requests more than the busiest other key over the last
+second or so (its next wait up to 1s, then get 429); a key alone, or a
+server without keys, is not limited by it.
 
 API keys ('refinery keys create') are required whenever serve listens beyond
 loopback (--addr with another host, or none: every interface), and on
@@ -184,7 +186,7 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs.DurationVar(&m.DBWait, "db-wait", 2*time.Minute, "how long to retry at start while the database cannot be reached")
 	fs.IntVar(&m.MaxConns, "max-conns", DefaultMaxConns, "most open connections (also bounded by the file descriptor limit)")
 	fs.IntVar(&m.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most /v1/ requests served at once; more wait 100ms, then get 429")
-	fs.IntVar(&m.MaxInFlightPerKey, "max-in-flight-per-key", 0, "an API key's share while other keys use the server: its most requests under way at once; more wait up to 1s, then get 429 (default --max-in-flight / 4; a key alone is not limited)")
+	fs.IntVar(&m.MaxInFlightPerKey, "max-in-flight-per-key", 0, "an API key's share while other keys use the server: its most requests under way at once, and its most requests let through beyond the busiest other key's in the last second or so; more wait up to 1s, then get 429 (default --max-in-flight / 4; a key alone is not limited)")
 	fs.DurationVar(&m.RefusedKeyDelay, "refused-key-delay", api.DefaultRefusedKeyDelay, "how long a request refused for its API key (401, or 429 past the lookups of unknown keys) waits for its answer, which closes its connection; 0: answer at once")
 	fs.IntVar(&m.MaxRefusedPending, "max-refused-pending", api.DefaultMaxRefusedPending, "most refusals held by --refused-key-delay at once; past it they are answered at once")
 	fs.DurationVar(&m.RequestTimeout, "request-timeout", api.DefaultRequestTimeout, "bound on handling one /v1/ request (then 503)")
