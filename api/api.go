@@ -739,6 +739,21 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	return nil, &bandit.ValidationError{Errors: []bandit.FieldError{{Field: "", Detail: "unreadable body: " + err.Error()}}}
 }
 
+// decodeBody reads the request's body (readBody, at most limit bytes)
+// into v with bandit.DecodeStrict; on failure it answers the problem and
+// returns false.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	body, err := s.readBody(w, r, limit)
+	if err == nil {
+		err = bandit.DecodeStrict(body, v)
+	}
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return false
+	}
+	return true
+}
+
 // writeJSON answers v as JSON with the given status. v is encoded
 // before anything is written, so that an encoding error is a 500
 // problem, never a success status with an empty body (issue 16, finding

@@ -27,14 +27,8 @@ type decisionBatchRequest struct {
 // new, 200 when every one is a replay.
 func (s *Server) decideBatch(w http.ResponseWriter, r *http.Request) {
 	a := agentFrom(r.Context())
-	body, err := s.readBody(w, r, MaxBatchBytes)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
 	var req decisionBatchRequest
-	if err := bandit.DecodeStrict(body, &req); err != nil {
-		s.writeProblem(w, r, err)
+	if !s.decodeBody(w, r, MaxBatchBytes, &req) {
 		return
 	}
 	outs, err := a.DecideBatch(r.Context(), bandit.BatchRequest{Contexts: req.Contexts, EventIDs: req.EventIDs, Excluded: req.ExcludedArms})

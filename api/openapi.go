@@ -35,14 +35,8 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r, MaxSnapshotBytes)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
 	var f bandit.SnapshotFile
-	if err := bandit.DecodeStrict(body, &f); err != nil {
-		s.writeProblem(w, r, err)
+	if !s.decodeBody(w, r, MaxSnapshotBytes, &f) {
 		return
 	}
 	a, err := s.svc.Import(r.Context(), &f)

@@ -21,14 +21,8 @@ type rankingRequest struct {
 // above; 201 when any is new, 200 when every one is a replay.
 func (s *Server) rank(w http.ResponseWriter, r *http.Request) {
 	a := agentFrom(r.Context())
-	body, err := s.readBody(w, r, MaxDecisionBytes)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
 	var req rankingRequest
-	if err := bandit.DecodeStrict(body, &req); err != nil {
-		s.writeProblem(w, r, err)
+	if !s.decodeBody(w, r, MaxDecisionBytes, &req) {
 		return
 	}
 	outs, err := a.Rank(r.Context(), bandit.RankRequest{Context: req.Context, Slots: req.Slots, EventIDs: req.EventIDs, Excluded: req.ExcludedArms})
