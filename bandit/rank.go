@@ -115,11 +115,7 @@ func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 			Policy: string(a.cfg.Policy.Kind), ModelVersion: version,
 		}
 		if p := r.props[j]; p.Estimator != "exact" {
-			above := slices.Clone(excluded)
-			for _, k := range r.order[:j] {
-				above[k] = true
-			}
-			policy.FloorPropensities(r.probs[j], above, MinPropensity)
+			policy.FloorPropensities(r.probs[j], unavailable(excluded, r.order[:j]), MinPropensity)
 			p.Floor = MinPropensity
 			if !p.Exact && p.Groups > 0 {
 				p.StdError = 0.5 / math.Sqrt(float64(p.Groups))
@@ -148,6 +144,16 @@ func (a *Agent) eventIDs(ids []string, n int, v *validator) {
 		}
 		seen[id] = i
 	}
+}
+
+// unavailable is the arms a slot cannot take: those excluded and those
+// of the slots above it (above).
+func unavailable(excluded []bool, above []int) []bool {
+	m := slices.Clone(excluded)
+	for _, b := range above {
+		m[b] = true
+	}
+	return m
 }
 
 // rankOrder returns the allowed arms of scores, best first (ties by arm
@@ -234,16 +240,13 @@ func exactRanking(scores []float64, eps float64, excluded []bool, k int, rng *mr
 	for j := range k {
 		uNext := u / float64(allowed-j)
 		r.probs[j] = make([]float64, arms)
-		above := make([]bool, arms)
-		for _, b := range r.order[:j] {
-			above[b] = true
-		}
+		taken := unavailable(excluded, r.order[:j])
 		den := u
 		if onGreedy {
 			den += 1 - eps
 		}
 		for b := range arms {
-			if excluded[b] || above[b] {
+			if taken[b] {
 				continue
 			}
 			num := uNext
