@@ -51,7 +51,8 @@ const (
 // second and were refused 429 once the crowd had gone, and again and
 // again: each came back while the others still waited, queued behind
 // them and was never looked at (1 transaction a second for 15 s in run 3
-// at 7c4cebc; TestSharesLetAWaitingRequestThroughWhenTimeAllows).
+// at 7c4cebc; TestSharesLetAWaitingRequestThroughWhenTimeAllows,
+// TestHonestClientsServedRightAfterAnotherKeyLeaves).
 type shares struct {
 	perKey  int
 	mu      sync.Mutex
