@@ -151,3 +151,64 @@ func TestSharesTakeTurnsRequestForRequest(t *testing.T) {
 		t.Fatal("the crowd's waiting request still waits after two honest requests")
 	}
 }
+
+// TestSharesLetAWaitingRequestThroughWhenTimeAllows: a request that
+// waits because of another key is let through as soon as that key is no
+// longer active (its last request ended shareActive ago), though no
+// request passes or ends meanwhile, and the key gone is forgotten. At
+// 7c4cebc it waited out shareWait and was refused: only a request
+// passing or ending looked at the queues (issue 31, the honest clients
+// stalled after the 2,048 clients had left in bench/overload.md).
+func TestSharesLetAWaitingRequestThroughWhenTimeAllows(t *testing.T) {
+	const (
+		perKey = 2
+		// gone: the crowd is inactive this long after the honest request
+		// begins to wait, well before shareWait and before the counts'
+		// decay alone would let it through (the honest key is perKey+1
+		// ahead: ln((perKey+1)/perKey) shareDecay, 0.4 s).
+		gone = 100 * time.Millisecond
+		// slack: the recheck's period and a loaded machine's delays.
+		slack = 200 * time.Millisecond
+	)
+	s := &shares{perKey: perKey, keys: map[string]*keyShare{}}
+	ctx := context.Background()
+	for range 50 { // alone, the crowd is never held
+		if !s.enter(ctx, "crowd") {
+			t.Fatal("a key alone was held")
+		}
+		s.leave("crowd")
+	}
+	// The honest key runs ahead of the crowd by its lead, then waits.
+	held := false
+	for range 100 {
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		ok := s.enter(short, "honest")
+		cancel()
+		if !ok {
+			held = true
+			break
+		}
+		s.leave("honest")
+	}
+	if !held {
+		t.Fatal("the honest key was let through 100 requests beside the crowd's 50, want it held past its lead")
+	}
+	s.mu.Lock()
+	s.keys["crowd"].ended = time.Now().Add(gone - shareActive)
+	s.mu.Unlock()
+	start := time.Now()
+	ok := s.enter(ctx, "honest")
+	waited := time.Since(start)
+	if !ok {
+		t.Fatalf("the honest request was refused after %v, want it let through once the crowd was gone (%v)", waited, gone)
+	}
+	if waited > gone+slack {
+		t.Errorf("the honest request waited %v, want at most %v after the crowd was gone", waited, gone+slack)
+	}
+	s.leave("honest")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys["crowd"]; ok || s.waiting != 0 {
+		t.Errorf("the crowd's key is still kept (%v) or %d requests wait, want forgotten and 0", ok, s.waiting)
+	}
+}

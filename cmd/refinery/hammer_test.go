@@ -46,7 +46,8 @@ type hammer struct {
 	accepted  []time.Duration    // latency of each 2xx answer, from the call
 	served    []time.Duration    // the same from the request's last byte written
 	// (without the client's wait for a connection)
-	unsent int64 // open loop: not sent, the client had too many outstanding
+	unsent int64       // open loop: not sent, the client had too many outstanding
+	acked  []time.Time // when each decision was acknowledged
 	// errs holds the first few transport errors, to be told apart.
 	errs []string
 }
@@ -201,6 +202,7 @@ func (h *hammer) transaction(rng *rand.Rand) {
 	}
 	h.mu.Lock()
 	h.decisions[id] = true
+	h.acked = append(h.acked, time.Now())
 	h.mu.Unlock()
 	value := float64(rng.IntN(2))
 	if code, _ := h.post("/v1/bandits/"+h.bandit+"/events/"+id+"/reward", fmt.Sprintf(`{"value": %g}`, value)); code == 204 {
@@ -232,9 +234,10 @@ func (h *hammer) closedLoop(n int, stop <-chan struct{}) {
 
 // beside runs n closed-loop clients of h for phase while attack runs
 // (attack returns once stop is closed) and returns their acknowledged
-// decisions a second and the status codes of their answers; h's counts
-// start from zero.
-func (h *hammer) beside(n int, phase time.Duration, attack func(stop <-chan struct{})) (perSec float64, st map[int]int64) {
+// decisions a second, the status codes of their answers and when each
+// of their decisions was acknowledged (perSecond: a stall shows there);
+// h's counts start from zero.
+func (h *hammer) beside(n int, phase time.Duration, attack func(stop <-chan struct{})) (perSec float64, st map[int]int64, acked []time.Time) {
 	h.take()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -242,8 +245,11 @@ func (h *hammer) beside(n int, phase time.Duration, attack func(stop <-chan stru
 	time.AfterFunc(phase, func() { close(stop) })
 	h.closedLoop(n, stop)
 	wg.Wait()
+	h.mu.Lock()
+	acked = h.acked
+	h.mu.Unlock()
 	st, _, _ = h.take()
-	return float64(st[201]+st[200]) / phase.Seconds(), st
+	return float64(st[201]+st[200]) / phase.Seconds(), st, acked
 }
 
 // flood runs n clients, each sending the request next makes (from its
@@ -323,8 +329,20 @@ func (h *hammer) take() (status map[int]int64, accepted []time.Duration, unsent 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	status, accepted, unsent = h.status, h.accepted, h.unsent
-	h.status, h.accepted, h.unsent, h.served = map[int]int64{}, nil, 0, nil
+	h.status, h.accepted, h.unsent, h.served, h.acked = map[int]int64{}, nil, 0, nil, nil
 	return status, accepted, unsent
+}
+
+// perSecond returns how many of the times acked fall in each of the n
+// seconds from from.
+func perSecond(acked []time.Time, from time.Time, n int) []int {
+	secs := make([]int, n)
+	for _, at := range acked {
+		if i := int(at.Sub(from) / time.Second); !at.Before(from) && i < n {
+			secs[i]++
+		}
+	}
+	return secs
 }
 
 // takeServed returns the served latencies so far (call before take).

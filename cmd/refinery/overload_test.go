@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -136,16 +137,25 @@ func TestOverloadBench(t *testing.T) {
 	// connections at the cap).
 	h.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 16, MaxIdleConnsPerHost: 16}}
 	honest := func(attack func(stop <-chan struct{})) (perSec float64, st map[int]int64) {
-		return h.beside(16, phase, attack)
+		perSec, st, _ = h.beside(16, phase, attack)
+		return perSec, st
+	}
+	// The honest clients alone before each attack, with their answers and
+	// their slowest second, so that a stall shows (run 3 at 7c4cebc: 1
+	// transaction a second alone after the 2,048 clients left, shown as a
+	// share of 42583% beside the next attack; api's shares.recheck).
+	alone := func() baseline {
+		start := time.Now()
+		perSec, st, acked := h.beside(16, phase, func(stop <-chan struct{}) { <-stop })
+		return baseline{perSec: perSec, st: st, slowest: slices.Min(perSecond(acked, start, int(phase/time.Second))), sustainable: rate}
 	}
 	// Slow bodies: 100 connections each sending a decision body of 1,000
 	// bytes a byte every 2 s (finding 1).
 	var slowAnswers sync.Map // status line -> count
-	idle := func(stop <-chan struct{}) { <-stop }
 	// Each attack is compared with the honest clients alone just before
 	// it: the overload phase left the trainer with work, and the machine
 	// may be shared.
-	slowBase, _ := honest(idle)
+	slowBase := alone()
 	slowRate, slowSt := honest(func(stop <-chan struct{}) {
 		var wg sync.WaitGroup
 		for range 100 {
@@ -186,7 +196,7 @@ func TestOverloadBench(t *testing.T) {
 	// 1024 (finding 2), each on its own keep-alive connection, under a
 	// key of their own and in a process of their own (crowdProcess).
 	crowd := newHammer(base, "load", "crowd")
-	crowdBase, _ := honest(idle)
+	crowdBase := alone()
 	crowdRate, crowdHonestSt := honest(func(stop <-chan struct{}) { crowdProcess(t, base, "load", crowdAuth, 2048, crowd, stop) })
 	crowdSt, _, _ := crowd.take()
 	// Unauthenticated: 64 clients in closed loop, each decision under a
@@ -196,7 +206,7 @@ func TestOverloadBench(t *testing.T) {
 	// that what an unknown key costs beyond any request on these shared
 	// cores shows.
 	cheap := newHammer(base, "load", "cheap")
-	cheapBase, _ := honest(idle)
+	cheapBase := alone()
 	cheapRate, cheapHonestSt := honest(func(stop <-chan struct{}) {
 		cheap.flood(64, stop, func(*rand.Rand) *http.Request {
 			req, _ := http.NewRequest("GET", base+"/healthz", nil)
@@ -204,14 +214,15 @@ func TestOverloadBench(t *testing.T) {
 		})
 	})
 	cheapSt, _, _ := cheap.take()
-	floodBase, _ := honest(idle)
+	floodBase := alone()
 	floodRate, floodHonestSt := honest(func(stop <-chan struct{}) {
 		flood.flood(64, stop, flood.unknownKeyDecision)
 	})
 	floodSt, _, _ := flood.take()
 	// Goodput: every client's acknowledged decisions a second.
 	goodput := float64(crowdSt[201]+crowdSt[200])/phase.Seconds() + crowdRate
-	t.Logf("slow bodies: honest %.0f/s alone, %.0f/s beside %v; 2,048 clients: honest %.0f/s alone, %.0f/s beside %v, crowd %v, goodput %.0f/s", slowBase, slowRate, slowSt, crowdBase, crowdRate, crowdHonestSt, crowdSt, goodput)
+	t.Logf("slow bodies: honest %.0f/s alone (%v), %.0f/s beside %v; 2,048 clients: honest %.0f/s alone (%v), %.0f/s beside %v, crowd %v, goodput %.0f/s; honest alone before the /healthz flood %.0f/s (%v), before the unknown keys %.0f/s (%v)",
+		slowBase.perSec, slowBase.st, slowRate, slowSt, crowdBase.perSec, crowdBase.st, crowdRate, crowdHonestSt, crowdSt, goodput, cheapBase.perSec, cheapBase.st, floodBase.perSec, floodBase.st)
 
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -254,7 +265,8 @@ func TestOverloadBench(t *testing.T) {
 	fmt.Fprintf(f, "| server RSS | %d MiB (peak so far) | %d MiB peak (VmHWM %d MiB) |\n", rssBefore/1024, peakRSS/1024, hwm/1024)
 	fmt.Fprintf(f, "\n## Attacks beside 16 honest clients (%v each)\n\n", phase)
 	fmt.Fprintf(f, "16 closed-loop clients as in the sustainable row, alone for %v and then beside an attacker for %v; what is compared is their rate beside the attacker with their rate alone just before (the overload phase leaves the trainer work, so the sustainable row is not the baseline).\n\n", phase, phase)
-	fmt.Fprintf(f, "| attack | honest transactions / s alone | beside the attack (share) | honest answers | attackers' answers |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(f, "A baseline below half the sustainable rate is not the honest clients' rate alone but a stall of theirs, and no share is given beside it; the slowest second of each baseline is shown, and its answers.\n\n")
+	fmt.Fprintf(f, "| attack | honest transactions / s alone (slowest second) | honest answers alone | beside the attack (share) | honest answers beside | attackers' answers |\n|---|---|---|---|---|---|\n")
 	var slow []string
 	slowAnswers.Range(func(k, v any) bool {
 		if n, ok := v.(*atomic.Int64); ok {
@@ -263,16 +275,16 @@ func TestOverloadBench(t *testing.T) {
 		return true
 	})
 	slices.Sort(slow)
-	fmt.Fprintf(f, "| 100 connections with the honest clients' key sending a decision body a byte every 2 s | %.0f | %.0f (%.0f%%) | %s | %s |\n", slowBase, slowRate, 100*slowRate/slowBase, statusLine(slowSt), strings.Join(slow, ", "))
-	fmt.Fprintf(f, "| 2,048 more clients in closed loop under a key of their own, each on its own connection (default --max-conns 1024), in a process of their own | %.0f | %.0f (%.0f%%) | %s | %s |\n", crowdBase, crowdRate, 100*crowdRate/crowdBase, statusLine(crowdHonestSt), statusLine(crowdSt))
-	if slowRate < slowBase/2 {
-		t.Errorf("slow bodies: honest clients got %.0f transactions/s, less than half of their %.0f alone", slowRate, slowBase)
+	fmt.Fprintf(f, "| 100 connections with the honest clients' key sending a decision body a byte every 2 s | %s | %s |\n", slowBase.row(slowRate, slowSt), strings.Join(slow, ", "))
+	fmt.Fprintf(f, "| 2,048 more clients in closed loop under a key of their own, each on its own connection (default --max-conns 1024), in a process of their own | %s | %s |\n", crowdBase.row(crowdRate, crowdHonestSt), statusLine(crowdSt))
+	verdict := func(v string, err error) string {
+		if err != nil {
+			t.Error(err)
+		}
+		return v
 	}
-	crowdMet := "met"
-	if crowdRate < crowdBase/2 {
-		crowdMet = "NOT met"
-		t.Errorf("2,048 clients on another key: honest clients got %.0f transactions/s, less than half of their %.0f alone", crowdRate, crowdBase)
-	}
+	verdict(slowBase.bar("slow bodies", slowRate))
+	crowdMet := verdict(crowdBase.bar("2,048 clients on another key", crowdRate))
 	for _, c := range []struct {
 		name string
 		st   map[int]int64
@@ -292,19 +304,16 @@ func TestOverloadBench(t *testing.T) {
 	for _, n := range crowdSt {
 		crowdAnswers += n
 	}
-	fmt.Fprintf(f, "| 64 clients in closed loop, each decision under a fresh well-formed API key no one holds | %.0f | %.0f (%.0f%%) | %s | %s |\n", floodBase, floodRate, 100*floodRate/floodBase, statusLine(floodHonestSt), statusLine(floodSt))
-	fmt.Fprintf(f, "| reference: 64 clients in closed loop of GET /healthz (no key needed) | %.0f | %.0f (%.0f%%) | %s | %s |\n", cheapBase, cheapRate, 100*cheapRate/cheapBase, statusLine(cheapHonestSt), statusLine(cheapSt))
-	fmt.Fprintf(f, "\nIssue 31's bar for the 2,048 clients, half the honest rate alone: %s (%.0f%%). The crowd holds its own API key, so the server can tell it from the honest clients: while another key uses the server, a key has at most `--max-in-flight-per-key` requests under way (default 16, a quarter of `--max-in-flight`), and is let through no more than that many requests beyond the busiest other key over the last second or so (counts decayed with a time constant of 1 s); its next request waits up to a second for its turn, then gets 429 (`api.Config.MaxInFlightPerKey`; a key alone is not limited). Goodput of all clients: %.0f acknowledged decisions a second. The refusals were %d 429s and %d 503s (connections past the cap); %d of the crowd's %d requests failed in Go's client instead (%q). A connection past the cap is held until its request begins to arrive and at least a second (the 503's Retry-After) before it is answered 503 (cmd/refinery/connlimit.go): answered before its request, a connection the client had pooled ahead of need failed the request written on it (1.2%% of the crowd's requests at ea85675), and answered at once the refused clients came straight back. The crowd runs in a process of its own, as an attacker on other machines would: in the honest clients' process its 2,048 goroutines took their turns from them whatever the server did (TestCrowdOnAnotherKeyKeepsHonestClientsServed: 3-5%%).\n", crowdMet, 100*crowdRate/crowdBase, goodput, crowdSt[429]+crowdHonestSt[429], crowdSt[503]+crowdHonestSt[503], crowdSt[0], crowdAnswers, crowd.errs)
-	met := "met"
-	if floodRate < floodBase/2 {
-		met = "NOT met"
-		t.Errorf("unknown keys: honest clients got %.0f transactions/s, less than half of their %.0f alone", floodRate, floodBase)
-	}
+	fmt.Fprintf(f, "| 64 clients in closed loop, each decision under a fresh well-formed API key no one holds | %s | %s |\n", floodBase.row(floodRate, floodHonestSt), statusLine(floodSt))
+	fmt.Fprintf(f, "| reference: 64 clients in closed loop of GET /healthz (no key needed) | %s | %s |\n", cheapBase.row(cheapRate, cheapHonestSt), statusLine(cheapSt))
+	verdict(cheapBase.bar("", cheapRate))
+	fmt.Fprintf(f, "\nIssue 31's bar for the 2,048 clients, half the honest rate alone: %s (%s). The crowd holds its own API key, so the server can tell it from the honest clients: while another key uses the server, a key has at most `--max-in-flight-per-key` requests under way (default 16, a quarter of `--max-in-flight`), and is let through no more than that many requests beyond the busiest other key over the last second or so (counts decayed with a time constant of 1 s); its next request waits up to a second for its turn, then gets 429 (`api.Config.MaxInFlightPerKey`; a key alone is not limited). Goodput of all clients: %.0f acknowledged decisions a second. The refusals were %d 429s and %d 503s (connections past the cap); %d of the crowd's %d requests failed in Go's client instead (%q). A connection past the cap is held until its request begins to arrive and at least a second (the 503's Retry-After) before it is answered 503 (cmd/refinery/connlimit.go): answered before its request, a connection the client had pooled ahead of need failed the request written on it (1.2%% of the crowd's requests at ea85675), and answered at once the refused clients came straight back. The crowd runs in a process of its own, as an attacker on other machines would: in the honest clients' process its 2,048 goroutines took their turns from them whatever the server did (TestCrowdOnAnotherKeyKeepsHonestClientsServed: 3-5%%).\n", crowdMet, crowdBase.share(crowdRate), goodput, crowdSt[429]+crowdHonestSt[429], crowdSt[503]+crowdHonestSt[503], crowdSt[0], crowdAnswers, crowd.errs)
+	met := verdict(floodBase.bar("unknown keys", floodRate))
 	var floodAnswers int64
 	for _, n := range floodSt {
 		floodAnswers += n
 	}
-	fmt.Fprintf(f, "\nIssue 31's bar for the unauthenticated flood, half the honest rate alone: %s (%.0f%%). A request refused for its key is answered after %v and closes its connection (the tarpit: `api.Config.RefusedKeyDelay`, at most %d held at once, `api.Config.MaxRefusedPending`; docs/operations.md), so the 64 flooding clients got %d answers in %v (%.1f a second each) and cost the server a sleeping goroutine each, not a core; the database is not queried for each unknown key (their lookups are bounded, `api.Config.UnknownKeyLookups`, past that a 429, held as well). The flood's load generator and the server share these 2 cores: beside the reference flood of GET /healthz, a cheap request that needs no key and is not held, the honest clients kept %.0f%%, which is what any flood of requests answered at once costs here.\n", met, 100*floodRate/floodBase, api.DefaultRefusedKeyDelay, api.DefaultMaxRefusedPending, floodAnswers, phase, float64(floodAnswers)/phase.Seconds()/64, 100*cheapRate/cheapBase)
+	fmt.Fprintf(f, "\nIssue 31's bar for the unauthenticated flood, half the honest rate alone: %s (%s). A request refused for its key is answered after %v and closes its connection (the tarpit: `api.Config.RefusedKeyDelay`, at most %d held at once, `api.Config.MaxRefusedPending`; docs/operations.md), so the 64 flooding clients got %d answers in %v (%.1f a second each) and cost the server a sleeping goroutine each, not a core; the database is not queried for each unknown key (their lookups are bounded, `api.Config.UnknownKeyLookups`, past that a 429, held as well). The flood's load generator and the server share these 2 cores: beside the reference flood of GET /healthz, a cheap request that needs no key and is not held, the honest clients kept %s, which is what any flood of requests answered at once costs here.\n", met, floodBase.share(floodRate), api.DefaultRefusedKeyDelay, api.DefaultMaxRefusedPending, floodAnswers, phase, float64(floodAnswers)/phase.Seconds()/64, cheapBase.share(cheapRate))
 	for code, n := range floodHonestSt {
 		if code >= 400 && code != 429 && code != 503 || code == 0 {
 			t.Errorf("unknown keys: honest clients got %d answers %d", n, code)
@@ -320,6 +329,80 @@ func TestOverloadBench(t *testing.T) {
 		fmt.Fprintf(f, " — NOT: see the test log.\n")
 	} else {
 		fmt.Fprintf(f, "; nothing acknowledged was lost.\n")
+	}
+}
+
+// baseline is the 16 honest clients' rate alone before an attack of the
+// bench, against which their rate beside it is compared.
+type baseline struct {
+	perSec  float64       // transactions a second
+	st      map[int]int64 // their answers by status
+	slowest int           // acknowledged decisions in its slowest second
+	// sustainable: the sustainable row's rate; a baseline below half of
+	// it is a stall, not the honest clients' rate alone.
+	sustainable float64
+}
+
+// stalled reports whether b is below half the sustainable rate.
+func (b baseline) stalled() bool { return b.perSec < b.sustainable/2 }
+
+// share is the honest clients' rate beside an attack as a share of b, or
+// why there is none.
+func (b baseline) share(beside float64) string {
+	if b.stalled() {
+		return fmt.Sprintf("no share: %.0f/s alone is below half the sustainable %.0f/s, a stall", b.perSec, b.sustainable)
+	}
+	return fmt.Sprintf("%.0f%%", 100*beside/b.perSec)
+}
+
+// row is the middle cells of an attack's row: the rate alone (slowest
+// second), the answers alone, the rate beside (share), the answers beside.
+func (b baseline) row(beside float64, st map[int]int64) string {
+	return fmt.Sprintf("%.0f (%d) | %s | %.0f (%s) | %s", b.perSec, b.slowest, statusLine(b.st), beside, b.share(beside), statusLine(st))
+}
+
+// bar is issue 31's verdict on the attack name, the honest clients
+// keeping half their rate alone beside it: "met", "NOT met", or "not
+// measured" when b is a stall; err says why when it is not met, and when
+// b is a stall (which fails the bench as well: the honest clients alone
+// must be served). An empty name checks only b (the reference has no
+// bar).
+func (b baseline) bar(name string, beside float64) (verdict string, err error) {
+	if b.stalled() {
+		return "not measured (the baseline alone stalled)", fmt.Errorf("%s: the honest clients alone before it got %.0f transactions/s (slowest second %d, answers %v), below half the sustainable %.0f/s: a stall", cmp.Or(name, "the reference"), b.perSec, b.slowest, b.st, b.sustainable)
+	}
+	if name != "" && beside < b.perSec/2 {
+		return "NOT met", fmt.Errorf("%s: honest clients got %.0f transactions/s, less than half of their %.0f alone", name, beside, b.perSec)
+	}
+	return "met", nil
+}
+
+// TestBaselineSaysWhenItIsAStall: the bench's verdicts on run 3 at
+// 7c4cebc (bench/overload.md: sustainable 1,026/s). The honest clients
+// alone before the /healthz reference got 1/s: no share is given (it
+// read 42583%) and the bench fails; their 1,897/s alone before the 2,048
+// clients against 1,158/s beside them is 61%, met; 900/s would not be.
+func TestBaselineSaysWhenItIsAStall(t *testing.T) {
+	const sustainable = 1026
+	stalled := baseline{perSec: 1, st: map[int]int64{201: 15, 204: 15, 429: 224}, sustainable: sustainable}
+	if got := stalled.share(511); !strings.HasPrefix(got, "no share: 1/s alone is below half the sustainable 1026/s") {
+		t.Errorf("share beside a stalled baseline = %q, want no share, and why", got)
+	}
+	if v, err := stalled.bar("", 511); err == nil || !strings.HasPrefix(v, "not measured") {
+		t.Errorf("bar on a stalled baseline = %q, %v; want not measured and an error", v, err)
+	}
+	alone := baseline{perSec: 1897, slowest: 1702, st: map[int]int64{201: 28455, 204: 28455}, sustainable: sustainable}
+	if got, want := alone.share(1158), "61%"; got != want {
+		t.Errorf("share = %q, want %q", got, want)
+	}
+	if v, err := alone.bar("2,048 clients", 1158); v != "met" || err != nil {
+		t.Errorf("bar at 61%% = %q, %v; want met", v, err)
+	}
+	if v, err := alone.bar("2,048 clients", 900); v != "NOT met" || err == nil {
+		t.Errorf("bar at 47%% = %q, %v; want NOT met and an error", v, err)
+	}
+	if got, want := alone.row(1158, map[int]int64{201: 17370, 204: 17370}), "1897 (1702) | 201: 28455, 204: 28455 | 1158 (61%) | 201: 17370, 204: 17370"; got != want {
+		t.Errorf("row = %q, want %q", got, want)
 	}
 }
 
