@@ -268,10 +268,21 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	case p.Policy != nil:
 		out = append(out, "policy: applies from the next decision; what the bandit learned is kept")
 	}
-	if p.Training != nil && caps.Model {
+	// A section given with the values it has changes nothing when the
+	// agent is kept (inPlace): no retraining or reaper starts again.
+	unchanged := func(section string) string {
+		return section + ": unchanged (the values given are the bandit's already)"
+	}
+	switch {
+	case p.Training != nil && inPlace:
+		out = append(out, unchanged("training"))
+	case p.Training != nil && caps.Model:
 		out = append(out, "training: applies from the next retraining, warm-started from the current posterior (the optimizer's moment estimates start again)")
 	}
-	if p.Refinement != nil && caps.SampleBank {
+	switch {
+	case p.Refinement != nil && inPlace:
+		out = append(out, unchanged("refinement"))
+	case p.Refinement != nil && caps.SampleBank:
 		out = append(out, "refinement: applies to refined samples made from now")
 	}
 	switch {
@@ -280,7 +291,10 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	case p.Shadow != nil:
 		out = append(out, "shadow: the candidate is stored; the live policy still decides")
 	}
-	if p.Reward != nil {
+	switch {
+	case p.Reward != nil && inPlace:
+		out = append(out, unchanged("reward"))
+	case p.Reward != nil:
 		out = append(out, "reward: applies from now, to decisions already made too (the default-reward reaper starts again)")
 	}
 	if n := len(c.Arms) - len(cur.Arms); n > 0 {

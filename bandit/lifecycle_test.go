@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -388,7 +389,13 @@ func TestEpsilonChangesInPlace(t *testing.T) {
 	if err != nil || *cfg.Policy.Epsilon != 1 {
 		t.Errorf("the stored configuration: %v, epsilon %v; want 1", err, cfg.Policy.Epsilon)
 	}
-	b, _, err := svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(`{"epsilon": 0.1}`), Training: json.RawMessage(`{"iterations": 7}`)})
+	// training.iterations given at its value (40, growConfig): nothing
+	// to rebuild, and the effects say so.
+	b, effects, err := svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(`{"epsilon": 0.5}`), Training: json.RawMessage(`{"iterations": 40}`)})
+	if err != nil || b != a || len(effects) != 2 || !strings.Contains(effects[1], "training: unchanged") {
+		t.Errorf("PATCH of epsilon and training.iterations at its value: %v, same agent %v, effects %q; want the same agent, training unchanged", err, b == a, effects)
+	}
+	b, _, err = svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(`{"epsilon": 0.1}`), Training: json.RawMessage(`{"iterations": 7}`)})
 	if err != nil || b == a {
 		t.Errorf("PATCH of epsilon and training.iterations: %v, same agent %v; want a new agent", err, b == a)
 	}
