@@ -153,7 +153,7 @@
 // budget of lookups of unknown API keys (auth.go; with Retry-After,
 // nothing was done), 503 with
 // Retry-After while loading or shutting down, when the database is
-// unavailable (store.IsUnavailable) or the request ran past
+// unavailable (bandit.ErrStoreUnavailable) or the request ran past
 // Config.RequestTimeout, and 500 for anything else, logged (at most a
 // few lines a second) with the request ID and shown only as "internal
 // error".

@@ -88,6 +88,11 @@ func post(t *testing.T, url, body string) (*http.Response, string) {
 	return resp, string(b)
 }
 
+// unavailable is err as a store reports an unavailable database, marked
+// bandit.ErrStoreUnavailable (the PostgreSQL store's classification of
+// such errors is store's TestErrorsOfAnUnavailableDatabaseAreTheDomains).
+func unavailable(err error) error { return fmt.Errorf("%w: %w", bandit.ErrStoreUnavailable, err) }
+
 // TestOutagesAre503: a database that refuses, terminates or shuts down
 // connections gives 503 with Retry-After, not 500, and /readyz turns 503;
 // a hung database is cut off by the request timeout (issue 16, finding 4).
@@ -103,12 +108,12 @@ func TestOutagesAre503(t *testing.T) {
 		fault func(context.Context) error
 	}{
 		{"admin shutdown", func(context.Context) error {
-			return &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}
+			return unavailable(&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"})
 		}},
 		{"refused", func(context.Context) error {
-			return fmt.Errorf("store: insert decision: %w", &pgconn.ConnectError{})
+			return unavailable(fmt.Errorf("store: insert decision: %w", &pgconn.ConnectError{}))
 		}},
-		{"cannot connect now", func(context.Context) error { return &pgconn.PgError{Code: "57P03"} }},
+		{"cannot connect now", func(context.Context) error { return unavailable(&pgconn.PgError{Code: "57P03"}) }},
 		{"hung", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,13 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // Metrics are the service's Prometheus metrics (prefix refinery_; the
 // names are part of the service's interface, docs/operations.md lists
 // them). It implements bandit.Observer and
-// store.Observer, so the domain and the store report to it without
+// bandit.StoreObserver, so the domain and the store report to it without
 // importing Prometheus.
 type Metrics struct {
 	decisions        *prometheus.CounterVec
@@ -47,8 +46,8 @@ type Metrics struct {
 }
 
 var (
-	_ bandit.Observer = (*Metrics)(nil)
-	_ store.Observer  = (*Metrics)(nil)
+	_ bandit.Observer      = (*Metrics)(nil)
+	_ bandit.StoreObserver = (*Metrics)(nil)
 )
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -207,8 +206,8 @@ func (m *Metrics) Sampled(b string, uses float64, age time.Duration, behind int6
 // Bank implements bandit.Observer.
 func (m *Metrics) Bank(b string, depth int) { m.bankDepth.WithLabelValues(b).Set(float64(depth)) }
 
-// ObserveBatch implements store.Observer.
-func (m *Metrics) ObserveBatch(b store.Batch) {
+// ObserveBatch implements bandit.StoreObserver.
+func (m *Metrics) ObserveBatch(b bandit.StoreBatch) {
 	m.storeBatchSize.Observe(float64(b.Size()))
 	m.storeCommitSecs.Observe(b.Commit.Seconds())
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/plural"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // Problem is the body of every error answer: wire.Problem, whose
@@ -75,9 +74,11 @@ var problemTable = []struct {
 	{bandit.ErrConflict, http.StatusConflict},
 	{bandit.ErrArchived, http.StatusConflict},
 	{bandit.ErrUnavailable, http.StatusServiceUnavailable},
-	{store.ErrClosed, http.StatusServiceUnavailable},
 	{context.Canceled, 499}, // the client went away; nobody reads this
 	{context.DeadlineExceeded, http.StatusServiceUnavailable},
+	// The database is unreachable or did not answer in time (last: an
+	// error of the request, such as the client going away, comes first).
+	{bandit.ErrStoreUnavailable, http.StatusServiceUnavailable},
 }
 
 // clientError carries a message meant for the client.
@@ -102,10 +103,6 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 			status = e.status
 			break
 		}
-	}
-	if status == http.StatusInternalServerError && store.IsUnavailable(err) {
-		// The database is unreachable or did not answer in time.
-		status = http.StatusServiceUnavailable
 	}
 	if status == http.StatusServiceUnavailable && !errors.Is(err, bandit.ErrUnavailable) {
 		s.storeFailedAt.Store(time.Now().UnixNano())

@@ -108,8 +108,12 @@ func (a *Agent) refineFrom(m *model) *posterior.MeanField {
 // current, and (for refined-ts) the bank of refined samples the shared
 // refinement workers fill. Its methods are safe for concurrent use.
 type Agent struct {
-	name      string
+	name string
+	// cfg is the configuration the agent was built with; current is
+	// the configuration now, which differs from cfg only in the
+	// settings a PATCH changes in place (liveSettings, reconfigure).
 	cfg       Config
+	current   atomic.Pointer[Config]
 	createdAt time.Time
 	enc       *Encoder
 	arch      nn.Arch
@@ -214,6 +218,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	if a.decider == nil {
 		return nil, fmt.Errorf("bandit %s: unknown policy kind %q", cfg.Name, cfg.Policy.Kind)
 	}
+	a.current.Store(&a.cfg)
 	if !b.ArchivedAt.IsZero() {
 		a.archivedAt.Store(b.ArchivedAt.UnixNano())
 	}

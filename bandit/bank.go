@@ -98,6 +98,19 @@ func (b *bank) retire(s *refined) {
 	}
 }
 
+// setBounds replaces the bank's bounds (a PATCH of the bandit's
+// policy, Agent.reconfigure): the samples banked stay, and those past
+// the new bounds are moved aside at once.
+func (b *bank) setBounds(bounds bankBounds) {
+	b.mu.Lock()
+	b.bounds = bounds
+	pruned := b.prune(b.clock.Now())
+	b.mu.Unlock()
+	if pruned > 0 && b.onSpace != nil {
+		b.onSpace()
+	}
+}
+
 // setVersion records a newly published posterior version and moves the
 // samples it makes too old aside.
 func (b *bank) setVersion(v int64) {

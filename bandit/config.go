@@ -282,145 +282,15 @@ func SetDefaults(c *Config) {
 	setDefaults(c)
 }
 
+// setDefaults fills in c's zero settings from DefaultConfig of its
+// kind; the kind's decider then fills in its options given in part (a
+// policy.flow without its iterations), and each numeric feature without
+// center or scale gets 0 and 1.
 func setDefaults(c *Config) {
-	p := &c.Policy
-	if p.Kind == "" {
-		p.Kind = DefaultPolicyKind
-	}
-	if p.Samples == 0 {
-		p.Samples = DefaultSamples
-		if CapabilitiesOf(*p).MeanField {
-			p.Samples = DefaultThompsonSamples
-		}
-	}
-	if d := deciderOf(p.Kind); d != nil {
-		d.setDefaults(p)
-	}
-	if p.MaxSampleUses == 0 {
-		p.MaxSampleUses = DefaultMaxSampleUses
-	}
-	if p.MaxSampleAge == nil {
-		d := Duration(DefaultMaxSampleAge)
-		p.MaxSampleAge = &d
-	}
-	if p.MaxVersionsBehind == nil {
-		v := DefaultMaxVersionsBehind
-		p.MaxVersionsBehind = &v
-	}
-	if p.PropensitySamples == 0 {
-		p.PropensitySamples = DefaultPropensitySamples
-	}
-	m := &c.Model
-	if m.Hidden == nil {
-		m.Hidden = append([]int(nil), DefaultHidden...)
-		if CapabilitiesOf(*p).MeanField {
-			m.Hidden = append([]int(nil), DefaultThompsonHidden...)
-		}
-	}
-	if m.Skip == nil {
-		m.Skip = new(bool)
-	}
-	if m.PriorVariance == 0 {
-		m.PriorVariance = DefaultPriorVariance
-	}
-	if m.InitSigma == 0 {
-		m.InitSigma = DefaultInitSigma
-	}
-	// The mean-field Thompson samplers take the model of issue 28; the
-	// kinds that fit a point estimate (the MAP) keep the model they had
-	// (docs/model.md: under the fan-in prior their MAP is regularized 50
-	// to 100 times more strongly and they played 2 to 3 times worse).
-	if m.Prior == "" {
-		m.Prior = PriorFanIn
-		if CapabilitiesOf(*p).MAP {
-			m.Prior = PriorFixed
-		}
-	}
-	if m.Likelihood == "" {
-		m.Likelihood = LikelihoodAuto
-		if CapabilitiesOf(*p).MAP {
-			m.Likelihood = LikelihoodGaussian
-		}
-	}
-	if m.Noise == "" {
-		m.Noise = NoiseShared
-	}
-	if m.NoisePrior == nil {
-		m.NoisePrior = &NoisePrior{Shape: DefaultNoiseShape, Rate: DefaultNoiseRate}
-		if CapabilitiesOf(*p).MAP {
-			m.NoisePrior = &NoisePrior{}
-		}
-	}
-	t := &c.Training
-	if t.Iterations == 0 {
-		t.Iterations = DefaultTrainIterations
-	}
-	if t.BatchSize == 0 {
-		t.BatchSize = posterior.DefaultBatchSize
-	}
-	if t.LR == 0 {
-		t.LR = posterior.DefaultLR
-	}
-	if t.SigmaLR == 0 {
-		t.SigmaLR = DefaultSigmaLR
-	}
-	if t.SnapshotEvery == 0 {
-		t.SnapshotEvery = DefaultSnapshotEvery
-	}
-	if t.MinInterval == nil {
-		d := Duration(DefaultMinInterval)
-		t.MinInterval = &d
-	}
-	if t.IterationsPerReward == 0 {
-		t.IterationsPerReward = DefaultIterationsPerRew
-	}
-	if t.StopTolerance == nil {
-		v := DefaultStopTolerance
-		t.StopTolerance = &v
-	}
-	if t.CPUShare == 0 {
-		t.CPUShare = DefaultCPUShare
-	}
-	if t.Estimator == "" {
-		t.Estimator = DefaultEstimator
-	}
-	if t.RISSamples == 0 {
-		t.RISSamples = DefaultRISSamples
-	}
-	if t.Bound == "" {
-		t.Bound = DefaultBound
-	}
-	if t.CollapsedReg == 0 {
-		t.CollapsedReg = DefaultCollapsedReg
-	}
-	if t.CollapsedShape == 0 {
-		t.CollapsedShape = DefaultCollapsedShape
-	}
-	if t.Optimizer == "" {
-		t.Optimizer = DefaultOptimizer
-	}
-	if t.NGVIStep == 0 {
-		t.NGVIStep = DefaultNGVIStep
-	}
-	r := &c.Refinement
-	if r.Fractions == nil {
-		r.Fractions = append([]float64(nil), DefaultFractions...)
-	}
-	if r.Iterations == 0 {
-		r.Iterations = DefaultRefineIterations
-	}
-	if r.LR == 0 {
-		r.LR = posterior.DefaultLR
-	}
-	if r.BatchSize == 0 {
-		r.BatchSize = posterior.DefaultBatchSize
-	}
-	if r.BankSize == 0 {
-		r.BankSize = DefaultBankSize
-	}
-	if c.Reward.Wait == nil {
-		d := Duration(DefaultRewardWait)
-		c.Reward.Wait = &d
+	def := DefaultConfig(c.Policy.Kind)
+	fillZero(reflect.ValueOf(c).Elem(), reflect.ValueOf(&def).Elem())
+	if d := deciderOf(c.Policy.Kind); d != nil {
+		d.setDefaults(&c.Policy)
 	}
 	for i := range c.Features {
 		f := &c.Features[i]

@@ -406,7 +406,8 @@ func (s *Service) reconcileLater(name string) {
 
 // reconcile brings the named bandit's agent in line with the stored
 // bandit, after a change made on any replica: a new bandit is loaded, a
-// deleted one stopped, an archived one archived, a changed
+// deleted one stopped, an archived one archived, a change of settings
+// that apply in place applied (Agent.reconfigure), any other changed
 // configuration loaded anew (with the posterior the changing replica
 // stored, Service.Update).
 func (s *Service) reconcile(ctx context.Context, name string) error {
@@ -450,6 +451,9 @@ func (s *Service) reconcile(ctx context.Context, name string) error {
 			s.log.Info("bandit loaded", "bandit", name, "policy", cfg.Policy.Kind)
 		}
 	case sameConfig(a.Config(), *cfg):
+		a.setArchived(b.ArchivedAt)
+	case a.changesInPlace(cfg):
+		a.reconfigure(cfg)
 		a.setArchived(b.ArchivedAt)
 	default:
 		// The replica that changed the bandit stored what the new agent

@@ -64,14 +64,14 @@ func (e epsGreedy) validate(p PolicyConfig, v *validator) {
 
 func (epsGreedy) choose(_ context.Context, a *Agent, pd *policy.Decision, _ *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
 	pd.Scores = a.pointScores(m, x)
-	policy.EpsGreedyRule(pd, *a.cfg.Policy.Epsilon, excluded, rng)
+	policy.EpsGreedyRule(pd, *a.current.Load().Policy.Epsilon, excluded, rng)
 	return &Propensity{Estimator: "exact"}, nil
 }
 
 // rank orders the allowed arms by the point estimate's predictions, or
 // with probability epsilon at random (exactRanking).
 func (epsGreedy) rank(_ context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
-	r := exactRanking(a.pointScores(m, x), *a.cfg.Policy.Epsilon, excluded, k, rng)
+	r := exactRanking(a.pointScores(m, x), *a.current.Load().Policy.Epsilon, excluded, k, rng)
 	r.sample = SamplePoint
 	return r, nil
 }

@@ -29,17 +29,21 @@ func (refinedTS) sampleKinds() []SampleKind { return []SampleKind{SampleRefined,
 
 // construct makes the bank of refined samples.
 func (refinedTS) construct(a *Agent, _ uint64) error {
-	cfg := a.cfg
-	a.bank = newBank(cfg.Refinement.BankSize, bankBounds{
-		maxUses:   cfg.Policy.MaxSampleUses,
-		maxAge:    time.Duration(*cfg.Policy.MaxSampleAge),
-		maxBehind: int64(*cfg.Policy.MaxVersionsBehind),
-	}, a.clock)
+	a.bank = newBank(a.cfg.Refinement.BankSize, boundsOf(a.cfg.Policy), a.clock)
 	a.bank.onSpace = func() {
 		a.obs.Bank(a.name, a.bank.status().Depth)
 		a.pool.kick()
 	}
 	return nil
+}
+
+// boundsOf returns the bank's bounds of the policy settings p.
+func boundsOf(p PolicyConfig) bankBounds {
+	return bankBounds{
+		maxUses:   p.MaxSampleUses,
+		maxAge:    time.Duration(*p.MaxSampleAge),
+		maxBehind: int64(*p.MaxVersionsBehind),
+	}
 }
 
 // choose is Thompson sampling on refined samples from the bank

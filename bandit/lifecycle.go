@@ -261,13 +261,28 @@ func addNames(v *validator, field, exists string, dst, have, add []string) []str
 func effects(cur, c *Config, p *Patch, added int) []string {
 	var out []string
 	caps := CapabilitiesOf(c.Policy)
-	if p.Policy != nil {
+	inPlace := changesInPlace(cur, c)
+	switch {
+	case p.Policy != nil && inPlace && caps.SampleBank:
+		out = append(out, "policy: applies from the next decision, to the refined samples in the bank too; the bank and what the bandit learned are kept")
+	case p.Policy != nil:
 		out = append(out, "policy: applies from the next decision; what the bandit learned is kept")
 	}
-	if p.Training != nil && caps.Model {
+	// A section given with the values it has changes nothing when the
+	// agent is kept (inPlace): no retraining or reaper starts again.
+	unchanged := func(section string) string {
+		return section + ": unchanged (the values given are the bandit's already)"
+	}
+	switch {
+	case p.Training != nil && inPlace:
+		out = append(out, unchanged("training"))
+	case p.Training != nil && caps.Model:
 		out = append(out, "training: applies from the next retraining, warm-started from the current posterior (the optimizer's moment estimates start again)")
 	}
-	if p.Refinement != nil && caps.SampleBank {
+	switch {
+	case p.Refinement != nil && inPlace:
+		out = append(out, unchanged("refinement"))
+	case p.Refinement != nil && caps.SampleBank:
 		out = append(out, "refinement: applies to refined samples made from now")
 	}
 	switch {
@@ -276,7 +291,10 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	case p.Shadow != nil:
 		out = append(out, "shadow: the candidate is stored; the live policy still decides")
 	}
-	if p.Reward != nil {
+	switch {
+	case p.Reward != nil && inPlace:
+		out = append(out, unchanged("reward"))
+	case p.Reward != nil:
 		out = append(out, "reward: applies from now, to decisions already made too (the default-reward reaper starts again)")
 	}
 	if n := len(c.Arms) - len(cur.Arms); n > 0 {
@@ -300,7 +318,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 		}
 		out = append(out, "add_values: stored decisions keep their encoding; the trainer encodes their contexts again")
 	}
-	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.Shadow != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
+	if caps.SampleBank && !inPlace && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.Shadow != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
 		out = append(out, "the bank of refined samples starts empty and refills from the kept posterior; until its first samples decisions act on mean-field draws (sample \"mean-field\")")
 	}
 	if caps.FitsAtMAP && (len(c.Arms) > len(cur.Arms) || added > 0) {
@@ -390,7 +408,10 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 //
 // Archiving alone changes nothing else: the agent stays, and from the
 // next request Decide answers ErrArchived (rewards of earlier decisions
-// are still accepted and trained on). Any other change stores the new
+// are still accepted and trained on). A change of only the settings that
+// apply in place (the bank's bounds, policy.epsilon: changesInPlace) is
+// stored and applied to the live agent, which keeps its posterior and
+// its bank (Agent.reconfigure). Any other change stores the new
 // configuration and replaces the agent: the old one stops (its trainer
 // persists its posterior), and a new one loads from the store as after
 // a restart, with its posterior (grown to the new arms and inputs,
@@ -445,6 +466,10 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	old.setArchived(archivedAt)
 	defer s.announceChanged(ctx, name)
 	if onlyArchive {
+		return old, effects, nil
+	}
+	if changesInPlace(&cur, cfg) {
+		old.reconfigure(cfg)
 		return old, effects, nil
 	}
 	// The new configuration is stored: the replacement runs to its end

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,3 +347,56 @@ func TestUpdateRules(t *testing.T) {
 type tw struct{ t *testing.T }
 
 func (w tw) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// A PATCH of policy.epsilon alone applies to the live agent (the same
+// agent answers, with the new epsilon), also while decisions are made
+// (go test -race), and is stored; a PATCH that changes a setting read
+// when the agent is built (training.iterations) still replaces it.
+func TestEpsilonChangesInPlace(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	svc, a := growService(t, st, nil, EpsGreedy)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if _, err := a.Decide(ctx, DecideRequest{EventID: fmt.Sprintf("d%d", i), Context: json.RawMessage(`{"color": "red", "size": 1}`)}); err != nil {
+				t.Errorf("decision %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	for _, eps := range []float64{0.5, 0.25, 1} {
+		b, effects, err := svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(fmt.Sprintf(`{"epsilon": %g}`, eps))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b != a || *b.Config().Policy.Epsilon != eps || len(effects) != 1 {
+			t.Errorf("PATCH epsilon %g: same agent %v, epsilon %g, effects %q; want the same agent with the new epsilon, one effect", eps, b == a, *b.Config().Policy.Epsilon, effects)
+		}
+	}
+	<-done
+	// epsilon 1: every decision is uniform over the two arms.
+	d, err := a.Decide(ctx, DecideRequest{EventID: "uniform", Context: json.RawMessage(`{"color": "red", "size": 1}`)})
+	if err != nil || d.Decision.Propensities[0] != 0.5 || d.Decision.Propensities[1] != 0.5 {
+		t.Errorf("a decision at epsilon 1: %+v, %v; want probabilities 1/2 each", d, err)
+	}
+	stored, err := st.GetBandit(ctx, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig(stored.Config)
+	if err != nil || *cfg.Policy.Epsilon != 1 {
+		t.Errorf("the stored configuration: %v, epsilon %v; want 1", err, cfg.Policy.Epsilon)
+	}
+	// training.iterations given at its value (40, growConfig): nothing
+	// to rebuild, and the effects say so.
+	b, effects, err := svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(`{"epsilon": 0.5}`), Training: json.RawMessage(`{"iterations": 40}`)})
+	if err != nil || b != a || len(effects) != 2 || !strings.Contains(effects[1], "training: unchanged") {
+		t.Errorf("PATCH of epsilon and training.iterations at its value: %v, same agent %v, effects %q; want the same agent, training unchanged", err, b == a, effects)
+	}
+	b, _, err = svc.Update(ctx, "grow", &Patch{Policy: json.RawMessage(`{"epsilon": 0.1}`), Training: json.RawMessage(`{"iterations": 7}`)})
+	if err != nil || b == a {
+		t.Errorf("PATCH of epsilon and training.iterations: %v, same agent %v; want a new agent", err, b == a)
+	}
+}

@@ -83,3 +83,38 @@ func (m multiObserver) Sampled(b string, uses float64, age time.Duration, behind
 }
 
 var _ Observer = multiObserver(nil)
+
+// StoreBatch describes one group commit of a store (the PostgreSQL
+// store's), for a StoreObserver.
+type StoreBatch struct {
+	// Decisions and Rewards count the rows the batch carried, including
+	// those answered with an error.
+	Decisions, Rewards int
+	// Commit is the time from sending the batch to the database to its
+	// commit (or failure), retries of single rows included.
+	Commit time.Duration
+	// Err is non-nil when the whole batch failed and every caller in it
+	// got an error (a lost connection, a timeout). One bad row does not
+	// make the batch fail.
+	Err error
+}
+
+// Size is the number of rows in the batch.
+func (b StoreBatch) Size() int { return b.Decisions + b.Rewards }
+
+// StoreObserver is told about every batch the PostgreSQL store commits
+// (store.Config.Observer). The API implements it with the Prometheus histograms
+// refinery_store_batch_size (StoreBatch.Size) and refinery_store_commit_seconds
+// (StoreBatch.Commit.Seconds()); the store itself does not import Prometheus.
+// ObserveBatch is called from the committing goroutine just before the
+// batch's callers are answered, so it delays them: it must be quick, and
+// safe for concurrent use.
+type StoreObserver interface {
+	ObserveBatch(StoreBatch)
+}
+
+// StoreObserverFunc adapts a function to StoreObserver.
+type StoreObserverFunc func(StoreBatch)
+
+// ObserveBatch calls f(b).
+func (f StoreObserverFunc) ObserveBatch(b StoreBatch) { f(b) }

@@ -205,7 +205,7 @@ func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefin
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var superseded <-chan struct{} // nil: never
-	if *a.cfg.Policy.MaxVersionsBehind == 0 {
+	if *a.current.Load().Policy.MaxVersionsBehind == 0 {
 		superseded = m.superseded
 	}
 	stop := make(chan struct{})

@@ -241,18 +241,23 @@ func (s *Service) registerAgent(ctx context.Context, b *Bandit, cfg *Config, rep
 // if the configuration is invalid; ErrLimit if the service has
 // ServiceConfig.MaxBandits bandits already.
 func (s *Service) Create(ctx context.Context, cfg *Config) (*Agent, error) {
-	return s.create(ctx, cfg, nil)
-}
-
-// create is Create; snap, when not nil, is stored as the bandit's
-// snapshot before its agent loads (Import).
-func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Agent, error) {
 	if s.closed.Load() {
 		return nil, ErrUnavailable
 	}
 	SetDefaults(cfg)
 	if err := Validate(cfg); err != nil {
 		return nil, err
+	}
+	return s.create(ctx, cfg, nil)
+}
+
+// create is Create of a configuration whose defaults are filled in and
+// that is valid (SetDefaults and Validate, or ParseConfig, ran once);
+// snap, when not nil, is stored as the bandit's snapshot before its
+// agent loads (Import).
+func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Agent, error) {
+	if s.closed.Load() {
+		return nil, ErrUnavailable
 	}
 	if err := DecisionBudget(cfg); err != nil {
 		return nil, err

@@ -77,8 +77,9 @@ func (a *Agent) Spread() []LayerSpread {
 // Name returns the bandit's name.
 func (a *Agent) Name() string { return a.name }
 
-// Config returns the bandit's configuration, defaults filled in.
-func (a *Agent) Config() Config { return a.cfg }
+// Config returns the bandit's configuration, defaults filled in, as
+// last changed in place (Agent.reconfigure).
+func (a *Agent) Config() Config { return *a.current.Load() }
 
 // CreatedAt returns when the bandit was created.
 func (a *Agent) CreatedAt() time.Time { return a.createdAt }

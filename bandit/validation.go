@@ -16,6 +16,12 @@ var (
 	// ErrUnavailable: the service cannot answer now (still loading, or
 	// shutting down); the client may retry.
 	ErrUnavailable = errors.New("bandit: unavailable")
+	// ErrStoreUnavailable: the store could not reach its database, or
+	// the database did not answer in time, rather than refused the
+	// request (a lost or refused connection, a timeout, a shutdown, a
+	// closed store); the client may retry. A Store reports it wrapped
+	// (errors.Is), with the cause.
+	ErrStoreUnavailable = errors.New("bandit: store unavailable")
 	// ErrLimit: the request is valid but would take the service past a
 	// limit set by its operator (ServiceConfig.MaxBandits).
 	ErrLimit = errors.New("bandit: limit reached")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/refinery-bandits/refinery/bandit"
 )
 
 // Config tunes the PostgreSQL store. The zero value is ready to use.
@@ -89,36 +91,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Batch describes one group commit, for an Observer.
-type Batch struct {
-	// Decisions and Rewards count the rows the batch carried, including
-	// those answered with an error.
-	Decisions, Rewards int
-	// Commit is the time from sending the batch to the database to its
-	// commit (or failure), retries of single rows included.
-	Commit time.Duration
-	// Err is non-nil when the whole batch failed and every caller in it
-	// got an error (a lost connection, a timeout). One bad row does not
-	// make the batch fail.
-	Err error
-}
-
-// Size is the number of rows in the batch.
-func (b Batch) Size() int { return b.Decisions + b.Rewards }
-
-// Observer is told about every batch the PostgreSQL store commits. The
-// service implements it with the Prometheus histograms
-// refinery_store_batch_size (Batch.Size) and refinery_store_commit_seconds
-// (Batch.Commit.Seconds()); the store itself does not import Prometheus.
-// ObserveBatch is called from the committing goroutine just before the
-// batch's callers are answered, so it delays them: it must be quick, and
-// safe for concurrent use.
-type Observer interface {
-	ObserveBatch(Batch)
-}
-
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(Batch)
-
-// ObserveBatch calls f(b).
-func (f ObserverFunc) ObserveBatch(b Batch) { f(b) }
+// The observer of the group commits is the domain's (bandit.StoreBatch,
+// bandit.StoreObserver), so that the API implements it without
+// importing this package.
+type (
+	// Batch describes one group commit (bandit.StoreBatch).
+	Batch = bandit.StoreBatch
+	// Observer is told about every batch the PostgreSQL store commits
+	// (bandit.StoreObserver).
+	Observer = bandit.StoreObserver
+	// ObserverFunc adapts a function to Observer
+	// (bandit.StoreObserverFunc).
+	ObserverFunc = bandit.StoreObserverFunc
+)

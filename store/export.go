@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,25 +57,25 @@ func scanRecord(row pgx.Row) (*bandit.DecisionRecord, error) {
 // (DeleteBandit without purge) exports its log.
 func (s *Postgres) Export(ctx context.Context, name string, from, to time.Time, fn func(*bandit.DecisionRecord) error) error {
 	if err := s.banditExists(ctx, name); err != nil {
-		return fmt.Errorf("store: export %s: %w", name, err)
+		return errorf("store: export %s: %w", name, err)
 	}
 	lo, hi := timeBound(from, pgtype.NegativeInfinity), timeBound(to, pgtype.Infinity)
 	rows, err := s.pool.Query(ctx, sqlDecisionRange, name, lo, hi, lo, 0, nil)
 	if err != nil {
-		return fmt.Errorf("store: export %s: %w", name, err)
+		return errorf("store: export %s: %w", name, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		rec, err := scanRecord(rows)
 		if err != nil {
-			return fmt.Errorf("store: export %s: %w", name, err)
+			return errorf("store: export %s: %w", name, err)
 		}
 		if err := fn(rec); err != nil {
 			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: export %s: %w", name, err)
+		return errorf("store: export %s: %w", name, err)
 	}
 	return nil
 }
@@ -85,10 +84,10 @@ func (s *Postgres) Export(ctx context.Context, name string, from, to time.Time, 
 // ErrNotFound if the bandit does not exist (or was deleted).
 func (s *Postgres) Decisions(ctx context.Context, name string, q bandit.DecisionQuery) ([]*bandit.DecisionRecord, error) {
 	if q.Limit <= 0 {
-		return nil, fmt.Errorf("store: decisions %s: limit %d, want > 0", name, q.Limit)
+		return nil, errorf("store: decisions %s: limit %d, want > 0", name, q.Limit)
 	}
 	if err := s.liveBandit(ctx, name); err != nil {
-		return nil, fmt.Errorf("store: decisions %s: %w", name, err)
+		return nil, errorf("store: decisions %s: %w", name, err)
 	}
 	lo, hi := timeBound(q.Since, pgtype.NegativeInfinity), timeBound(q.Until, pgtype.Infinity)
 	after, afterID := lo, int64(0)
@@ -97,11 +96,11 @@ func (s *Postgres) Decisions(ctx context.Context, name string, q bandit.Decision
 	}
 	rows, err := s.pool.Query(ctx, sqlDecisionRange, name, lo, hi, after, afterID, q.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: decisions %s: %w", name, err)
+		return nil, errorf("store: decisions %s: %w", name, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*bandit.DecisionRecord, error) { return scanRecord(row) })
 	if err != nil {
-		return nil, fmt.Errorf("store: decisions %s: %w", name, err)
+		return nil, errorf("store: decisions %s: %w", name, err)
 	}
 	return out, nil
 }
@@ -119,7 +118,7 @@ WHERE d.bandit = $1 AND d.event_id = $2
 		err = bandit.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: decision %s/%s: %w", name, eventID, err)
+		return nil, errorf("store: decision %s/%s: %w", name, eventID, err)
 	}
 	return rec, nil
 }
@@ -155,7 +154,7 @@ func (s *Postgres) DeleteBandit(ctx context.Context, name string, purge bool) er
 	if !purge {
 		tx, err := s.pool.Begin(ctx)
 		if err != nil {
-			return fmt.Errorf("store: delete bandit %s: %w", name, err)
+			return errorf("store: delete bandit %s: %w", name, err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
 		tag, err := tx.Exec(ctx, `UPDATE bandits SET deleted_at = $2 WHERE name = $1 AND deleted_at IS NULL`, name, now())
@@ -169,7 +168,7 @@ func (s *Postgres) DeleteBandit(ctx context.Context, name string, purge bool) er
 			err = tx.Commit(ctx)
 		}
 		if err != nil {
-			return fmt.Errorf("store: delete bandit %s: %w", name, err)
+			return errorf("store: delete bandit %s: %w", name, err)
 		}
 		return nil
 	}
@@ -198,7 +197,7 @@ func (s *Postgres) DeleteBandit(ctx context.Context, name string, purge bool) er
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store: purge bandit %s: %w", name, err)
+		return errorf("store: purge bandit %s: %w", name, err)
 	}
 	return nil
 }
@@ -212,7 +211,7 @@ func (s *Postgres) KeptLog(ctx context.Context, name string) (*bandit.Bandit, er
 		err = bandit.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: kept log %s: %w", name, err)
+		return nil, errorf("store: kept log %s: %w", name, err)
 	}
 	return b, nil
 }

@@ -145,7 +145,7 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]int64, e
 		f.held = map[string]bool{}
 		conn, err := f.connect(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("store: trainer lock session: %w", err)
+			return nil, errorf("store: trainer lock session: %w", err)
 		}
 		f.lock = conn
 	}
@@ -172,7 +172,7 @@ func (f *Fleet) Lead(ctx context.Context, bandits []string) (map[string]int64, e
 	fail := func(err error) (map[string]int64, error) {
 		_ = f.lock.Close(context.WithoutCancel(ctx))
 		f.lock, f.held = nil, map[string]bool{}
-		return nil, fmt.Errorf("store: trainer locks: %w", err)
+		return nil, errorf("store: trainer locks: %w", err)
 	}
 	if len(gone) > 0 {
 		if err := f.st.ReleaseLeases(ctx, f.id, gone); err != nil {
@@ -290,7 +290,7 @@ func (f *Fleet) Replicas(ctx context.Context) ([]bandit.Replica, error) {
 				SELECT FROM trainer_leases l WHERE l.bandit = b AND l.holder = r.id AND l.expires_at > now()) ORDER BY b)
 		FROM replicas r WHERE r.last_seen >= $1 ORDER BY r.address, r.id`, time.Now().Add(-replicaTTL))
 	if err != nil {
-		return nil, fmt.Errorf("store: replicas: %w", err)
+		return nil, errorf("store: replicas: %w", err)
 	}
 	var out []bandit.Replica
 	var r bandit.Replica
@@ -303,7 +303,7 @@ func (f *Fleet) Replicas(ctx context.Context) ([]bandit.Replica, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: replicas: %w", err)
+		return nil, errorf("store: replicas: %w", err)
 	}
 	return out, nil
 }
@@ -320,7 +320,7 @@ func (f *Fleet) Changed(ctx context.Context, name string) error {
 
 func (f *Fleet) notify(ctx context.Context, channel, payload string) error {
 	if _, err := f.st.pool.Exec(ctx, `SELECT pg_notify($1, current_schema() || '/' || $2)`, channel, payload); err != nil {
-		return fmt.Errorf("store: notify %s: %w", channel, err)
+		return errorf("store: notify %s: %w", channel, err)
 	}
 	return nil
 }
@@ -337,7 +337,7 @@ func (f *Fleet) Versions(ctx context.Context) (map[string]int64, error) {
 		CROSS JOIN LATERAL (SELECT max(s.version) AS version FROM snapshots s WHERE s.bandit = b.name) v
 		WHERE b.deleted_at IS NULL AND v.version IS NOT NULL`)
 	if err != nil {
-		return nil, fmt.Errorf("store: snapshot versions: %w", err)
+		return nil, errorf("store: snapshot versions: %w", err)
 	}
 	out := map[string]int64{}
 	var name string
@@ -347,7 +347,7 @@ func (f *Fleet) Versions(ctx context.Context) (map[string]int64, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: snapshot versions: %w", err)
+		return nil, errorf("store: snapshot versions: %w", err)
 	}
 	return out, nil
 }

@@ -31,9 +31,9 @@ type write struct {
 
 func (w *write) fail(err error) {
 	if w.d != nil {
-		w.err = fmt.Errorf("store: insert decision %s/%s: %w", w.d.Bandit, w.d.EventID, err)
+		w.err = errorf("store: insert decision %s/%s: %w", w.d.Bandit, w.d.EventID, err)
 	} else {
-		w.err = fmt.Errorf("store: insert reward %s/%s: %w", w.r.Bandit, w.r.EventID, err)
+		w.err = errorf("store: insert reward %s/%s: %w", w.r.Bandit, w.r.EventID, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -26,7 +25,7 @@ func (s *Postgres) CreateKey(ctx context.Context, k *keys.Key) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (id, name, hash, scopes, created_at) VALUES ($1, $2, $3, $4, $5)`,
 		k.ID, k.Name, k.Hash[:], scopes, k.CreatedAt)
 	if err != nil {
-		return fmt.Errorf("store: create key %s: %w", k.ID, err)
+		return errorf("store: create key %s: %w", k.ID, err)
 	}
 	return nil
 }
@@ -56,11 +55,11 @@ func scanKey(row pgx.Row) (*keys.Key, error) {
 func (s *Postgres) ListKeys(ctx context.Context) ([]*keys.Key, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`)
 	if err != nil {
-		return nil, fmt.Errorf("store: list keys: %w", err)
+		return nil, errorf("store: list keys: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*keys.Key, error) { return scanKey(row) })
 	if err != nil {
-		return nil, fmt.Errorf("store: list keys: %w", err)
+		return nil, errorf("store: list keys: %w", err)
 	}
 	return out, nil
 }
@@ -72,7 +71,7 @@ func (s *Postgres) RevokeKey(ctx context.Context, id string, at time.Time) error
 		err = keys.ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("store: revoke key %s: %w", id, err)
+		return errorf("store: revoke key %s: %w", id, err)
 	}
 	return nil
 }
@@ -84,7 +83,7 @@ func (s *Postgres) KeyByHash(ctx context.Context, h [32]byte) (*keys.Key, error)
 		err = keys.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: key by hash: %w", err)
+		return nil, errorf("store: key by hash: %w", err)
 	}
 	return k, nil
 }
@@ -98,7 +97,7 @@ func (m *Memory) CreateKey(_ context.Context, k *keys.Key) error {
 	}
 	for _, o := range m.keys {
 		if o.ID == k.ID || o.Hash == k.Hash {
-			return fmt.Errorf("store: create key %s: a key with this ID or hash exists", k.ID)
+			return errorf("store: create key %s: a key with this ID or hash exists", k.ID)
 		}
 	}
 	c := cloneKey(k)
@@ -145,7 +144,7 @@ func (m *Memory) RevokeKey(_ context.Context, id string, at time.Time) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("store: revoke key %s: %w", id, keys.ErrNotFound)
+	return errorf("store: revoke key %s: %w", id, keys.ErrNotFound)
 }
 
 // KeyByHash returns the key whose secret hashes to h.
@@ -157,5 +156,5 @@ func (m *Memory) KeyByHash(_ context.Context, h [32]byte) (*keys.Key, error) {
 			return cloneKey(k), nil
 		}
 	}
-	return nil, fmt.Errorf("store: key by hash: %w", keys.ErrNotFound)
+	return nil, errorf("store: key by hash: %w", keys.ErrNotFound)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,7 +62,7 @@ var (
 // database's clock.
 func (s *Postgres) HoldLeases(ctx context.Context, holder string, claims []LeaseClaim, ttl time.Duration) (map[string]int64, error) {
 	if ttl <= 0 {
-		return nil, fmt.Errorf("store: hold trainer leases: ttl %v, want > 0", ttl)
+		return nil, errorf("store: hold trainer leases: ttl %v, want > 0", ttl)
 	}
 	names := make([]string, len(claims))
 	tokens := make([]int64, len(claims))
@@ -91,7 +90,7 @@ func (s *Postgres) HoldLeases(ctx context.Context, holder string, claims []Lease
 		SELECT bandit, token FROM upd UNION ALL SELECT bandit, token FROM ins`,
 		holder, names, tokens, locked, ttl.Microseconds())
 	if err != nil {
-		return nil, fmt.Errorf("store: hold trainer leases: %w", err)
+		return nil, errorf("store: hold trainer leases: %w", err)
 	}
 	out := map[string]int64{}
 	var name string
@@ -100,7 +99,7 @@ func (s *Postgres) HoldLeases(ctx context.Context, holder string, claims []Lease
 		out[name] = token
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("store: hold trainer leases: %w", err)
+		return nil, errorf("store: hold trainer leases: %w", err)
 	}
 	return out, nil
 }
@@ -121,7 +120,7 @@ func (s *Postgres) ReleaseLeases(ctx context.Context, holder string, held map[st
 		FROM unnest($2::text[], $3::bigint[]) AS c(bandit, token)
 		WHERE l.bandit = c.bandit AND l.token = c.token AND l.holder = $1`, holder, names, tokens)
 	if err != nil {
-		return fmt.Errorf("store: release trainer leases: %w", err)
+		return errorf("store: release trainer leases: %w", err)
 	}
 	return nil
 }

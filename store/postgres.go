@@ -75,12 +75,12 @@ func NewPostgres(pool *pgxpool.Pool, cfg Config) (*Postgres, error) {
 func OpenPostgres(ctx context.Context, databaseURL string, cfg Config) (*Postgres, error) {
 	pcfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("store: parse database URL: %w", err)
+		return nil, errorf("store: parse database URL: %w", err)
 	}
 	SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: open pool: %w", err)
+		return nil, errorf("store: open pool: %w", err)
 	}
 	s, err := NewPostgres(pool, cfg)
 	if err != nil {
@@ -126,7 +126,7 @@ func (s *Postgres) Ephemeral() bool { return false }
 func (s *Postgres) Ping(ctx context.Context) error {
 	want, err := latestMigration()
 	if err != nil {
-		return fmt.Errorf("store: ping: %w", err)
+		return errorf("store: ping: %w", err)
 	}
 	var version int64
 	var dirty bool
@@ -134,13 +134,13 @@ func (s *Postgres) Ping(ctx context.Context) error {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
-		return fmt.Errorf("store: ping: the database has no schema (run refinery migrate up)")
+		return errorf("store: ping: the database has no schema (run refinery migrate up)")
 	case err != nil:
-		return fmt.Errorf("store: ping: %w", err)
+		return errorf("store: ping: %w", err)
 	case dirty:
-		return fmt.Errorf("store: ping: migration %d failed half-way (schema_migrations is dirty); fix it by hand", version)
+		return errorf("store: ping: migration %d failed half-way (schema_migrations is dirty); fix it by hand", version)
 	case uint(version) != want:
-		return fmt.Errorf("store: ping: schema is at version %d, this binary needs %d (run refinery migrate up)", version, want)
+		return errorf("store: ping: schema is at version %d, this binary needs %d (run refinery migrate up)", version, want)
 	}
 	return nil
 }
@@ -180,7 +180,7 @@ const (
 func (s *Postgres) CreateBandit(ctx context.Context, b *bandit.Bandit) error {
 	nb, err := normBandit(b, now())
 	if err != nil {
-		return fmt.Errorf("store: create bandit: %w", err)
+		return errorf("store: create bandit: %w", err)
 	}
 	_, err = s.pool.Exec(ctx,
 		`INSERT INTO bandits (name, configuration, created_at, updated_at) VALUES ($1, $2, $3, $3)`,
@@ -193,7 +193,7 @@ func (s *Postgres) CreateBandit(ctx context.Context, b *bandit.Bandit) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("store: create bandit %s: %w", nb.Name, err)
+		return errorf("store: create bandit %s: %w", nb.Name, err)
 	}
 	return nil
 }
@@ -203,7 +203,7 @@ func (s *Postgres) CreateBandit(ctx context.Context, b *bandit.Bandit) error {
 func (s *Postgres) UpdateBandit(ctx context.Context, b *bandit.Bandit) error {
 	nb, err := normBandit(b, now())
 	if err != nil {
-		return fmt.Errorf("store: update bandit: %w", err)
+		return errorf("store: update bandit: %w", err)
 	}
 	var archived *time.Time
 	if !b.ArchivedAt.IsZero() {
@@ -217,7 +217,7 @@ func (s *Postgres) UpdateBandit(ctx context.Context, b *bandit.Bandit) error {
 		err = bandit.ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("store: update bandit %s: %w", nb.Name, err)
+		return errorf("store: update bandit %s: %w", nb.Name, err)
 	}
 	return nil
 }
@@ -246,7 +246,7 @@ func (s *Postgres) GetBandit(ctx context.Context, name string) (*bandit.Bandit, 
 		err = bandit.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: get bandit %s: %w", name, err)
+		return nil, errorf("store: get bandit %s: %w", name, err)
 	}
 	return b, nil
 }
@@ -256,11 +256,11 @@ func (s *Postgres) GetBandit(ctx context.Context, name string) (*bandit.Bandit, 
 func (s *Postgres) ListBandits(ctx context.Context) ([]*bandit.Bandit, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+banditColumns+` FROM bandits WHERE deleted_at IS NULL ORDER BY name COLLATE "C"`)
 	if err != nil {
-		return nil, fmt.Errorf("store: list bandits: %w", err)
+		return nil, errorf("store: list bandits: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*bandit.Bandit, error) { return scanBandit(row) })
 	if err != nil {
-		return nil, fmt.Errorf("store: list bandits: %w", err)
+		return nil, errorf("store: list bandits: %w", err)
 	}
 	return out, nil
 }
@@ -270,11 +270,11 @@ func (s *Postgres) ListBandits(ctx context.Context) ([]*bandit.Bandit, error) {
 func (s *Postgres) InsertDecision(ctx context.Context, d *bandit.Decision) (*bandit.Decision, bool, error) {
 	nd, err := normDecision(d)
 	if err != nil {
-		return nil, false, fmt.Errorf("store: insert decision: %w", err)
+		return nil, false, errorf("store: insert decision: %w", err)
 	}
 	w := &write{d: nd}
 	if err := s.submit(ctx, w); err != nil {
-		return nil, false, fmt.Errorf("store: insert decision %s/%s: %w", nd.Bandit, nd.EventID, err)
+		return nil, false, errorf("store: insert decision %s/%s: %w", nd.Bandit, nd.EventID, err)
 	}
 	if w.err != nil {
 		return nil, false, w.err
@@ -291,12 +291,12 @@ func (s *Postgres) InsertDecisions(ctx context.Context, ds []*bandit.Decision) (
 	for i, d := range ds {
 		nd, err := normDecision(d)
 		if err != nil {
-			return nil, nil, fmt.Errorf("store: insert decision: %w", err)
+			return nil, nil, errorf("store: insert decision: %w", err)
 		}
 		ws[i] = &write{d: nd}
 	}
 	if err := s.submit(ctx, ws...); err != nil {
-		return nil, nil, fmt.Errorf("store: insert %d decisions of %s: %w", len(ds), ds[0].Bandit, err)
+		return nil, nil, errorf("store: insert %d decisions of %s: %w", len(ds), ds[0].Bandit, err)
 	}
 	stored, created := make([]*bandit.Decision, len(ds)), make([]bool, len(ds))
 	for i, w := range ws {
@@ -313,11 +313,11 @@ func (s *Postgres) InsertDecisions(ctx context.Context, ds []*bandit.Decision) (
 func (s *Postgres) InsertReward(ctx context.Context, r *bandit.Reward) error {
 	nr, err := normReward(r)
 	if err != nil {
-		return fmt.Errorf("store: insert reward: %w", err)
+		return errorf("store: insert reward: %w", err)
 	}
 	w := &write{r: nr}
 	if err := s.submit(ctx, w); err != nil {
-		return fmt.Errorf("store: insert reward %s/%s: %w", nr.Bandit, nr.EventID, err)
+		return errorf("store: insert reward %s/%s: %w", nr.Bandit, nr.EventID, err)
 	}
 	return w.err
 }
@@ -343,7 +343,7 @@ func scanDecision(row pgx.Row, extra ...any) (*bandit.Decision, error) {
 func (s *Postgres) GetDecision(ctx context.Context, name, eventID string) (*bandit.Decision, error) {
 	d, err := s.getDecision(ctx, name, eventID)
 	if err != nil {
-		return nil, fmt.Errorf("store: get decision %s/%s: %w", name, eventID, err)
+		return nil, errorf("store: get decision %s/%s: %w", name, eventID, err)
 	}
 	return d, nil
 }
@@ -423,7 +423,7 @@ func (s *Postgres) TrainingRows(ctx context.Context, name string, after int64, d
 	for first := true; ; first = false {
 		rows, err := s.pool.Query(ctx, sqlTrainingRows, name, after, trainingChunkPostgres, dim)
 		if err != nil {
-			return fmt.Errorf("store: training rows %s: %w", name, err)
+			return errorf("store: training rows %s: %w", name, err)
 		}
 		chunk = chunk[:0]
 		for rows.Next() {
@@ -432,18 +432,18 @@ func (s *Postgres) TrainingRows(ctx context.Context, name string, after int64, d
 			var c []byte
 			if err := rows.Scan(&r.Seq, &r.Encoded, &arm, &r.Reward, &c); err != nil {
 				rows.Close()
-				return fmt.Errorf("store: training rows %s: %w", name, err)
+				return errorf("store: training rows %s: %w", name, err)
 			}
 			r.Arm, r.Context = int(arm), c
 			chunk = append(chunk, r)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: training rows %s: %w", name, err)
+			return errorf("store: training rows %s: %w", name, err)
 		}
 		if first && len(chunk) == 0 {
 			if err := s.banditExists(ctx, name); err != nil {
-				return fmt.Errorf("store: training rows %s: %w", name, err)
+				return errorf("store: training rows %s: %w", name, err)
 			}
 		}
 		for _, r := range chunk {
@@ -463,7 +463,7 @@ func (s *Postgres) TrainingRows(ctx context.Context, name string, after int64, d
 func (s *Postgres) Unrewarded(ctx context.Context, name string, before time.Time, limit int) ([]*bandit.Decision, error) {
 	out, err := s.unrewarded(ctx, name, before, limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: unrewarded %s: %w", name, err)
+		return nil, errorf("store: unrewarded %s: %w", name, err)
 	}
 	return out, nil
 }
@@ -494,7 +494,7 @@ func (s *Postgres) unrewarded(ctx context.Context, name string, before time.Time
 func (s *Postgres) ListDecisions(ctx context.Context, name string, before time.Time, limit int) ([]*bandit.DecisionRecord, error) {
 	out, err := s.listDecisions(ctx, name, before, limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: list decisions %s: %w", name, err)
+		return nil, errorf("store: list decisions %s: %w", name, err)
 	}
 	return out, nil
 }
@@ -544,7 +544,7 @@ func (s *Postgres) Counts(ctx context.Context, name string) (decisions, rewards 
 		err = bandit.ErrNotFound
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("store: counts %s: %w", name, err)
+		return 0, 0, errorf("store: counts %s: %w", name, err)
 	}
 	return decisions, rewards, nil
 }
@@ -558,7 +558,7 @@ func (s *Postgres) Counts(ctx context.Context, name string) (decisions, rewards 
 func (s *Postgres) SaveSnapshot(ctx context.Context, snap *bandit.Snapshot) error {
 	ns, err := normSnapshot(snap)
 	if err != nil {
-		return fmt.Errorf("store: save snapshot: %w", err)
+		return errorf("store: save snapshot: %w", err)
 	}
 	var tag pgconn.CommandTag
 	if ns.LeaseToken == 0 {
@@ -583,7 +583,7 @@ func (s *Postgres) SaveSnapshot(ctx context.Context, snap *bandit.Snapshot) erro
 		err = bandit.ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("store: save snapshot %s@%d: %w", ns.Bandit, ns.Version, err)
+		return errorf("store: save snapshot %s@%d: %w", ns.Bandit, ns.Version, err)
 	}
 	return nil
 }
@@ -601,7 +601,7 @@ func (s *Postgres) LatestSnapshot(ctx context.Context, name string) (*bandit.Sna
 		err = bandit.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: latest snapshot %s: %w", name, err)
+		return nil, errorf("store: latest snapshot %s: %w", name, err)
 	}
 	snap.Metrics, snap.CreatedAt = metrics, snap.CreatedAt.UTC()
 	return &snap, nil

@@ -3,13 +3,39 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/refinery-bandits/refinery/bandit"
 )
+
+// errorf is fmt.Errorf for the errors the PostgreSQL store returns: an
+// error that says the database could not be reached or did not answer in
+// time (IsUnavailable) is marked as bandit.ErrStoreUnavailable, through
+// which the domain and the API learn it without importing this package.
+func errorf(format string, args ...any) error {
+	return markUnavailable(fmt.Errorf(format, args...))
+}
+
+// markUnavailable returns err, marked as bandit.ErrStoreUnavailable
+// (errors.Is) when IsUnavailable(err); err itself stays in the chain.
+func markUnavailable(err error) error {
+	if err == nil || errors.Is(err, bandit.ErrStoreUnavailable) || !IsUnavailable(err) {
+		return err
+	}
+	return &unavailableError{err}
+}
+
+// unavailableError is an error of an unavailable database.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{e.err, bandit.ErrStoreUnavailable} }
 
 // IsUnavailable reports whether err says the database could not be
 // reached or did not answer in time, rather than that it refused the

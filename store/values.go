@@ -13,8 +13,16 @@ import (
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
-// ErrClosed is returned by writes to a store that has been closed.
-var ErrClosed = errors.New("store: closed")
+// ErrClosed is returned by writes to a store that has been closed; it
+// is a bandit.ErrStoreUnavailable (errors.Is).
+var ErrClosed error = closedError{}
+
+type closedError struct{}
+
+func (closedError) Error() string { return "store: closed" }
+
+// Is makes errors.Is(ErrClosed, bandit.ErrStoreUnavailable) hold.
+func (closedError) Is(target error) bool { return target == bandit.ErrStoreUnavailable }
 
 // now is the store's clock: UTC, at PostgreSQL's resolution.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

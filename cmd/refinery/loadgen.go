@@ -71,7 +71,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&c.bandit, "bandit", "", "use this existing bandit instead of creating one")
 	fs.TextVar(&c.policy, "policy", bandit.DefaultPolicyKind, "policy kind of the bandit created")
 	fs.StringVar(&c.label, "label", "", "first column of the table (default: the policy kind)")
-	fs.StringVar(&c.extra, "config", "", `JSON object merged into the created bandit's configuration, e.g. '{"model": {"hidden": [16]}}'`)
+	fs.StringVar(&c.extra, "config", "", `JSON object of settings set over the created bandit's configuration (the body of POST /v1/bandits), e.g. '{"model": {"hidden": [16]}}'`)
 	fs.StringVar(&c.data, "data", "", "mushroom data file or directory (default: ./data, then ../shared/data/mushroom, or $REFINERY_DATA)")
 	levels := fs.String("concurrency", "1,16,64", "comma-separated numbers of concurrent clients")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each concurrency level runs")
@@ -187,18 +187,11 @@ func loadgen(ctx context.Context, c loadgenConfig, data *simulators.MushroomData
 	name := c.bandit
 	if name == "" {
 		name = fmt.Sprintf("bench-%s-%d", c.policy, time.Now().Unix())
-		cfg := mushroomConfig(data, name, c.policy)
-		if c.extra != "" {
-			var extra map[string]any
-			if err := json.Unmarshal([]byte(c.extra), &extra); err != nil {
-				return usageError{fmt.Errorf("--config: %v", err)}
-			}
-			for k, v := range extra {
-				cfg[k] = v
-			}
+		cfg, err := loadgenBandit(data, name, c.policy, c.extra)
+		if err != nil {
+			return usageError{fmt.Errorf("--config: %v", err)}
 		}
-		body, _ := json.Marshal(cfg)
-		if _, err := cl.CreateBandit(ctx, json.RawMessage(body)); err != nil {
+		if _, err := cl.CreateBandit(ctx, cfg); err != nil {
 			return fmt.Errorf("create bandit %s: %w", name, err)
 		}
 		fmt.Fprintf(stderr, "created bandit %s\n", name)
@@ -583,14 +576,34 @@ func runLevel(ctx context.Context, cl *apiclient.Client, meter *cpuMeter, name s
 	return r, nil
 }
 
+// loadgenBandit is the mushroom bandit loadgen creates: mushroomConfig
+// with the settings of extra (a JSON object, "" for none) set over it;
+// an unknown setting is an error, as it is to the service.
+func loadgenBandit(d *simulators.MushroomData, name string, policy bandit.PolicyKind, extra string) (bandit.Config, error) {
+	cfg := mushroomConfig(d, name, policy)
+	if extra == "" {
+		return cfg, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(extra))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&cfg)
+	return cfg, err
+}
+
 // mushroomConfig is the mushroom bandit with the given policy and the
 // service's defaults otherwise.
-func mushroomConfig(d *simulators.MushroomData, name string, policy bandit.PolicyKind) map[string]any {
-	features := make([]map[string]any, len(simulators.MushroomAttributes))
+func mushroomConfig(d *simulators.MushroomData, name string, policy bandit.PolicyKind) bandit.Config {
+	return bandit.Config{Name: name, Arms: []string{"eat", "pass"}, Features: mushroomFeatures(d), Policy: bandit.PolicyConfig{Kind: policy}}
+}
+
+// mushroomFeatures are the mushroom's attributes as categorical
+// features, with the values the data has.
+func mushroomFeatures(d *simulators.MushroomData) []bandit.Feature {
+	features := make([]bandit.Feature, len(simulators.MushroomAttributes))
 	for j, attr := range simulators.MushroomAttributes {
-		features[j] = map[string]any{"name": attr, "type": "categorical", "values": d.Values[j]}
+		features[j] = bandit.Feature{Name: attr, Type: bandit.Categorical, Values: d.Values[j]}
 	}
-	return map[string]any{"name": name, "arms": []string{"eat", "pass"}, "features": features, "policy": map[string]any{"kind": policy}}
+	return features
 }
 
 // mushroomReward is the environment of Riquelme et al. (2018) and

@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	apiclient "github.com/refinery-bandits/refinery/api/client"
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/simulators"
 )
 
 // TestLoadgenTable drives an in-memory serve with the load generator for
@@ -106,5 +110,30 @@ func TestLoadgenBatches(t *testing.T) {
 	}
 	if st := bs[0].Status; st.Decisions != int64(c.train+n) || st.Rewards != int64(c.train+n) {
 		t.Errorf("stored %d decisions and %d rewards; want the %d of training and the %d of the row, each rewarded", st.Decisions, st.Rewards, c.train, n)
+	}
+}
+
+// loadgen --config sets its settings over the mushroom bandit (the kind
+// of --policy stays unless --config names another), the result is a
+// configuration the service takes, and an unknown setting is an error
+// naming it.
+func TestLoadgenBanditConfig(t *testing.T) {
+	data := mushroomData(t)
+	cfg, err := loadgenBandit(data, "lg", bandit.EpsGreedy, `{"policy": {"epsilon": 0.2}, "model": {"hidden": [16]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Policy.Kind != bandit.EpsGreedy || cfg.Policy.Epsilon == nil || *cfg.Policy.Epsilon != 0.2 || !slices.Equal(cfg.Model.Hidden, []int{16}) || len(cfg.Features) != len(simulators.MushroomAttributes) {
+		t.Errorf("loadgenBandit = %+v, want eps-greedy at epsilon 0.2, hidden [16], the %d mushroom features", cfg, len(simulators.MushroomAttributes))
+	}
+	body, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bandit.ParseConfig(body); err != nil {
+		t.Errorf("the service refuses the body %s: %v", body, err)
+	}
+	if _, err := loadgenBandit(data, "lg", bandit.EpsGreedy, `{"modle": {"hidden": [16]}}`); err == nil || !strings.Contains(err.Error(), "modle") {
+		t.Errorf("an unknown setting: %v, want an error naming it", err)
 	}
 }

@@ -155,13 +155,11 @@ func mushroomData(t testing.TB) *simulators.MushroomData {
 	return d
 }
 
-// mushroomBandit is the mushroom bandit's configuration (mushroomConfig)
-// with the given top-level sections replaced.
-func mushroomBandit(d *simulators.MushroomData, name string, extra map[string]any) map[string]any {
-	cfg := mushroomConfig(d, name, "refined-ts")
-	for k, v := range extra {
-		cfg[k] = v
-	}
+// mushroomBandit is the refined-ts mushroom bandit's configuration
+// (mushroomConfig) changed by set.
+func mushroomBandit(d *simulators.MushroomData, name string, set func(*bandit.Config)) bandit.Config {
+	cfg := mushroomConfig(d, name, bandit.RefinedTS)
+	set(&cfg)
 	return cfg
 }
 
@@ -242,11 +240,12 @@ func runMushroom(t *testing.T, data *simulators.MushroomData, url string, steps,
 	m := startServe(t, url)
 	c := newClient(t, m.URL())
 	const name = "mushrooms"
-	c.must(http.StatusCreated, "POST", "/v1/bandits", mushroomBandit(data, name, map[string]any{
-		"policy":     map[string]any{"kind": "refined-ts", "samples": 3, "max_sample_uses": 4},
-		"model":      map[string]any{"hidden": []int{16}},
-		"training":   map[string]any{"iterations": 60, "snapshot_every": 5, "min_interval": "100ms"},
-		"refinement": map[string]any{"iterations": 20, "bank_size": 6},
+	c.must(http.StatusCreated, "POST", "/v1/bandits", mushroomBandit(data, name, func(c *bandit.Config) {
+		c.Policy.Samples, c.Policy.MaxSampleUses = 3, 4
+		c.Model.Hidden = []int{16}
+		minInterval := bandit.Duration(100 * time.Millisecond)
+		c.Training.Iterations, c.Training.SnapshotEvery, c.Training.MinInterval = 60, 5, &minInterval
+		c.Refinement.Iterations, c.Refinement.BankSize = 20, 6
 	}))
 
 	rng := rand.New(rand.NewPCG(2021, 43))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	apiclient "github.com/refinery-bandits/refinery/api/client"
+	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -25,16 +26,18 @@ const DefaultSimRate = 20
 // stream, so that the dashboard shows their regret side by side.
 var simPolicies = []string{"refined-ts", "eps-greedy"}
 
-// simModel is the model of the simulated bandits: cheaper than the
+// simModel sets the model of the simulated bandits: cheaper than the
 // defaults (hidden [100, 100], 500 training and 500 refinement
 // iterations) so that a 2-core laptop keeps up with 20 decisions/s per
 // bandit: two hidden layers of 32, 100 ELBO iterations per retraining
 // at most once a second, refined samples of 40 iterations per
 // conditional optimization.
-var simModel = map[string]any{
-	"model":      map[string]any{"hidden": []int{32, 32}},
-	"training":   map[string]any{"iterations": 100, "min_interval": "1s"},
-	"refinement": map[string]any{"iterations": 40},
+func simModel(c *bandit.Config) {
+	c.Model.Hidden = []int{32, 32}
+	c.Training.Iterations = 100
+	minInterval := bandit.Duration(time.Second)
+	c.Training.MinInterval = &minInterval
+	c.Refinement.Iterations = 40
 }
 
 // simEnv is an environment the simulator drives the service with: raw
@@ -42,7 +45,7 @@ var simModel = map[string]any{
 type simEnv interface {
 	name() string
 	arms() []string
-	features() []map[string]any
+	features() []bandit.Feature
 	// next draws a context, every arm's expected reward and every arm's
 	// realized reward.
 	next(rng *rand.Rand) (ctx map[string]any, expected, realized []float64)
@@ -57,13 +60,7 @@ type mushroomSim struct {
 func (m *mushroomSim) name() string   { return "mushroom" }
 func (m *mushroomSim) arms() []string { return []string{"eat", "pass"} }
 
-func (m *mushroomSim) features() []map[string]any {
-	f := make([]map[string]any, len(simulators.MushroomAttributes))
-	for j, attr := range simulators.MushroomAttributes {
-		f[j] = map[string]any{"name": attr, "type": "categorical", "values": m.data.Values[j]}
-	}
-	return f
-}
+func (m *mushroomSim) features() []bandit.Feature { return mushroomFeatures(m.data) }
 
 func (m *mushroomSim) next(rng *rand.Rand) (map[string]any, []float64, []float64) {
 	i := rng.IntN(len(m.data.Rows))
@@ -90,8 +87,8 @@ type wheelSim struct{ env simulators.Env }
 func (w *wheelSim) name() string   { return "wheel" }
 func (w *wheelSim) arms() []string { return w.env.ArmNames() }
 
-func (w *wheelSim) features() []map[string]any {
-	return []map[string]any{{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"}}
+func (w *wheelSim) features() []bandit.Feature {
+	return []bandit.Feature{{Name: "x1", Type: bandit.Numeric}, {Name: "x2", Type: bandit.Numeric}}
 }
 
 func (w *wheelSim) next(rng *rand.Rand) (map[string]any, []float64, []float64) {
@@ -234,10 +231,8 @@ func (s *simDriver) stop() {
 // create makes the bandit, retrying while the service loads; a bandit
 // of that name left by an earlier run (PostgreSQL) is driven as it is.
 func (s *simDriver) create(ctx context.Context, cl *apiclient.Client, name, policy string) error {
-	cfg := map[string]any{"name": name, "arms": s.env.arms(), "features": s.env.features(), "policy": map[string]any{"kind": policy}}
-	for k, v := range simModel {
-		cfg[k] = v
-	}
+	cfg := bandit.Config{Name: name, Arms: s.env.arms(), Features: s.env.features(), Policy: bandit.PolicyConfig{Kind: bandit.PolicyKind(policy)}}
+	simModel(&cfg)
 	for {
 		_, err := cl.CreateBandit(ctx, cfg)
 		switch code := apiclient.StatusCode(err); {

@@ -39,8 +39,9 @@ func presetNames() string {
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	def := bandit.DefaultConfig(bandit.RefinedTS) // the defaults the help names
 	envSpec := fs.String("env", "mushroom", "environment: mushroom[:opts], wheel[:opts] or csv:PATH (docs/simulate.md describes each and its options)")
-	policies := fs.String("policies", "refined-ts,mf-ts,eps-greedy", "comma-separated policies: "+strings.Join(simulators.PolicyNames, ", ")+"; eps-greedy expands to the preset's epsilons, eps-greedy:E takes one; mf-ts@M and refined-ts@M train with method M (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi; several joined by +); laplace-ts:diagonal or :last-layer picks the structure; refined-ts:supply plays refined TS on the service's sample supply (a bank of 16 refined samples, each serving up to 1000 decisions) instead of the preset's fresh samples per decision")
+	policies := fs.String("policies", "refined-ts,mf-ts,eps-greedy", "comma-separated policies: "+strings.Join(simulators.PolicyNames, ", ")+"; eps-greedy expands to the preset's epsilons, eps-greedy:E takes one; mf-ts@M and refined-ts@M train with method M (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi; several joined by +); laplace-ts:diagonal or :last-layer picks the structure; refined-ts:supply plays refined TS on the service's sample supply (a bank of "+strconv.Itoa(def.Refinement.BankSize)+" refined samples, each serving up to "+strconv.Itoa(def.Policy.MaxSampleUses)+" decisions) instead of the preset's fresh samples per decision")
 	steps := fs.Int("steps", 1000, "steps per run")
 	seeds := fs.Int("seeds", 1, "seeds per policy (seeds F..F+S-1)")
 	firstSeed := fs.Int("first-seed", 1, "first seed F (to extend an earlier run with new seeds)")
@@ -54,11 +55,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
 	var estimator bandit.Estimator
-	fs.TextVar(&estimator, "estimator", bandit.Estimator(""), "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, local-reparam)")
+	fs.TextVar(&estimator, "estimator", bandit.Estimator(""), "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, "+def.Training.Estimator.String()+")")
 	var bound bandit.Bound
-	fs.TextVar(&bound, "bound", bandit.Bound(""), "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of Tomczak et al. 2021) or collapsed-mean-var (Eq. 10) (default: the preset's, collapsed-mean)")
+	fs.TextVar(&bound, "bound", bandit.Bound(""), "the trainer's objective of the mean-field policies (training.bound): elbo, collapsed-mean (Eq. 9 of Tomczak et al. 2021) or collapsed-mean-var (Eq. 10) (default: the preset's, "+def.Training.Bound.String()+")")
 	var optimizer bandit.Optimizer
-	fs.TextVar(&optimizer, "optimizer", bandit.Optimizer(""), "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, Khan 2018) (default: the preset's, adam)")
+	fs.TextVar(&optimizer, "optimizer", bandit.Optimizer(""), "the trainer's optimizer of the mean-field policies (training.optimizer): adam or ngvi (natural-gradient VI, Khan 2018) (default: the preset's, "+def.Training.Optimizer.String()+")")
 	var sets setFlags
 	fs.Var(&sets, "set", "set one field of the preset's bandit configuration, as a JSON path and value: --set model.noise=per-arm --set training.sigma_lr=0.01 (repeatable; the value is JSON, or a string when it does not parse as JSON)")
 	replot := fs.String("replot", "", "redraw DIR/regret.png and regret.svg from the regret.csv and summary.json in DIR, and exit")
