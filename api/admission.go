@@ -246,7 +246,7 @@ func (s *Server) share(next http.Handler) http.Handler {
 				s.writeProblem(w, r, err)
 				return
 			}
-			s.writeProblem(w, r, withDetail(errOverloaded, "this API key has %d requests under way, its share of the server while other keys use it; retry after a second", s.shares.perKey))
+			s.writeProblem(w, r, withDetail(errOverloaded, "this API key has had its turn of the server while other keys use it (at most %d requests under way, and not more than %d requests ahead of the busiest other key over the last second); retry after a second", s.shares.perKey, s.shares.perKey))
 			return
 		}
 		defer s.shares.leave(key)
