@@ -53,33 +53,81 @@ func BenchmarkHeaviestDecision(b *testing.B) {
 			if bandit.DecisionBudget(cfg) != nil {
 				allowed = 0
 			}
-			ctx := context.Background()
-			// Stored as a bandit created before the budgets: it loads.
-			st := store.NewMemory()
-			raw, err := json.Marshal(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := st.CreateBandit(ctx, &bandit.Bandit{Name: cfg.Name, Config: raw}); err != nil {
-				b.Fatal(err)
-			}
-			svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1})
-			defer svc.Close(ctx)
-			if err := svc.Load(ctx); err != nil {
-				b.Fatal(err)
-			}
-			a, err := svc.Agent(cfg.Name)
-			if err != nil {
-				b.Fatal(err)
-			}
-			req := bandit.DecideRequest{Context: json.RawMessage(`{"size": 1}`)}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := a.Decide(ctx, req); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchmarkDecision(b, cfg)
 			b.ReportMetric(allowed, "allowed")
 		})
+	}
+}
+
+// benchmarkDecision measures Agent.Decide of cfg's bandit, stored as a
+// bandit created before the budgets (it loads whatever its size) and
+// loaded with no reward (version 0).
+func benchmarkDecision(b *testing.B, cfg *bandit.Config) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.CreateBandit(ctx, &bandit.Bandit{Name: cfg.Name, Config: raw}); err != nil {
+		b.Fatal(err)
+	}
+	svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		b.Fatal(err)
+	}
+	a, err := svc.Agent(cfg.Name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := bandit.DecideRequest{Context: json.RawMessage(`{"size": 1}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Decide(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHeaviestLastLayerDecision measures one decision of the
+// policies whose budget counts last-layer inputs instead of parameters
+// (laplace-ts "last-layer" and flow-ts: draws x arms x (inputs+1)^2 within
+// MaxDecisionCost; neural-linear: propensity_samples x arms x
+// (inputs+1)^2 within MaxLinearCost), at 100 arms and a last hidden
+// layer of 100 with the most draws those budgets allow (the first size
+// of each that Validate accepts), and one of 100 draws: `make
+// bench-decision-cost`, bench/decision-cost.md.
+func BenchmarkHeaviestLastLayerDecision(b *testing.B) {
+	for _, kind := range []struct {
+		name string
+		set  func(*bandit.Config)
+	}{
+		{"laplace-ts-last-layer", func(c *bandit.Config) { c.Policy.Kind = bandit.LaplaceTS; c.Policy.Laplace = "last-layer" }},
+		{"flow-ts", func(c *bandit.Config) { c.Policy.Kind = bandit.FlowTS }},
+		{"neural-linear", func(c *bandit.Config) { c.Policy.Kind = bandit.NeuralLinear }},
+	} {
+		for _, draws := range []int{10000, 1000, 240, 100} {
+			cfg := heavyConfig(100, 100, draws)
+			cfg.Name = "heavy"
+			kind.set(cfg)
+			bandit.SetDefaults(cfg)
+			if bandit.Validate(cfg) != nil {
+				continue // past the budget: the next size down
+			}
+			b.Run(fmt.Sprintf("%s/arms=100/hidden=100/draws=%d", kind.name, draws), func(b *testing.B) {
+				benchmarkDecision(b, cfg)
+			})
+			if draws != 100 {
+				cfg := heavyConfig(100, 100, 100)
+				cfg.Name = "heavy"
+				kind.set(cfg)
+				bandit.SetDefaults(cfg)
+				b.Run(fmt.Sprintf("%s/arms=100/hidden=100/draws=100", kind.name), func(b *testing.B) {
+					benchmarkDecision(b, cfg)
+				})
+			}
+			break
+		}
 	}
 }
