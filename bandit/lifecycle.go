@@ -274,7 +274,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	case p.Shadow != nil && c.Shadow == nil:
 		out = append(out, "shadow: removed")
 	case p.Shadow != nil:
-		out = append(out, "shadow: the candidate is stored; the live policy still decides")
+		out = append(out, "shadow: a new candidate agent trains on every stored reward and is asked at every decision from now; the live policy still decides")
 	}
 	if p.Reward != nil {
 		out = append(out, "reward: applies from now, to decisions already made too (the default-reward reaper starts again)")
@@ -300,7 +300,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 		}
 		out = append(out, "add_values: stored decisions keep their encoding; the trainer encodes their contexts again")
 	}
-	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.Shadow != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
+	if caps.SampleBank && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
 		out = append(out, "the bank of refined samples starts empty and refills from the kept posterior; until its first samples decisions act on mean-field draws (sample \"mean-field\")")
 	}
 	if caps.FitsAtMAP && (len(c.Arms) > len(cur.Arms) || added > 0) {
@@ -390,7 +390,10 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 //
 // Archiving alone changes nothing else: the agent stays, and from the
 // next request Decide answers ErrArchived (rewards of earlier decisions
-// are still accepted and trained on). Any other change stores the new
+// are still accepted and trained on). A change of the shadow alone
+// (with or without archived) keeps the agent too and replaces only its
+// candidate (shadow.go), which loads every stored reward. Any other
+// change stores the new
 // configuration and replaces the agent: the old one stops (its trainer
 // persists its posterior), and a new one loads from the store as after
 // a restart, with its posterior (grown to the new arms and inputs,
@@ -435,6 +438,16 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	if !onlyArchive && !archivedAt.IsZero() && p.Archived == nil {
 		return nil, nil, fmt.Errorf("bandit %s is archived: unarchive it (\"archived\": false, in the same patch or first) to change it: %w", name, ErrArchived)
 	}
+	// A change of the candidate alone keeps the live agent: the new
+	// candidate is built and loaded first (nothing is stored if that
+	// fails), then takes the old one's place.
+	onlyShadow := p.Shadow != nil && p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil
+	var sh *Agent
+	if onlyShadow {
+		if sh, err = s.loadShadow(ctx, &Bandit{Name: name, CreatedAt: old.CreatedAt()}, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -444,6 +457,10 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	}
 	old.setArchived(archivedAt)
 	defer s.announceChanged(ctx, name)
+	if onlyShadow {
+		old.setShadow(sh)
+		return old, effects, nil
+	}
 	if onlyArchive {
 		return old, effects, nil
 	}

@@ -77,8 +77,16 @@ func (a *Agent) Spread() []LayerSpread {
 // Name returns the bandit's name.
 func (a *Agent) Name() string { return a.name }
 
-// Config returns the bandit's configuration, defaults filled in.
-func (a *Agent) Config() Config { return a.cfg }
+// Config returns the bandit's configuration, defaults filled in, with
+// its candidate's (Config.Shadow) when it has one.
+func (a *Agent) Config() Config {
+	c := a.cfg
+	if sh := a.shadow.Load(); sh != nil {
+		s := &sh.cfg
+		c.Shadow = &ShadowConfig{Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement}
+	}
+	return c
+}
 
 // CreatedAt returns when the bandit was created.
 func (a *Agent) CreatedAt() time.Time { return a.createdAt }
