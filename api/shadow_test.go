@@ -2,10 +2,12 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
@@ -106,4 +108,68 @@ func testShadowConfiguration(t *testing.T, st bandit.Store) {
 		t.Errorf("GET after removing it shows the shadow %+v", v.Shadow)
 	}
 	g.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d2", "context": {"color": "red", "size": 1}}`)
+}
+
+// loggedShadows reads the name's decision log (one page of up to 1000)
+// and returns each record's shadow choice, nil where there is none.
+func (f *fixture) loggedShadows(t *testing.T, name string) []*wire.ShadowChoice {
+	t.Helper()
+	var page struct {
+		Decisions []struct {
+			Shadow *wire.ShadowChoice `json:"shadow"`
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal(f.must(t, http.StatusOK, "GET", "/v1/bandits/"+name+"/decisions?limit=1000", ""), &page); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*wire.ShadowChoice, len(page.Decisions))
+	for i, d := range page.Decisions {
+		out[i] = d.Shadow
+	}
+	return out
+}
+
+// TestShadowChoicesLogged: every decision of a bandit with a candidate,
+// single or in a batch, carries the candidate's arm and probabilities in
+// its answer and in the decision log, after a restart too; a bandit
+// without one logs none. On both stores.
+func TestShadowChoicesLogged(t *testing.T) { onBothStores(t, testShadowChoicesLogged) }
+
+func testShadowChoicesLogged(t *testing.T, st bandit.Store) {
+	f := newFixture(t, st)
+	withShadow := strings.Replace(toyBandit, `"training": {"iterations": 5}`, `"training": {"iterations": 5}, "shadow": {"policy": {"kind": "uniform"}}`, 1)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", withShadow)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", strings.Replace(toyBandit, `"toy"`, `"plain"`, 1))
+	for _, name := range []string{"toy", "plain"} {
+		var d struct {
+			Shadow *wire.ShadowChoice `json:"shadow"`
+		}
+		for i := range 5 {
+			body := f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/decisions", fmt.Sprintf(`{"context": {"color": "red", "size": %d}}`, i))
+			if err := json.Unmarshal(body, &d); err != nil {
+				t.Fatal(err)
+			}
+			if (d.Shadow != nil) != (name == "toy") {
+				t.Errorf("%s: decision %d answered with shadow %+v; want one exactly when the bandit has a candidate", name, i, d.Shadow)
+			}
+		}
+		f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/decision-batches", `{"contexts": [{"color": "red", "size": 1}, {"color": "blue", "size": 2}, {"color": "blue", "size": 3}]}`)
+	}
+	g := newFixture(t, st) // a restart reads them back from the store
+	for _, h := range []*fixture{f, g} {
+		toy, plain := h.loggedShadows(t, "toy"), h.loggedShadows(t, "plain")
+		if len(toy) != 8 || len(plain) != 8 {
+			t.Fatalf("logged %d and %d decisions, want 8 and 8", len(toy), len(plain))
+		}
+		for i, sh := range toy {
+			if sh == nil || (sh.Arm != "a" && sh.Arm != "b") || sh.Probabilities["a"] != 0.5 || sh.Probabilities["b"] != 0.5 {
+				t.Errorf("toy's decision %d logged the shadow choice %+v, want an arm of the uniform candidate at 0.5 each", i, sh)
+			}
+		}
+		for i, sh := range plain {
+			if sh != nil {
+				t.Errorf("plain's decision %d logged the shadow choice %+v, want none", i, sh)
+			}
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -25,10 +26,12 @@ func waitRows(t *testing.T, a *bandit.Agent, rows int) {
 }
 
 // TestShadowTrainsBesideTheLiveAgent: a bandit with a candidate (greedy
-// beside a live eps-greedy) runs a second agent, which learns the toy
+// beside a live eps-greedy) runs a second agent, asked at every decision
+// (its choice and probabilities logged with it), which learns the toy
 // problem from the live policy's rewards; the snapshots stored are the
 // live policy's only; a PATCH of the candidate keeps the live agent,
-// a restart builds the candidate again, and a PATCH removes it.
+// a restart builds the candidate again, and a PATCH removes it (no
+// shadow choice logged after).
 func TestShadowTrainsBesideTheLiveAgent(t *testing.T) {
 	ctx := context.Background()
 	st := store.NewMemory()
@@ -49,6 +52,15 @@ func TestShadowTrainsBesideTheLiveAgent(t *testing.T) {
 	}
 	const n = 200
 	playToy(t, a, n, 1)
+	recs, err := st.Decisions(ctx, "toy", bandit.DecisionQuery{Limit: 2 * n})
+	if err != nil || len(recs) != n {
+		t.Fatalf("the log has %d decisions (%v), want %d", len(recs), err, n)
+	}
+	for i, d := range recs {
+		if p := d.ShadowPropensities; len(p) != 2 || math.Abs(p[0]+p[1]-1) > 1e-9 || p[d.ShadowArm] <= 0 {
+			t.Fatalf("decision %d logged the shadow arm %d, propensities %v; want a distribution over 2 arms giving the arm > 0", i, d.ShadowArm, p)
+		}
+	}
 	waitRows(t, a.Shadow(), n)
 	for _, tc := range []struct {
 		color string
@@ -79,6 +91,13 @@ func TestShadowTrainsBesideTheLiveAgent(t *testing.T) {
 	if b != a || a.Status().ModelVersion < liveVersion || a.Shadow().Config().Policy.Kind != bandit.Uniform || a.Config().Shadow.Policy.Kind != bandit.Uniform {
 		t.Fatalf("after a PATCH of the shadow: agent replaced %v, version %d (was %d), shadow %+v; want the same agent with a uniform candidate",
 			b != a, a.Status().ModelVersion, liveVersion, a.Config().Shadow)
+	}
+	out, err := a.Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(`{"color": "red", "size": 1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := out.Decision.ShadowPropensities; len(p) != 2 || p[0] != 0.5 || p[1] != 0.5 {
+		t.Errorf("the uniform candidate's propensities %v, want [0.5 0.5]", p)
 	}
 
 	if err := svc.Close(ctx); err != nil {
@@ -114,8 +133,12 @@ func TestShadowTrainsBesideTheLiveAgent(t *testing.T) {
 	if _, _, err := svc2.Update(ctx, "toy", patch); err != nil {
 		t.Fatal(err)
 	}
-	if a2.Shadow() != nil || a2.Config().Shadow != nil {
-		t.Errorf("after removing the candidate: agent %v, config %+v; want none", a2.Shadow(), a2.Config().Shadow)
+	out, err = a2.Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(`{"color": "red", "size": 1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Shadow() != nil || a2.Config().Shadow != nil || out.Decision.ShadowPropensities != nil {
+		t.Errorf("after removing the candidate: agent %v, config %+v, decision's shadow propensities %v; want none", a2.Shadow(), a2.Config().Shadow, out.Decision.ShadowPropensities)
 	}
 }
 
