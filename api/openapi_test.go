@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -419,7 +420,7 @@ func contractServerWith(t *testing.T, cfg Config) *Server {
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st,
+	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st, ShadowEstimator: simulators.EstimateShadow,
 		RefusedKeyDelay: 20 * time.Millisecond})
 	t.Cleanup(func() {
 		s.Close()
@@ -606,7 +607,11 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["a"]}`, 400})
 	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 0.3}, "model": {"hidden": [3]}}}`, 200})
 	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 3}}}`, 400})
-	do(exchange{"GET", "/v1/bandits/eps", "", "", 200})
+	do(exchange{"GET", "/v1/bandits/eps", "", "", 200}) // the shadow estimate says why it has no values (one reward)
+	do(exchange{"POST", "/v1/bandits/eps/events/y1/reward", "", `{"value": 0}`, 204})
+	do(exchange{"POST", "/v1/bandits/eps/events/y2/reward", "", `{"value": 1}`, 204})
+	do(exchange{"GET", "/v1/bandits/eps", "", "", 200}) // and its values, over three
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"promote_shadow": true}`, 400})
 	do(exchange{"PATCH", "/v1/bandits/ts", "text/plain", `{"archived": true}`, 415})
 	do(exchange{"PATCH", "/v1/bandits/none", "", `{"archived": true}`, 404})
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"archived": true}`, 200})
@@ -619,6 +624,7 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"DELETE", "/v1/bandits/last?purge=true", "", "", 204})
 	do(exchange{"DELETE", "/v1/bandits/last", "", "", 404})
 	do(exchange{"DELETE", "/v1/bandits/eps?purge=maybe", "", "", 400})
+	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"promote_shadow": true}`, 200})
 	time.Sleep(150 * time.Millisecond) // the dashboard's sampler runs every 50ms
 	do(exchange{"GET", "/v1/dashboard", "", "", 200})
 

@@ -57,8 +57,16 @@ func ParsePatch(data []byte) (*Patch, error) {
 	if p.Shadow != nil && !isObject(p.Shadow) && !isNull(p.Shadow) {
 		v.add("shadow", "want a candidate configuration (an object of policy, model, training, refinement) or null to remove it")
 	}
-	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && len(v.errs) == 0 {
-		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values, archived or shadow")
+	if p.PromoteShadow != nil {
+		switch {
+		case !*p.PromoteShadow:
+			v.add("promote_shadow", "want true to promote the shadow (false changes nothing)")
+		case p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.AddArms != nil || p.AddValues != nil || p.Shadow != nil:
+			v.add("promote_shadow", "promote the shadow in a patch of its own (with archived at most): its policy, model, training and refinement replace the bandit's")
+		}
+	}
+	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && p.PromoteShadow == nil && len(v.errs) == 0 {
+		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values, archived, shadow or promote_shadow")
 	}
 	if err := v.err(); err != nil {
 		return nil, err
@@ -139,6 +147,9 @@ func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
 // ApplyPatch returns cur changed by p, defaults filled in and
 // validated, and the effects of the change on the live agent in words.
 func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
+	if p.PromoteShadow != nil {
+		return promoted(cur)
+	}
 	var v validator
 	doc := map[string]json.RawMessage{}
 	raw, err := json.Marshal(cur)
@@ -228,6 +239,29 @@ func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
 		return nil, nil, err
 	}
 	return &c, effects(cur, &c, p, added), nil
+}
+
+// promoted returns cur with its candidate promoted (Patch.PromoteShadow):
+// the shadow's policy, model, training and refinement, and no shadow.
+// A *ValidationError naming promote_shadow when cur has no shadow.
+func promoted(cur *Config) (*Config, []string, error) {
+	cand := Candidate(cur)
+	if cand == nil {
+		return nil, nil, invalid("promote_shadow", "the bandit has no shadow to promote")
+	}
+	raw, err := json.Marshal(cand) // a deep copy: the result is the caller's
+	if err != nil {
+		return nil, nil, err
+	}
+	var c Config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, nil, err
+	}
+	SetDefaults(&c)
+	if err := Validate(&c); err != nil {
+		return nil, nil, err
+	}
+	return &c, []string{fmt.Sprintf("promote_shadow: the candidate (%s) decides from now, from the posterior it trained as the shadow, and the bandit has no shadow; the %s posterior is dropped", c.Policy.Kind, cur.Policy.Kind)}, nil
 }
 
 // addNames appends to dst the names of add (at field[i]) that are valid
@@ -404,7 +438,10 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 // earlier encoder, is encoded again from the context the trainer reads
 // with it).
 //
-// policy.kind cannot change: what a bandit learned is of its kind (a
+// Promoting the shadow (Patch.PromoteShadow) replaces the agent too,
+// with the candidate's configuration, starting from the candidate's
+// posterior (savePromoted). Otherwise policy.kind cannot change: what a
+// bandit learned is of its kind (a
 // mean-field posterior, a point estimate, per-arm linear posteriors, a
 // bank of refined samples), and its decision log would mix two
 // policies' propensities; a new bandit of the other kind is the honest
@@ -434,7 +471,7 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		archivedAt = time.Time{}
 		effects = append(effects, "archived: false: the bandit decides again")
 	}
-	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil
+	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil && p.PromoteShadow == nil
 	if !onlyArchive && !archivedAt.IsZero() && p.Archived == nil {
 		return nil, nil, fmt.Errorf("bandit %s is archived: unarchive it (\"archived\": false, in the same patch or first) to change it: %w", name, ErrArchived)
 	}
@@ -470,6 +507,12 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	ctx = context.WithoutCancel(ctx)
 	if err := old.close(ctx); err != nil {
 		s.log.Warn("persisting the posterior before an update failed", "bandit", name, "err", err)
+	}
+	if p.PromoteShadow != nil {
+		if err := s.savePromoted(ctx, old); err != nil {
+			s.log.Error("storing the shadow's posterior for the promotion failed; the promoted policy retrains from the prior", "bandit", name, "err", err)
+			effects = append(effects, "storing the shadow's posterior failed: the promoted policy retrains from the prior on every stored reward")
+		}
 	}
 	grown := len(cfg.Arms) != len(cur.Arms) || NewEncoder(cfg.Features).Dim() != old.enc.Dim()
 	if grown && old.fl != nil {

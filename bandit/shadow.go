@@ -2,8 +2,11 @@ package bandit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+
+	"github.com/refinery-bandits/refinery/bandit/spec"
 )
 
 // The shadow policy (apprentice mode, issue 32): a bandit whose
@@ -85,3 +88,40 @@ func (sh *Agent) askShadow(ctx context.Context, d *Decision, x []float64, exclud
 	}
 	d.ShadowArm, d.ShadowPropensities = c.Arm, c.Propensities
 }
+
+// savePromoted stores the published posterior of old's candidate as the
+// bandit's newest snapshot, so that the agent of the promoted
+// configuration (Patch.PromoteShadow) loads it and decides from what the
+// candidate learned as the shadow rather than from the prior. Nothing
+// is stored when the candidate has not trained. old has stopped.
+func (s *Service) savePromoted(ctx context.Context, old *Agent) error {
+	sh := old.shadow.Load()
+	if sh == nil {
+		return nil
+	}
+	m := sh.model.Load()
+	if m.version == 0 || !sh.caps.Model {
+		return nil
+	}
+	snap, err := sh.snapshotOf(m)
+	if err != nil {
+		return err
+	}
+	var latest int64
+	switch last, err := s.store.LatestSnapshot(ctx, old.name); {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		latest = last.Version
+	}
+	snap.Version = nextVersion(latest)
+	return s.store.SaveSnapshot(ctx, snap)
+}
+
+// ShadowEstimate is the off-policy estimate of a bandit's candidate
+// against its live policy (spec.ShadowEstimate).
+type ShadowEstimate = spec.ShadowEstimate
+
+// Interval is an estimate with its confidence interval (spec.Interval).
+type Interval = spec.Interval
