@@ -624,9 +624,9 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"DELETE", "/v1/bandits/last?purge=true", "", "", 204})
 	do(exchange{"DELETE", "/v1/bandits/last", "", "", 404})
 	do(exchange{"DELETE", "/v1/bandits/eps?purge=maybe", "", "", 400})
-	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"promote_shadow": true}`, 200})
 	time.Sleep(150 * time.Millisecond) // the dashboard's sampler runs every 50ms
-	do(exchange{"GET", "/v1/dashboard", "", "", 200})
+	do(exchange{"GET", "/v1/dashboard", "", "", 200}) // with eps's shadow and its estimate
+	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"promote_shadow": true}`, 200})
 
 	// A server that requires keys: the answers without one.
 	keyed := contractServerWith(t, Config{RequireKeys: true})
