@@ -296,8 +296,9 @@ type Config struct {
 }
 
 // ShadowEstimator estimates the named bandit's candidate against its
-// live policy from the decision log in st (Config.ShadowEstimator).
-type ShadowEstimator func(ctx context.Context, st bandit.Store, name string) (*bandit.ShadowEstimate, error)
+// live policy from the decision log in st, over the decisions made
+// since the candidate was set (Config.ShadowEstimator).
+type ShadowEstimator func(ctx context.Context, st bandit.Store, name string, since time.Time) (*bandit.ShadowEstimate, error)
 
 // Defaults of Config.
 const (
@@ -908,10 +909,11 @@ func (s *Server) view(ctx context.Context, a *bandit.Agent, withStatus bool) (*b
 // estimateShadow is Config.ShadowEstimator's estimate of a's candidate;
 // nil when a has no shadow or the server no estimator.
 func (s *Server) estimateShadow(ctx context.Context, a *bandit.Agent) (*bandit.ShadowEstimate, error) {
-	if a.Shadow() == nil || s.shadowEstimate == nil {
+	sh := a.Config().Shadow
+	if sh == nil || s.shadowEstimate == nil {
 		return nil, nil
 	}
-	return s.shadowEstimate(ctx, s.svc.Store(), a.Name())
+	return s.shadowEstimate(ctx, s.svc.Store(), a.Name(), sh.Since)
 }
 
 func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {

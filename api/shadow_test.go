@@ -250,6 +250,18 @@ func testShadowEstimateAndPromote(t *testing.T, st bandit.Store) {
 		t.Errorf("a bandit without a shadow shows the estimate %+v", v.Status.ShadowEstimate)
 	}
 
+	// A PATCH sets a new candidate (the same configuration again): its
+	// estimate is over the decisions made since, none yet.
+	f.must(t, http.StatusOK, "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "greedy"}, "model": {"hidden": [4]}, "training": {"iterations": 20}}}`)
+	if e := f.estimateView(t, "GET", "/v1/bandits/toy", "").Status.ShadowEstimate; e == nil || e.Decisions != 0 || e.Candidate != nil {
+		t.Errorf("after setting a new candidate the estimate is %+v, want one over no decisions", e)
+	}
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "n1", "context": {"color": "red", "size": 1}}`)
+	f.must(t, http.StatusNoContent, "POST", "/v1/bandits/toy/events/n1/reward", `{"value": 1}`)
+	if e := f.estimateView(t, "GET", "/v1/bandits/toy", "").Status.ShadowEstimate; e == nil || e.Decisions != 1 || e.Scanned != 1 {
+		t.Errorf("after one more rewarded decision the estimate is %+v, want one over it alone", e)
+	}
+
 	for _, tc := range []struct{ name, path, body string }{
 		{"promoting on a bandit without a shadow", "/v1/bandits/plain", `{"promote_shadow": true}`},
 		{"promote_shadow false", "/v1/bandits/toy", `{"promote_shadow": false}`},

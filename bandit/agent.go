@@ -179,6 +179,9 @@ type Agent struct {
 	// persists no snapshot and runs no reaper.
 	shadow    atomic.Pointer[Agent]
 	candidate bool
+	// shadowSince is a candidate's ShadowConfig.Since, set before it is
+	// published (setShadow) and read only after.
+	shadowSince time.Time
 
 	// trainErr is the last training error (or recovered panic) while
 	// it lasts; nil after a successful training. Status reports it.

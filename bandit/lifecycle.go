@@ -485,6 +485,14 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 			return nil, nil, err
 		}
 	}
+	if p.Shadow != nil && cfg.Shadow != nil {
+		// A new candidate: its estimate is over the decisions from now
+		// (those made until setShadow below still log the old one's).
+		cfg.Shadow.Since = shadowNow()
+		if sh != nil {
+			sh.shadowSince = cfg.Shadow.Since
+		}
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, nil, err

@@ -279,6 +279,9 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 		s.creating--
 		s.mu.Unlock()
 	}()
+	if cfg.Shadow != nil {
+		cfg.Shadow.Since = shadowNow()
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"time"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
 )
@@ -42,12 +43,16 @@ func (s *Service) loadShadow(ctx context.Context, b *Bandit, cfg *Config) (*Agen
 	if err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
-	sh.candidate = true
+	sh.candidate, sh.shadowSince = true, cfg.Shadow.Since
 	if err := sh.load(ctx); err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
 	return sh, nil
 }
+
+// shadowNow is the time a candidate is set (ShadowConfig.Since), at the
+// store's resolution.
+func shadowNow() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // nextSeed returns the seed of the next agent the service builds.
 func (s *Service) nextSeed() uint64 { return s.seed + s.seeds.Add(1)*0x9e3779b97f4a7c15 }

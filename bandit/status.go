@@ -83,7 +83,7 @@ func (a *Agent) Config() Config {
 	c := a.cfg
 	if sh := a.shadow.Load(); sh != nil {
 		s := &sh.cfg
-		c.Shadow = &ShadowConfig{Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement}
+		c.Shadow = &ShadowConfig{Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement, Since: sh.shadowSince}
 	}
 	return c
 }

@@ -28,7 +28,8 @@ const (
 // EstimateShadow estimates the value of the named bandit's candidate and
 // of its live policy by SNIPS (self-normalized IPS; Swaminathan and
 // Joachims 2015), over the rewarded decisions among its ShadowWindow
-// newest that logged the candidate's probabilities: the candidate's
+// newest made since the candidate was set (bandit.ShadowConfig.Since;
+// zero: any) that logged the candidate's probabilities: the candidate's
 // with weights π(a_i|x_i)/μ(a_i|x_i), π its logged probability of the
 // logged arm and μ the live policy's; the live policy's with weights 1,
 // the mean logged reward. SNIPS rather than IPS: it stays within the
@@ -37,18 +38,23 @@ const (
 // defaults (DR needs a reward model fitted apart, which a log window
 // does not have). Intervals are at ShadowLevel. With fewer than two such
 // decisions the estimates are nil with the reason.
-func EstimateShadow(ctx context.Context, st bandit.Store, name string) (*bandit.ShadowEstimate, error) {
+func EstimateShadow(ctx context.Context, st bandit.Store, name string, since time.Time) (*bandit.ShadowEstimate, error) {
 	const page = 1000
 	var cand, live []OPERow
 	est := &bandit.ShadowEstimate{Estimator: EstSNIPS, Level: ShadowLevel}
 	var before time.Time
-	for est.Scanned < ShadowWindow {
+	older := false // a decision made before since was read: the rest are older still
+	for est.Scanned < ShadowWindow && !older {
 		recs, err := st.ListDecisions(ctx, name, before, min(page, ShadowWindow-est.Scanned))
 		if err != nil {
 			return nil, fmt.Errorf("shadow estimate %s: %w", name, err)
 		}
-		est.Scanned += len(recs)
 		for _, r := range recs {
+			if r.CreatedAt.Before(since) {
+				older = true
+				break
+			}
+			est.Scanned++
 			if r.Reward == nil || r.ShadowPropensities == nil || len(r.ShadowPropensities) != len(r.Propensities) ||
 				r.Arm < 0 || r.Arm >= len(r.Propensities) || !(r.Propensities[r.Arm] > 0) {
 				continue
@@ -65,7 +71,7 @@ func EstimateShadow(ctx context.Context, st bandit.Store, name string) (*bandit.
 	}
 	est.Decisions = len(cand)
 	if len(cand) < 2 {
-		est.Reason = fmt.Sprintf("%d rewarded decisions with the shadow's choice among the newest %d, want at least 2", len(cand), est.Scanned)
+		est.Reason = fmt.Sprintf("%d rewarded decisions with this shadow's choice among the newest %d, want at least 2", len(cand), est.Scanned)
 		return est, nil
 	}
 	z := ZOfLevel(ShadowLevel)

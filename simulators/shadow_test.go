@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/simulators"
@@ -36,9 +37,11 @@ func TestEstimateShadowIsSNIPS(t *testing.T) {
 		{0, []float64{0.5, 0.5}, []float64{0.5, 0.5}, math.NaN()},
 		{0, []float64{0.5, 0.5}, nil, 1},
 	}
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	for i, r := range rows {
 		id := fmt.Sprint("e", i)
-		d := &bandit.Decision{Bandit: "b", EventID: id, Context: json.RawMessage(`{}`), Arm: r.arm, Propensities: r.mu, ShadowPropensities: r.pi}
+		d := &bandit.Decision{Bandit: "b", EventID: id, Context: json.RawMessage(`{}`), Arm: r.arm, Propensities: r.mu, ShadowPropensities: r.pi,
+			CreatedAt: t0.Add(time.Duration(i) * time.Second)}
 		if _, _, err := st.InsertDecision(ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +51,7 @@ func TestEstimateShadowIsSNIPS(t *testing.T) {
 			}
 		}
 	}
-	est, err := simulators.EstimateShadow(ctx, st, "b")
+	est, err := simulators.EstimateShadow(ctx, st, "b", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,5 +63,15 @@ func TestEstimateShadowIsSNIPS(t *testing.T) {
 		est.Live == nil || est.Live.Value != 0.5 || !(est.Candidate.Lo < want && want < est.Candidate.Hi) {
 		t.Errorf("EstimateShadow = %+v (candidate %+v, live %+v), want 4 of 6 decisions, the candidate at %g, the live policy at 0.5",
 			est, est.Candidate, est.Live, want)
+	}
+
+	// Since the third decision (a candidate set then): the third and
+	// fourth rewarded rows only, w = 1 and 0.125 on rewards 1 and 0.
+	est, err = simulators.EstimateShadow(ctx, st, "b", t0.Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 / 1.125; est.Decisions != 2 || est.Scanned != 4 || est.Candidate == nil || math.Abs(est.Candidate.Value-want) > tol {
+		t.Errorf("EstimateShadow since the third decision = %+v (candidate %+v), want 2 of 4 decisions, the candidate at %g", est, est.Candidate, want)
 	}
 }
