@@ -18,8 +18,9 @@
 //	                                                  network grows, the new units at the prior, the rest kept);
 //	                                                  "archived": true|false; "shadow": a candidate configuration
 //	                                                  replacing the bandit's whole, or null removing it
-//	                                                  (bandit.ShadowConfig). 200: the bandit, with "effects": what
-//	                                                  the change did, in words. policy.kind, name, model and
+//	                                                  (bandit.ShadowConfig); "promote_shadow": true, alone, makes
+//	                                                  the candidate the live configuration. 200: the bandit, with
+//	                                                  "effects": what the change did, in words. policy.kind, name, model and
 //	                                                  existing arms and features cannot change (400 naming them);
 //	                                                  an archived bandit takes no change but unarchiving (409)
 //	DELETE /v1/bandits/{name}[?purge=true]            204. Without purge the decision log (decisions, rewards)
@@ -277,6 +278,14 @@ type Config struct {
 	// refusal is answered at once, still closing its connection. Zero
 	// means DefaultMaxRefusedPending.
 	MaxRefusedPending int
+	// ShadowEstimator, when not nil, estimates the value of a bandit's
+	// candidate (shadow) against its live policy's from the decision
+	// log; GET /v1/bandits/{name} (status.shadow_estimate) and the
+	// dashboard show it for a bandit that has a shadow. serve sets
+	// simulators.EstimateShadow, refinery evaluate's estimators (package
+	// api does not import them: package simulators' tests import api).
+	// Nil: no estimate is shown.
+	ShadowEstimator ShadowEstimator
 	// AllowedHosts, when not empty, are the only host names the Host
 	// header may carry (compared without the port, case-insensitively;
 	// "::1" matches "[::1]:8080"); any other is a 421 problem. serve sets
@@ -285,6 +294,11 @@ type Config struct {
 	// not served (DNS rebinding; issue 31, finding 10). Empty: any Host.
 	AllowedHosts []string
 }
+
+// ShadowEstimator estimates the named bandit's candidate against its
+// live policy from the decision log in st, over the decisions made
+// since the candidate was set (Config.ShadowEstimator).
+type ShadowEstimator func(ctx context.Context, st bandit.Store, name string, since time.Time) (*bandit.ShadowEstimate, error)
 
 // Defaults of Config.
 const (
@@ -296,15 +310,16 @@ const (
 
 // Server is the HTTP handler.
 type Server struct {
-	svc      *bandit.Service
-	metrics  *Metrics
-	log      *slog.Logger
-	router   chi.Router
-	routes   []route // what router serves, for Allow
-	timeout  time.Duration
-	draining atomic.Bool
-	dash     *Dashboard
-	logs     logLimiter
+	svc            *bandit.Service
+	metrics        *Metrics
+	log            *slog.Logger
+	router         chi.Router
+	routes         []route // what router serves, for Allow
+	timeout        time.Duration
+	draining       atomic.Bool
+	dash           *Dashboard
+	logs           logLimiter
+	shadowEstimate ShadowEstimator
 
 	slots          chan struct{} // one per request in flight
 	waiting        atomic.Int64
@@ -379,7 +394,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxRefusedPending <= 0 {
 		cfg.MaxRefusedPending = DefaultMaxRefusedPending
 	}
-	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
+	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard, shadowEstimate: cfg.ShadowEstimator,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
 		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)},
@@ -858,6 +873,10 @@ type statusView struct {
 	// TrainerLag is the number of stored rewards the published
 	// posterior has not been trained on yet.
 	TrainerLag int64 `json:"trainer_lag"`
+	// ShadowEstimate is the off-policy estimate of the candidate against
+	// the live policy (Config.ShadowEstimator); absent without a shadow
+	// or an estimator.
+	ShadowEstimate *bandit.ShadowEstimate `json:"shadow_estimate,omitempty"`
 	bandit.Status
 }
 
@@ -881,7 +900,20 @@ func (s *Server) view(ctx context.Context, a *bandit.Agent, withStatus bool) (*b
 	if !a.Capabilities().Model {
 		v.Status.TrainerLag = 0
 	}
+	if v.Status.ShadowEstimate, err = s.estimateShadow(ctx, a); err != nil {
+		return nil, err
+	}
 	return v, nil
+}
+
+// estimateShadow is Config.ShadowEstimator's estimate of a's candidate;
+// nil when a has no shadow or the server no estimator.
+func (s *Server) estimateShadow(ctx context.Context, a *bandit.Agent) (*bandit.ShadowEstimate, error) {
+	sh := a.Config().Shadow
+	if sh == nil || s.shadowEstimate == nil {
+		return nil, nil
+	}
+	return s.shadowEstimate(ctx, s.svc.Store(), a.Name(), sh.Since)
 }
 
 func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,13 @@ type dashboardView struct {
 	Replicas []bandit.Replica `json:"replicas,omitempty"`
 }
 
+// dashShadow is a bandit's candidate on the dashboard: its policy kind
+// and, with an estimator, the estimate of it against the live policy.
+type dashShadow struct {
+	Policy   string                 `json:"policy"`
+	Estimate *bandit.ShadowEstimate `json:"estimate,omitempty"`
+}
+
 // dashBandit is one bandit on the dashboard.
 type dashBandit struct {
 	Name   string   `json:"name"`
@@ -49,6 +56,10 @@ type dashBandit struct {
 	// Regret is the simulator's cumulative expected regret; absent when
 	// the traffic does not come from a simulator.
 	Regret *dashRegret `json:"regret,omitempty"`
+	// Shadow is the bandit's candidate and its off-policy estimate
+	// against the live policy (Config.ShadowEstimator); absent without a
+	// shadow.
+	Shadow *dashShadow `json:"shadow,omitempty"`
 	// ModelVersion and ELBO are the published posterior's, and
 	// ELBOPerReward its ELBO (or MAP objective) divided by the rewards it
 	// was trained on: the total is a sum over them, which falls as they
@@ -246,6 +257,12 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	b.Decisions, b.Rewards, err = s.svc.Store().Counts(ctx, a.Name())
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Shadow != nil {
+		b.Shadow = &dashShadow{Policy: string(cfg.Shadow.Policy.Kind)}
+		if b.Shadow.Estimate, err = s.estimateShadow(ctx, a); err != nil {
+			return nil, err
+		}
 	}
 	if bandit.CapabilitiesOf(cfg.Policy).Model {
 		b.TrainerLag = max(b.Rewards-int64(st.TrainedRows), 0)

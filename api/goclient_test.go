@@ -163,14 +163,7 @@ func TestClientDrivesTheAPI(t *testing.T) {
 		Bandits []client.Bandit `json:"bandits"`
 	}{}, "/readyz": &client.Readiness{}, "/v1/bandits/nope": &client.Problem{},
 		"/v1/bandits/toy/decisions/e1": &client.DecisionRecord{}, "/v1/bandits/toy/decisions?limit=1": &client.DecisionPage{}} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		buf.ReadFrom(resp.Body)
-		resp.Body.Close()
-		strictly(t, buf.Bytes(), v)
+		getStrictly(t, srv.URL+path, v)
 	}
 	if err := c.DeleteBandit(ctx, "toy", false); err != nil {
 		t.Errorf("DeleteBandit: %v", err)
@@ -269,4 +262,17 @@ func TestClientSendsTheAPIKey(t *testing.T) {
 	if code, out, err := conn.Decide("k", []byte(`{"context": {"x": 1}}`)); err != nil || code != 201 {
 		t.Errorf("Conn.Decide with a decide key = %d %s %v, want 201", code, out, err)
 	}
+}
+
+// getStrictly GETs url and decodes the answer into v strictly.
+func getStrictly(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	strictly(t, buf.Bytes(), v)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -419,7 +420,7 @@ func contractServerWith(t *testing.T, cfg Config) *Server {
 	if err := svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st,
+	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st, ShadowEstimator: simulators.EstimateShadow,
 		RefusedKeyDelay: 20 * time.Millisecond})
 	t.Cleanup(func() {
 		s.Close()
@@ -606,7 +607,13 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["a"]}`, 400})
 	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 0.3}, "model": {"hidden": [3]}}}`, 200})
 	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 3}}}`, 400})
-	do(exchange{"GET", "/v1/bandits/eps", "", "", 200})
+	do(exchange{"GET", "/v1/bandits/eps", "", "", 200}) // the shadow estimate says why it has no values (no decision since)
+	do(exchange{"POST", "/v1/bandits/eps/decisions", "", `{"event_id": "z1", "context": {"x": 1}}`, 201})
+	do(exchange{"POST", "/v1/bandits/eps/decisions", "", `{"event_id": "z2", "context": {"x": 2}}`, 201})
+	do(exchange{"POST", "/v1/bandits/eps/events/z1/reward", "", `{"value": 0}`, 204})
+	do(exchange{"POST", "/v1/bandits/eps/events/z2/reward", "", `{"value": 1}`, 204})
+	do(exchange{"GET", "/v1/bandits/eps", "", "", 200}) // and its values, over two
+	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"promote_shadow": true}`, 400})
 	do(exchange{"PATCH", "/v1/bandits/ts", "text/plain", `{"archived": true}`, 415})
 	do(exchange{"PATCH", "/v1/bandits/none", "", `{"archived": true}`, 404})
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"archived": true}`, 200})
@@ -620,7 +627,9 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"DELETE", "/v1/bandits/last", "", "", 404})
 	do(exchange{"DELETE", "/v1/bandits/eps?purge=maybe", "", "", 400})
 	time.Sleep(150 * time.Millisecond) // the dashboard's sampler runs every 50ms
+	// The dashboard, with eps's shadow and its estimate.
 	do(exchange{"GET", "/v1/dashboard", "", "", 200})
+	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"promote_shadow": true}`, 200})
 
 	// A server that requires keys: the answers without one.
 	keyed := contractServerWith(t, Config{RequireKeys: true})

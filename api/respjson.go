@@ -35,6 +35,13 @@ func newWireDecision(arms []string, d *bandit.Decision) wire.Decision {
 			resp.Scores[name] = d.Scores[i]
 		}
 	}
+	if sp := d.ShadowPropensities; sp != nil && d.ShadowArm < len(arms) {
+		sh := &wire.ShadowChoice{Arm: arms[d.ShadowArm], Probabilities: make(map[string]float64, len(sp))}
+		for i, p := range sp[:min(len(sp), len(arms))] {
+			sh.Probabilities[arms[i]] = p
+		}
+		resp.Shadow = sh
+	}
 	return resp
 }
 
@@ -47,10 +54,11 @@ const maxFastArms = 16
 // without reflection or maps. ok is false where it would differ or
 // json.Marshal fails (a float that is not finite, a time outside years 0
 // to 9999, more than maxFastArms arms): the caller then marshals the
-// struct.
+// struct; so it is for a decision with a candidate's choice
+// (Decision.ShadowPropensities).
 func appendDecision(b []byte, arms []string, d *bandit.Decision, prop *bandit.Propensity) ([]byte, bool) {
-	if len(arms) > maxFastArms || d.Arm < 0 || d.Arm >= len(arms) {
-		return b, false
+	if len(arms) > maxFastArms || d.Arm < 0 || d.Arm >= len(arms) || d.ShadowPropensities != nil {
+		return b, false // a shadow's choice is marshalled
 	}
 	if y := d.CreatedAt.Year(); y < 0 || y > 9999 {
 		return b, false

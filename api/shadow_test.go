@@ -1,12 +1,19 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/refinery-bandits/refinery/api"
+	"github.com/refinery-bandits/refinery/api/client"
+	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/simulators"
+	"github.com/refinery-bandits/refinery/store"
 )
 
 // shadowView is what the shadow tests read of a bandit.
@@ -106,4 +113,227 @@ func testShadowConfiguration(t *testing.T, st bandit.Store) {
 		t.Errorf("GET after removing it shows the shadow %+v", v.Shadow)
 	}
 	g.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "d2", "context": {"color": "red", "size": 1}}`)
+}
+
+// loggedShadows reads the name's decision log (one page of up to 1000)
+// and returns each record's shadow choice, nil where there is none.
+func (f *fixture) loggedShadows(t *testing.T, name string) []*wire.ShadowChoice {
+	t.Helper()
+	var page struct {
+		Decisions []struct {
+			Shadow *wire.ShadowChoice `json:"shadow"`
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal(f.must(t, http.StatusOK, "GET", "/v1/bandits/"+name+"/decisions?limit=1000", ""), &page); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*wire.ShadowChoice, len(page.Decisions))
+	for i, d := range page.Decisions {
+		out[i] = d.Shadow
+	}
+	return out
+}
+
+// TestShadowChoicesLogged: every decision of a bandit with a candidate,
+// single or in a batch, carries the candidate's arm and probabilities in
+// its answer and in the decision log, after a restart too; a bandit
+// without one logs none. On both stores.
+func TestShadowChoicesLogged(t *testing.T) { onBothStores(t, testShadowChoicesLogged) }
+
+func testShadowChoicesLogged(t *testing.T, st bandit.Store) {
+	f := newFixture(t, st)
+	withShadow := strings.Replace(toyBandit, `"training": {"iterations": 5}`, `"training": {"iterations": 5}, "shadow": {"policy": {"kind": "uniform"}}`, 1)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", withShadow)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", strings.Replace(toyBandit, `"toy"`, `"plain"`, 1))
+	for _, name := range []string{"toy", "plain"} {
+		var d struct {
+			Shadow *wire.ShadowChoice `json:"shadow"`
+		}
+		for i := range 5 {
+			body := f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/decisions", fmt.Sprintf(`{"context": {"color": "red", "size": %d}}`, i))
+			if err := json.Unmarshal(body, &d); err != nil {
+				t.Fatal(err)
+			}
+			if (d.Shadow != nil) != (name == "toy") {
+				t.Errorf("%s: decision %d answered with shadow %+v; want one exactly when the bandit has a candidate", name, i, d.Shadow)
+			}
+		}
+		f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/decision-batches", `{"contexts": [{"color": "red", "size": 1}, {"color": "blue", "size": 2}, {"color": "blue", "size": 3}]}`)
+	}
+	g := newFixture(t, st) // a restart reads them back from the store
+	for _, h := range []*fixture{f, g} {
+		toy, plain := h.loggedShadows(t, "toy"), h.loggedShadows(t, "plain")
+		if len(toy) != 8 || len(plain) != 8 {
+			t.Fatalf("logged %d and %d decisions, want 8 and 8", len(toy), len(plain))
+		}
+		for i, sh := range toy {
+			if sh == nil || (sh.Arm != "a" && sh.Arm != "b") || sh.Probabilities["a"] != 0.5 || sh.Probabilities["b"] != 0.5 {
+				t.Errorf("toy's decision %d logged the shadow choice %+v, want an arm of the uniform candidate at 0.5 each", i, sh)
+			}
+		}
+		for i, sh := range plain {
+			if sh != nil {
+				t.Errorf("plain's decision %d logged the shadow choice %+v, want none", i, sh)
+			}
+		}
+	}
+}
+
+// TestShadowEstimateAndPromote: GET shows the off-policy estimate of the
+// candidate against the live policy, finite with its interval, once
+// decisions with the shadow's choice have rewards, and none for a
+// bandit without a shadow; promote_shadow makes the candidate's
+// configuration the live one in one PATCH (kept across a restart), and
+// its misuse is a 400 naming promote_shadow with nothing changed. On
+// both stores.
+func TestShadowEstimateAndPromote(t *testing.T) { onBothStores(t, testShadowEstimateAndPromote) }
+
+// estimateView is what the estimate tests read of GET /v1/bandits/{name}.
+type estimateView struct {
+	Policy struct {
+		Kind string `json:"kind"`
+	} `json:"policy"`
+	Shadow json.RawMessage `json:"shadow"`
+	Status struct {
+		ShadowEstimate *bandit.ShadowEstimate `json:"shadow_estimate"`
+	} `json:"status"`
+	Effects []string `json:"effects"`
+}
+
+func (f *fixture) estimateView(t *testing.T, method, path, body string) estimateView {
+	t.Helper()
+	var v estimateView
+	if err := json.Unmarshal(f.must(t, http.StatusOK, method, path, body), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func testShadowEstimateAndPromote(t *testing.T, st bandit.Store) {
+	withEstimator := func(c *api.Config) { c.ShadowEstimator = simulators.EstimateShadow }
+	f := newFixtureWith(t, st, withEstimator)
+	withShadow := strings.Replace(toyBandit, `"training": {"iterations": 5}`, `"training": {"iterations": 5}, "shadow": {"policy": {"kind": "greedy"}, "model": {"hidden": [4]}, "training": {"iterations": 20}}`, 1)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", withShadow)
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits", strings.Replace(toyBandit, `"toy"`, `"plain"`, 1))
+	if v := f.estimateView(t, "GET", "/v1/bandits/toy", ""); v.Status.ShadowEstimate == nil || v.Status.ShadowEstimate.Candidate != nil || v.Status.ShadowEstimate.Reason == "" {
+		t.Errorf("before any reward the estimate is %+v, want one without values, saying why", v.Status.ShadowEstimate)
+	}
+	const n = 40
+	for _, name := range []string{"toy", "plain"} {
+		for i := range n {
+			color := []string{"red", "blue"}[i%2]
+			var d struct {
+				EventID string `json:"event_id"`
+				Arm     string `json:"arm"`
+			}
+			if err := json.Unmarshal(f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/decisions", fmt.Sprintf(`{"context": {"color": %q, "size": %d}}`, color, i%5)), &d); err != nil {
+				t.Fatal(err)
+			}
+			r := 0
+			if (color == "red") == (d.Arm == "a") {
+				r = 1
+			}
+			f.must(t, http.StatusNoContent, "POST", "/v1/bandits/"+name+"/events/"+d.EventID+"/reward", fmt.Sprintf(`{"value": %d}`, r))
+		}
+	}
+	v := f.estimateView(t, "GET", "/v1/bandits/toy", "")
+	e := v.Status.ShadowEstimate
+	if e == nil || e.Decisions != n || e.Estimator != "snips" || e.Candidate == nil || e.Live == nil || !(e.ESS > 0) {
+		t.Fatalf("after %d rewards the estimate is %+v, want one over %d decisions with both values", n, e, n)
+	}
+	for _, iv := range []*bandit.Interval{e.Candidate, e.Live} {
+		if !(iv.Lo <= iv.Value && iv.Value <= iv.Hi && iv.Lo >= -1 && iv.Hi <= 2) {
+			t.Errorf("estimate %+v: want a finite value within its interval, rewards being 0 or 1", iv)
+		}
+	}
+	if v := f.estimateView(t, "GET", "/v1/bandits/plain", ""); v.Status.ShadowEstimate != nil {
+		t.Errorf("a bandit without a shadow shows the estimate %+v", v.Status.ShadowEstimate)
+	}
+
+	// A PATCH sets a new candidate (the same configuration again): its
+	// estimate is over the decisions made since, none yet.
+	f.must(t, http.StatusOK, "PATCH", "/v1/bandits/toy", `{"shadow": {"policy": {"kind": "greedy"}, "model": {"hidden": [4]}, "training": {"iterations": 20}}}`)
+	if e := f.estimateView(t, "GET", "/v1/bandits/toy", "").Status.ShadowEstimate; e == nil || e.Decisions != 0 || e.Candidate != nil {
+		t.Errorf("after setting a new candidate the estimate is %+v, want one over no decisions", e)
+	}
+	f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"event_id": "n1", "context": {"color": "red", "size": 1}}`)
+	f.must(t, http.StatusNoContent, "POST", "/v1/bandits/toy/events/n1/reward", `{"value": 1}`)
+	if e := f.estimateView(t, "GET", "/v1/bandits/toy", "").Status.ShadowEstimate; e == nil || e.Decisions != 1 || e.Scanned != 1 {
+		t.Errorf("after one more rewarded decision the estimate is %+v, want one over it alone", e)
+	}
+
+	for _, tc := range []struct{ name, path, body string }{
+		{"promoting on a bandit without a shadow", "/v1/bandits/plain", `{"promote_shadow": true}`},
+		{"promote_shadow false", "/v1/bandits/toy", `{"promote_shadow": false}`},
+		{"promoting and changing the policy at once", "/v1/bandits/toy", `{"promote_shadow": true, "policy": {"epsilon": 0.2}}`},
+		{"promote_shadow not a boolean", "/v1/bandits/toy", `{"promote_shadow": "yes"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := f.call(t, "PATCH", tc.path, "application/json", tc.body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"promote_shadow"`) {
+				t.Errorf("PATCH %s %s = %d %s, want 400 naming promote_shadow", tc.path, tc.body, resp.StatusCode, body)
+			}
+			for name, kind := range map[string]string{"toy": "eps-greedy", "plain": "eps-greedy"} {
+				if v := f.estimateView(t, "GET", "/v1/bandits/"+name, ""); v.Policy.Kind != kind || (name == "toy") != (v.Shadow != nil) {
+					t.Errorf("after the refused PATCH %s is %s with shadow %s, want %s as before", name, v.Policy.Kind, v.Shadow, kind)
+				}
+			}
+		})
+	}
+
+	v = f.estimateView(t, "PATCH", "/v1/bandits/toy", `{"promote_shadow": true}`)
+	if v.Policy.Kind != "greedy" || v.Shadow != nil || !strings.Contains(strings.Join(v.Effects, "\n"), "promote_shadow") {
+		t.Fatalf("after promoting: policy %s, shadow %s, effects %q; want greedy without a shadow, the effect named", v.Policy.Kind, v.Shadow, v.Effects)
+	}
+	var d struct {
+		Policy string          `json:"policy"`
+		Shadow json.RawMessage `json:"shadow"`
+	}
+	if err := json.Unmarshal(f.must(t, http.StatusCreated, "POST", "/v1/bandits/toy/decisions", `{"context": {"color": "red", "size": 1}}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Policy != "greedy" || d.Shadow != nil {
+		t.Errorf("a decision after promoting: policy %s, shadow %s; want greedy without a shadow", d.Policy, d.Shadow)
+	}
+	g := newFixtureWith(t, st, withEstimator) // a restart keeps the promotion
+	if v := g.estimateView(t, "GET", "/v1/bandits/toy", ""); v.Policy.Kind != "greedy" || v.Shadow != nil || v.Status.ShadowEstimate != nil {
+		t.Errorf("after a restart: policy %s, shadow %s, estimate %+v; want greedy without a shadow or an estimate", v.Policy.Kind, v.Shadow, v.Status.ShadowEstimate)
+	}
+}
+
+// TestClientShadow: the Go client reads the shadow's choice on a
+// decision and the estimate on the bandit, its types hold every member
+// of those answers (decoded strictly), and it promotes the shadow with
+// the typed bandit.Patch.
+func TestClientShadow(t *testing.T) {
+	srv := newFixtureWith(t, store.NewMemory(), func(c *api.Config) { c.ShadowEstimator = simulators.EstimateShadow }).srv
+	ctx := context.Background()
+	c, err := client.New(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateBandit(ctx, []byte(strings.Replace(toyBandit, `"training": {"iterations": 5}`, `"shadow": {"policy": {"kind": "uniform"}}`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"e1", "e2", "e3"} {
+		d, err := c.Decide(ctx, "toy", client.DecisionRequest{EventID: id, Context: map[string]any{"color": "red", "size": 1}})
+		if err != nil || d.Shadow == nil || d.Shadow.Probabilities["a"] != 0.5 {
+			t.Fatalf("Decide(%s) = %+v, %v; want the uniform shadow's choice", id, d, err)
+		}
+		if err := c.Reward(ctx, "toy", id, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := c.Bandit(ctx, "toy")
+	if err != nil || b.Status.ShadowEstimate == nil || b.Status.ShadowEstimate.Decisions != 3 || b.Status.ShadowEstimate.Live == nil || b.Status.ShadowEstimate.Live.Value != 1 {
+		t.Fatalf("Bandit = %+v, %v; want the estimate over 3 decisions, the live policy's value 1", b, err)
+	}
+	for path, v := range map[string]any{"/v1/bandits/toy": &client.Bandit{}, "/v1/bandits/toy/decisions": &client.DecisionPage{}} {
+		getStrictly(t, srv.URL+path, v)
+	}
+	promote := true
+	up, err := c.UpdateBandit(ctx, "toy", &bandit.Patch{PromoteShadow: &promote})
+	if err != nil || up.Policy.Kind != bandit.Uniform || up.Shadow != nil {
+		t.Errorf("promoting the shadow: %+v, %v; want a uniform bandit without a shadow", up, err)
+	}
 }

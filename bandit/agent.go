@@ -178,6 +178,15 @@ type Agent struct {
 	// when the service is the only one on its store.
 	fl *agentFleet
 
+	// shadow is the bandit's candidate agent (Config.Shadow, shadow.go),
+	// nil without one; candidate marks the candidate itself, which
+	// persists no snapshot and runs no reaper.
+	shadow    atomic.Pointer[Agent]
+	candidate bool
+	// shadowSince is a candidate's ShadowConfig.Since, set before it is
+	// published (setShadow) and read only after.
+	shadowSince time.Time
+
 	// trainErr is the last training error (or recovered panic) while
 	// it lasts; nil after a successful training. Status reports it.
 	trainErr atomic.Pointer[string]
@@ -510,16 +519,20 @@ func refineLikelihood(lik *nn.Likelihood) *nn.Likelihood {
 }
 
 // start launches the agent's goroutines: its trainer and, with a
-// default reward, the reaper of unrewarded decisions; a refined-ts agent
-// joins the refinement pool.
+// default reward, the reaper of unrewarded decisions (but a candidate's,
+// shadow.go); a refined-ts agent joins the refinement pool. The
+// candidate, if any, starts too.
 func (a *Agent) start() {
+	if sh := a.shadow.Load(); sh != nil {
+		sh.start()
+	}
 	if a.step != nil {
 		return // step mode: the callers' Decide and Reward do the work
 	}
 	if a.caps.Model {
 		a.wg.Go(a.trainLoop)
 	}
-	if a.cfg.Reward.Default != nil {
+	if a.cfg.Reward.Default != nil && !a.candidate {
 		a.wg.Go(a.reapLoop)
 	}
 	if a.bank != nil {
@@ -547,14 +560,21 @@ func (a *Agent) stop() bool {
 	}
 	close(a.done)
 	a.wg.Wait()
+	if sh := a.shadow.Load(); sh != nil {
+		sh.stop()
+	}
 	return true
 }
 
-// notify wakes the trainer: there are new rewards.
+// notify wakes the trainer, and the candidate's (shadow.go): there are
+// new rewards.
 func (a *Agent) notify() {
 	select {
 	case a.wake <- struct{}{}:
 	default:
+	}
+	if sh := a.shadow.Load(); sh != nil {
+		sh.notify()
 	}
 }
 

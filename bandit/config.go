@@ -277,7 +277,7 @@ func Candidate(c *Config) *Config {
 func SetDefaults(c *Config) {
 	if cand := Candidate(c); cand != nil {
 		setDefaults(cand)
-		c.Shadow = &ShadowConfig{Policy: cand.Policy, Model: cand.Model, Training: cand.Training, Refinement: cand.Refinement}
+		c.Shadow = &ShadowConfig{Policy: cand.Policy, Model: cand.Model, Training: cand.Training, Refinement: cand.Refinement, Since: c.Shadow.Since}
 	}
 	setDefaults(c)
 }

@@ -167,7 +167,7 @@ type pendingDecision struct {
 }
 
 // decideAll makes the decisions ps with one random source and one model
-// version, stores them together (Store.InsertDecisions: handed to the
+// version, asks the candidate (if any, shadow.go) for its choice at each, stores them together (Store.InsertDecisions: handed to the
 // store at once) and returns their outcomes in order: Decide's batch of
 // one and DecideBatch's many. A replayed event ID whose
 // context encodes differently, or whose stored arm is now excluded, is
@@ -176,6 +176,12 @@ func (a *Agent) decideAll(ctx context.Context, ps []pendingDecision, excluded []
 	rng := a.acquireRNG()
 	defer a.releaseRNG(rng)
 	m := a.model.Load()
+	sh := a.shadow.Load()
+	var shRNG *mrand.Rand
+	if sh != nil {
+		shRNG = sh.acquireRNG()
+		defer sh.releaseRNG(shRNG)
+	}
 	ds := make([]*Decision, len(ps))
 	props := make([]*Propensity, len(ps))
 	for i, p := range ps {
@@ -194,6 +200,9 @@ func (a *Agent) decideAll(ctx context.Context, ps []pendingDecision, excluded []
 		prop, err := a.choose(ctx, d, m, p.x, excluded, rng)
 		if err != nil {
 			return nil, err
+		}
+		if sh != nil {
+			sh.askShadow(ctx, d, p.x, excluded, shRNG)
 		}
 		ds[i], props[i] = d, prop
 	}

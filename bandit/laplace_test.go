@@ -37,7 +37,7 @@ func laplaceConfigs() map[string]*bandit.Config {
 }
 
 // playToy decides and rewards n toy contexts on a (step mode or live).
-func playToy(t *testing.T, a *bandit.Agent, n int, seed uint64) (late float64, samples map[bandit.SampleKind]int, estimators map[string]int) {
+func playToy(t testing.TB, a *bandit.Agent, n int, seed uint64) (late float64, samples map[bandit.SampleKind]int, estimators map[string]int) {
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 2))

@@ -57,8 +57,16 @@ func ParsePatch(data []byte) (*Patch, error) {
 	if p.Shadow != nil && !isObject(p.Shadow) && !isNull(p.Shadow) {
 		v.add("shadow", "want a candidate configuration (an object of policy, model, training, refinement) or null to remove it")
 	}
-	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && len(v.errs) == 0 {
-		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values, archived or shadow")
+	if p.PromoteShadow != nil {
+		switch {
+		case !*p.PromoteShadow:
+			v.add("promote_shadow", "want true to promote the shadow (false changes nothing)")
+		case p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.AddArms != nil || p.AddValues != nil || p.Shadow != nil:
+			v.add("promote_shadow", "promote the shadow in a patch of its own (with archived at most): its policy, model, training and refinement replace the bandit's")
+		}
+	}
+	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && p.PromoteShadow == nil && len(v.errs) == 0 {
+		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values, archived, shadow or promote_shadow")
 	}
 	if err := v.err(); err != nil {
 		return nil, err
@@ -139,6 +147,9 @@ func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
 // ApplyPatch returns cur changed by p, defaults filled in and
 // validated, and the effects of the change on the live agent in words.
 func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
+	if p.PromoteShadow != nil {
+		return promoted(cur)
+	}
 	var v validator
 	doc := map[string]json.RawMessage{}
 	raw, err := json.Marshal(cur)
@@ -230,6 +241,29 @@ func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
 	return &c, effects(cur, &c, p, added), nil
 }
 
+// promoted returns cur with its candidate promoted (Patch.PromoteShadow):
+// the shadow's policy, model, training and refinement, and no shadow.
+// A *ValidationError naming promote_shadow when cur has no shadow.
+func promoted(cur *Config) (*Config, []string, error) {
+	cand := Candidate(cur)
+	if cand == nil {
+		return nil, nil, invalid("promote_shadow", "the bandit has no shadow to promote")
+	}
+	raw, err := json.Marshal(cand) // a deep copy: the result is the caller's
+	if err != nil {
+		return nil, nil, err
+	}
+	var c Config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, nil, err
+	}
+	SetDefaults(&c)
+	if err := Validate(&c); err != nil {
+		return nil, nil, err
+	}
+	return &c, []string{fmt.Sprintf("promote_shadow: the candidate (%s) decides from now, from the posterior it trained as the shadow, and the bandit has no shadow; the %s posterior is dropped", c.Policy.Kind, cur.Policy.Kind)}, nil
+}
+
 // addNames appends to dst the names of add (at field[i]) that are valid
 // names, not in have (exists, a format with the name's %q) and not
 // earlier in add, and reports the others to v: in time linear in the
@@ -289,7 +323,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	case p.Shadow != nil && c.Shadow == nil:
 		out = append(out, "shadow: removed")
 	case p.Shadow != nil:
-		out = append(out, "shadow: the candidate is stored; the live policy still decides")
+		out = append(out, "shadow: a new candidate agent trains on every stored reward and is asked at every decision from now; the live policy still decides")
 	}
 	switch {
 	case p.Reward != nil && inPlace:
@@ -318,7 +352,7 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 		}
 		out = append(out, "add_values: stored decisions keep their encoding; the trainer encodes their contexts again")
 	}
-	if caps.SampleBank && !inPlace && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.Shadow != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
+	if caps.SampleBank && !inPlace && (p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || len(c.Arms) > len(cur.Arms) || added > 0) {
 		out = append(out, "the bank of refined samples starts empty and refills from the kept posterior; until its first samples decisions act on mean-field draws (sample \"mean-field\")")
 	}
 	if caps.FitsAtMAP && (len(c.Arms) > len(cur.Arms) || added > 0) {
@@ -411,7 +445,10 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 // are still accepted and trained on). A change of only the settings that
 // apply in place (the bank's bounds, policy.epsilon: changesInPlace) is
 // stored and applied to the live agent, which keeps its posterior and
-// its bank (Agent.reconfigure). Any other change stores the new
+// its bank (Agent.reconfigure). A change of the shadow alone (with or
+// without archived) keeps the agent too and replaces only its candidate
+// (shadow.go), which loads every stored reward. Any other change stores
+// the new
 // configuration and replaces the agent: the old one stops (its trainer
 // persists its posterior), and a new one loads from the store as after
 // a restart, with its posterior (grown to the new arms and inputs,
@@ -422,7 +459,10 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 // earlier encoder, is encoded again from the context the trainer reads
 // with it).
 //
-// policy.kind cannot change: what a bandit learned is of its kind (a
+// Promoting the shadow (Patch.PromoteShadow) replaces the agent too,
+// with the candidate's configuration, starting from the candidate's
+// posterior (savePromoted). Otherwise policy.kind cannot change: what a
+// bandit learned is of its kind (a
 // mean-field posterior, a point estimate, per-arm linear posteriors, a
 // bank of refined samples), and its decision log would mix two
 // policies' propensities; a new bandit of the other kind is the honest
@@ -452,9 +492,27 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		archivedAt = time.Time{}
 		effects = append(effects, "archived: false: the bandit decides again")
 	}
-	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil
+	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil && p.PromoteShadow == nil
 	if !onlyArchive && !archivedAt.IsZero() && p.Archived == nil {
 		return nil, nil, fmt.Errorf("bandit %s is archived: unarchive it (\"archived\": false, in the same patch or first) to change it: %w", name, ErrArchived)
+	}
+	// A change of the candidate alone keeps the live agent: the new
+	// candidate is built and loaded first (nothing is stored if that
+	// fails), then takes the old one's place.
+	onlyShadow := p.Shadow != nil && p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil
+	var sh *Agent
+	if onlyShadow {
+		if sh, err = s.loadShadow(ctx, &Bandit{Name: name, CreatedAt: old.CreatedAt()}, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	if p.Shadow != nil && cfg.Shadow != nil {
+		// A new candidate: its estimate is over the decisions from now
+		// (those made until setShadow below still log the old one's).
+		cfg.Shadow.Since = shadowNow()
+		if sh != nil {
+			sh.shadowSince = cfg.Shadow.Since
+		}
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -465,6 +523,10 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	}
 	old.setArchived(archivedAt)
 	defer s.announceChanged(ctx, name)
+	if onlyShadow {
+		old.setShadow(sh)
+		return old, effects, nil
+	}
 	if onlyArchive {
 		return old, effects, nil
 	}
@@ -478,6 +540,12 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 	ctx = context.WithoutCancel(ctx)
 	if err := old.close(ctx); err != nil {
 		s.log.Warn("persisting the posterior before an update failed", "bandit", name, "err", err)
+	}
+	if p.PromoteShadow != nil {
+		if err := s.savePromoted(ctx, old); err != nil {
+			s.log.Error("storing the shadow's posterior for the promotion failed; the promoted policy retrains from the prior", "bandit", name, "err", err)
+			effects = append(effects, "storing the shadow's posterior failed: the promoted policy retrains from the prior on every stored reward")
+		}
 	}
 	grown := len(cfg.Arms) != len(cur.Arms) || NewEncoder(cfg.Features).Dim() != old.enc.Dim()
 	if grown && old.fl != nil {

@@ -46,9 +46,12 @@ type snapshotMeta struct {
 // load restores the agent from the store: the latest snapshot, if any,
 // and every stored training row (the trainer trains on all of them).
 // Rows newer than the snapshot wake the trainer once start has run.
+//
+// A candidate (shadow.go) reads no snapshot: it persists none, and the
+// bandit's are the live policy's.
 func (a *Agent) load(ctx context.Context) error {
 	var snap *Snapshot
-	if a.caps.Model {
+	if a.caps.Model && !a.candidate {
 		s, err := a.store.LatestSnapshot(ctx, a.name)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -205,9 +208,10 @@ func snapshotFamily(meta *snapshotMeta) nn.Family {
 // persist saves m as a snapshot unless it is saved already (or, with
 // onlyIfNew, unless nothing changed since the last save). In a fleet it
 // is saved under the trainer lease's token; one the store refuses
-// because the lease was taken over steps this replica down (fence).
+// because the lease was taken over steps this replica down (fence). A
+// candidate (shadow.go) persists nothing.
 func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
-	if m.version == 0 || m.version <= a.persisted {
+	if a.candidate || m.version == 0 || m.version <= a.persisted {
 		return nil
 	}
 	snap, err := a.snapshotOf(m)

@@ -231,6 +231,6 @@ func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefin
 	if err != nil {
 		return nil, err
 	}
-	p.obs.Refined(a.name, st.Duration)
+	a.obs.Refined(a.name, st.Duration) // the service's observer, NopObserver for a candidate
 	return w, nil
 }

@@ -28,7 +28,8 @@ func changesInPlace(cur, c *Config) bool {
 // changesInPlace reports whether changing the agent's configuration to
 // c changes only settings that it applies in place.
 func (a *Agent) changesInPlace(c *Config) bool {
-	return changesInPlace(a.current.Load(), c)
+	cur := a.Config() // with its candidate, as c has it
+	return changesInPlace(&cur, c)
 }
 
 // reconfigure makes c, which differs from the agent's configuration only

@@ -97,7 +97,13 @@ func (a *Agent) Reward(ctx context.Context, eventID string, value float64) error
 	a.obs.Rewarded(a.name, value)
 	a.rewardPending()
 	if a.step != nil {
-		return a.stepReward(ctx)
+		err := a.stepReward(ctx)
+		if sh := a.shadow.Load(); sh != nil {
+			sh.stepMu.Lock()
+			err = errors.Join(err, sh.stepReward(ctx))
+			sh.stepMu.Unlock()
+		}
+		return err
 	}
 	a.notify()
 	return nil

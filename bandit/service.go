@@ -192,18 +192,25 @@ func (s *Service) Load(ctx context.Context) error {
 // Loaded reports whether Load has finished.
 func (s *Service) Loaded() bool { return s.loaded.Load() }
 
-// loadAgent builds the agent of b and loads it from the store.
+// loadAgent builds the agent of b and loads it from the store, with
+// its candidate (loadShadow) when cfg has one.
 func (s *Service) loadAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent, error) {
-	a, err := newAgent(b, cfg, s.store, s.pool, s.seed+s.seeds.Add(1)*0x9e3779b97f4a7c15, s.log, s.obs, s.step)
+	a, err := newAgent(b, cfg, s.store, s.pool, s.nextSeed(), s.log, s.obs, s.step)
 	if err != nil {
 		return nil, err
 	}
+	a.cfg.Shadow = nil // the candidate agent's configuration is the one (Config)
 	if s.fleet != nil {
 		a.fl = &agentFleet{fleet: s.fleet, elected: make(chan struct{})}
 	}
 	if err := a.load(ctx); err != nil {
 		return nil, err
 	}
+	sh, err := s.loadShadow(ctx, b, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
+	}
+	a.shadow.Store(sh)
 	return a, nil
 }
 
@@ -277,6 +284,9 @@ func (s *Service) create(ctx context.Context, cfg *Config, snap *Snapshot) (*Age
 		s.creating--
 		s.mu.Unlock()
 	}()
+	if cfg.Shadow != nil {
+		cfg.Shadow.Since = shadowNow()
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err

@@ -78,8 +78,17 @@ func (a *Agent) Spread() []LayerSpread {
 func (a *Agent) Name() string { return a.name }
 
 // Config returns the bandit's configuration, defaults filled in, as
-// last changed in place (Agent.reconfigure).
-func (a *Agent) Config() Config { return *a.current.Load() }
+// last changed in place (Agent.reconfigure), with its candidate's
+// (Config.Shadow) when it has one.
+func (a *Agent) Config() Config {
+	c := *a.current.Load()
+	c.Shadow = nil // the candidate agent's configuration is the one
+	if sh := a.shadow.Load(); sh != nil {
+		s := &sh.cfg
+		c.Shadow = &ShadowConfig{Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement, Since: sh.shadowSince}
+	}
+	return c
+}
 
 // CreatedAt returns when the bandit was created.
 func (a *Agent) CreatedAt() time.Time { return a.createdAt }

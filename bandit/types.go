@@ -56,6 +56,13 @@ type Decision struct {
 	ModelVersion int64
 	Sample       SampleKind
 	CreatedAt    time.Time
+	// ShadowPropensities[i] is the probability that the bandit's
+	// candidate (Config.Shadow) picks arm i for this context, and
+	// ShadowArm the arm it picked, asked at the decision without acting
+	// on it; ShadowPropensities is nil (and ShadowArm meaningless) when
+	// the bandit had no candidate.
+	ShadowArm          int
+	ShadowPropensities []float64
 }
 
 // Reward is the observed reward of one decision. There is at most one

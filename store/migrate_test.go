@@ -173,6 +173,7 @@ func TestDropsNamesWhatEachDownStepDeletes(t *testing.T) {
 		4: {{Table: "api_keys"}},
 		5: {{Table: "replicas"}},
 		6: {{Table: "snapshots", Column: "lease_token"}, {Table: "trainer_leases"}},
+		7: {{Table: "decisions", Column: "shadow_propensities"}, {Table: "decisions", Column: "shadow_arm"}},
 	}
 	latest, err := latestMigration()
 	if err != nil {

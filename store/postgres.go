@@ -322,20 +322,27 @@ func (s *Postgres) InsertReward(ctx context.Context, r *bandit.Reward) error {
 	return w.err
 }
 
-const decisionColumns = `d.bandit, d.event_id, d.context, d.encoded, d.arm, d.propensities, d.scores, d.policy, d.model_version, d.sample, d.created_at`
+const decisionColumns = `d.bandit, d.event_id, d.context, d.encoded, d.arm, d.propensities, d.scores, d.policy, d.model_version, d.sample, d.created_at, d.shadow_arm, d.shadow_propensities`
 
 // scanDecision scans decisionColumns, then extra.
 func scanDecision(row pgx.Row, extra ...any) (*bandit.Decision, error) {
 	var d bandit.Decision
 	var ctx []byte
 	var arm int32
+	var shadowArm *int32
 	var sample string
-	dst := append([]any{&d.Bandit, &d.EventID, &ctx, &d.Encoded, &arm, &d.Propensities, &d.Scores, &d.Policy, &d.ModelVersion, &sample, &d.CreatedAt}, extra...)
+	dst := append([]any{&d.Bandit, &d.EventID, &ctx, &d.Encoded, &arm, &d.Propensities, &d.Scores, &d.Policy, &d.ModelVersion, &sample, &d.CreatedAt, &shadowArm, &d.ShadowPropensities}, extra...)
 	if err := row.Scan(dst...); err != nil {
 		return nil, err
 	}
 	d.Context, d.Arm, d.Sample, d.CreatedAt = ctx, int(arm), bandit.SampleKind(sample), d.CreatedAt.UTC()
 	d.Encoded, d.Propensities, d.Scores = cloneFloats(d.Encoded), cloneFloats(d.Propensities), cloneFloats(d.Scores)
+	d.ShadowPropensities = cloneFloats(d.ShadowPropensities)
+	if shadowArm != nil && d.ShadowPropensities != nil {
+		d.ShadowArm = int(*shadowArm)
+	} else {
+		d.ShadowPropensities = nil
+	}
 	return &d, nil
 }
 

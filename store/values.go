@@ -104,6 +104,13 @@ func normDecision(d *bandit.Decision) (*bandit.Decision, error) {
 	if err != nil {
 		return nil, err
 	}
+	shadowArm := 0 // meaningless without shadow propensities
+	if len(d.ShadowPropensities) > 0 {
+		if d.ShadowArm < 0 || d.ShadowArm >= len(d.ShadowPropensities) {
+			return nil, fmt.Errorf("shadow arm %d of %d shadow propensities", d.ShadowArm, len(d.ShadowPropensities))
+		}
+		shadowArm = d.ShadowArm
+	}
 	if !utf8.ValidString(d.Policy) || strings.IndexByte(d.Policy, 0) >= 0 {
 		return nil, fmt.Errorf("policy %q is not valid UTF-8 text without NUL", d.Policy)
 	}
@@ -122,6 +129,9 @@ func normDecision(d *bandit.Decision) (*bandit.Decision, error) {
 		ModelVersion: d.ModelVersion,
 		Sample:       d.Sample,
 		CreatedAt:    instant(d.CreatedAt),
+
+		ShadowArm:          shadowArm,
+		ShadowPropensities: cloneFloats(d.ShadowPropensities),
 	}, nil
 }
 
@@ -186,6 +196,7 @@ func cloneDecision(d *bandit.Decision) *bandit.Decision {
 	c.Encoded = cloneFloats(d.Encoded)
 	c.Propensities = cloneFloats(d.Propensities)
 	c.Scores = cloneFloats(d.Scores)
+	c.ShadowPropensities = cloneFloats(d.ShadowPropensities)
 	return &c
 }
 

@@ -101,6 +101,9 @@ type Status struct {
 	Decisions  int64 `json:"decisions"`
 	Rewards    int64 `json:"rewards"`
 	TrainerLag int64 `json:"trainer_lag"`
+	// ShadowEstimate is the off-policy estimate of the candidate
+	// (shadow) against the live policy; nil without a shadow.
+	ShadowEstimate *spec.ShadowEstimate `json:"shadow_estimate,omitempty"`
 	spec.Status
 }
 

@@ -26,6 +26,16 @@ type Decision struct {
 	Sample        spec.SampleKind    `json:"sample"`
 	Policy        string             `json:"policy"`
 	CreatedAt     time.Time          `json:"created_at"`
+	// Shadow is the choice of the bandit's candidate configuration,
+	// asked without acting on it; nil when it had none.
+	Shadow *ShadowChoice `json:"shadow,omitempty"`
+}
+
+// ShadowChoice is a candidate's (shadow's) choice at a decision: its arm
+// and its probability of every arm the bandit had.
+type ShadowChoice struct {
+	Arm           string             `json:"arm"`
+	Probabilities map[string]float64 `json:"probabilities"`
 }
 
 // Problem is an RFC 9457 problem details object, sent with content type

@@ -81,6 +81,11 @@ type ShadowConfig struct {
 	Model      ModelConfig      `json:"model"`
 	Training   TrainingConfig   `json:"training"`
 	Refinement RefinementConfig `json:"refinement"`
+	// Since is when this candidate was set (at creation or by a PATCH
+	// of shadow): the service sets it, a value given is replaced. The
+	// shadow estimate is over the decisions made since, the choices of
+	// this candidate.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // Feature is one context feature.

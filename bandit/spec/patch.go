@@ -20,6 +20,10 @@ import "encoding/json"
 // Shadow replaces the bandit's candidate configuration whole (an
 // object as Config.Shadow, defaults filled in) or removes it (null).
 //
+// PromoteShadow, true, promotes the candidate: its policy, model,
+// training and refinement become the bandit's, and the bandit has no
+// shadow after. It goes in a patch of its own (with Archived at most).
+//
 // Name, Arms, Features and Model cannot be patched; they are here to
 // say so by name.
 type Patch struct {
@@ -31,6 +35,8 @@ type Patch struct {
 	AddValues  map[string][]string `json:"add_values,omitempty"`
 	Archived   *bool               `json:"archived,omitempty"`
 	Shadow     json.RawMessage     `json:"shadow,omitempty"`
+
+	PromoteShadow *bool `json:"promote_shadow,omitempty"`
 
 	Name     json.RawMessage `json:"name,omitempty"`
 	Arms     json.RawMessage `json:"arms,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -298,9 +299,13 @@ func TestDashboardPanelsInBrowser(t *testing.T) {
 		name, kind string
 		arms       []string
 	}{{"letters", "uniform", letters}, {"lin", "linear-ts", three}, {"mf", "mf-ts", three}} {
-		c.must(201, "POST", "/v1/bandits", map[string]any{"name": b.name, "arms": b.arms,
+		cfg := map[string]any{"name": b.name, "arms": b.arms,
 			"features": []map[string]any{{"name": "x", "type": "numeric"}}, "policy": map[string]any{"kind": b.kind},
-			"model": map[string]any{"hidden": []int{4}}, "training": map[string]any{"iterations": 5, "min_interval": "1ms"}})
+			"model": map[string]any{"hidden": []int{4}}, "training": map[string]any{"iterations": 5, "min_interval": "1ms"}}
+		if b.name == "mf" { // a candidate, whose estimate the card shows
+			cfg["shadow"] = map[string]any{"policy": map[string]any{"kind": "eps-greedy"}, "model": map[string]any{"hidden": []int{4}}}
+		}
+		c.must(201, "POST", "/v1/bandits", cfg)
 	}
 	// Traffic until the test ends, so that the arm mix has data.
 	stop := make(chan struct{})
@@ -334,6 +339,18 @@ func TestDashboardPanelsInBrowser(t *testing.T) {
 		chromedp.WaitReady(chromedp.CSS(`.card[data-bandit="mf"] [data-chart="elbo"] polyline`)),
 	); err != nil {
 		t.Fatalf("the dashboard did not draw the bandits: %v (browser errors: %q)", err, errs())
+	}
+	// The shadow's line: the candidate's estimate against the live
+	// policy's, each with its interval.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.card[data-bandit="mf"] [data-field="shadow-candidate"]`))); err != nil {
+		t.Fatalf("the mf card shows no shadow estimate: %v (browser errors: %q)", err, errs())
+	}
+	if line, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.card[data-bandit="mf"] [data-field="shadow"]`))); err != nil ||
+		!regexp.MustCompile(`^shadow eps-greedy · snips over [0-9,]+ decisions: candidate [0-9.]+ \[-?[0-9.]+, [0-9.]+\] vs live [0-9.]+ \[-?[0-9.]+, [0-9.]+\] \(95%\) · ESS [0-9,]+$`).MatchString(line) {
+		t.Errorf("the mf card's shadow line is %q (%v), want the candidate's and the live policy's estimates with intervals", line, err)
+	}
+	if none, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('.card[data-bandit="lin"] [data-field="shadow"]') === null`)); err != nil || !none {
+		t.Errorf("the lin card, whose bandit has no shadow, shows a shadow line (%v)", err)
 	}
 	var cards map[string]map[string]chartLayout
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {

@@ -42,7 +42,9 @@ a reward are left out unless --unrewarded.
            propensities, in the order of a), c (the context as the client
            sent it in namespace "Context", and _multi: one {"Arm": {"name":
            ARM}} per arm, in the bandit's order) and VWState.m (the
-           posterior version). Unrewarded decisions (--unrewarded) have no
+           posterior version), and _shadow, on decisions of a bandit with a
+           candidate (shadow): {"a": its action, 1-based, "p": its
+           probability of every arm in the bandit's order}. Unrewarded decisions (--unrewarded) have no
            _label_* members and "_skipLearn": true.
   obp-csv  a CSV header and one row per decision in Open Bandit Pipeline's
            layout: event_id, timestamp, action (the arm's 0-based index in
@@ -248,6 +250,15 @@ type dsjsonLine struct {
 	C           dsjsonContext `json:"c"`
 	P           []float64     `json:"p"`
 	VWState     dsjsonVWState `json:"VWState"`
+	Shadow      *dsjsonShadow `json:"_shadow,omitempty"`
+}
+
+// dsjsonShadow is the choice of the bandit's candidate (shadow) at the
+// decision, asked without acting on it: its action (1-based) and its
+// probability of every arm, in the bandit's order (not a's).
+type dsjsonShadow struct {
+	Action int       `json:"a"`
+	P      []float64 `json:"p"`
 }
 
 type dsjsonContext struct {
@@ -303,6 +314,9 @@ func writeDSJSON(w *bufio.Writer, b *exportBandit, rec *bandit.DecisionRecord) e
 		if i != d.Arm {
 			l.A, l.P = append(l.A, i+1), append(l.P, d.Propensities[i])
 		}
+	}
+	if d.ShadowPropensities != nil {
+		l.Shadow = &dsjsonShadow{Action: d.ShadowArm + 1, P: d.ShadowPropensities}
 	}
 	if rec.Reward != nil {
 		// 0 - v, not -v: a reward of 0 is a cost of 0, not -0.

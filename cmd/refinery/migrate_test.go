@@ -204,6 +204,12 @@ func TestMigrateDownRefusesOnlyWhatItsStepDrops(t *testing.T) {
 			[]string{bandit, `INSERT INTO trainer_leases VALUES ('b', 'r1', 3, true, now())`,
 				`INSERT INTO snapshots (bandit, version, params, metrics, created_at, lease_token) VALUES ('b', 1, '', '{}', now(), 3)`},
 			"the database holds 1 row of snapshots with lease_token set, 1 row in trainer_leases", []string{bandit, `INSERT INTO snapshots (bandit, version, params, metrics, created_at) VALUES ('b', 1, '', '{}', now())`}},
+		{7, "0007 drops the shadow's choices of decisions",
+			[]string{bandit, `INSERT INTO decisions (bandit, event_id, context, encoded, arm, propensities, scores, policy, model_version, sample, created_at, shadow_arm, shadow_propensities)
+				VALUES ('b', 'e1', '{}', '{}', 0, '{1}', '{0}', 'uniform', 0, 'none', now(), 0, '{1}')`},
+			"the database holds 1 row of decisions with shadow_propensities set, 1 row of decisions with shadow_arm set",
+			[]string{bandit, `INSERT INTO decisions (bandit, event_id, context, encoded, arm, propensities, scores, policy, model_version, sample, created_at)
+				VALUES ('b', 'e1', '{}', '{}', 0, '{1}', '{0}', 'uniform', 0, 'none', now())`}},
 	}
 	if latest := latestMigration(t); len(tests) != latest {
 		t.Fatalf("%d cases for %d migrations: add one for each new migration", len(tests), latest)
@@ -254,12 +260,15 @@ func TestMigrateDownRefusesOnlyWhatItsStepDrops(t *testing.T) {
 			})
 		})
 	}
-	// The walk-through's case: down 3 from the newest version on a
-	// database holding only an API key.
-	url := at(t, uint(latestMigration(t)), []string{apiKey})
+	// The walk-through's case: down to version 3 (through 0004, which
+	// drops api_keys) from the newest version on a database holding only
+	// an API key.
+	latest := latestMigration(t)
+	url := at(t, uint(latest), []string{apiKey})
 	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"migrate", "down", "3", "--database-url", url}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "1 row in api_keys") {
-		t.Errorf("down 3 with an API key = exit %d, stderr %q; want 1, naming api_keys", code, stderr.String())
+	n := fmt.Sprint(latest - 3)
+	if code := run(ctx, []string{"migrate", "down", n, "--database-url", url}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "1 row in api_keys") {
+		t.Errorf("down %s with an API key = exit %d, stderr %q; want 1, naming api_keys", n, code, stderr.String())
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/keys"
 	"github.com/refinery-bandits/refinery/nn/kern"
+	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -327,7 +328,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Service = bandit.NewService(m.Store, scfg)
 	acfg := api.Config{Service: m.Service, Metrics: metrics, Gatherer: m.Registry, Logger: log, Dashboard: dash, MaxInFlight: m.MaxInFlight, RequestTimeout: m.RequestTimeout,
 		MaxInFlightPerKey: m.MaxInFlightPerKey, RefusedKeyDelay: m.RefusedKeyDelay, MaxRefusedPending: m.MaxRefusedPending,
-		RequireKeys: m.KeysRequired, Keys: ks}
+		RequireKeys: m.KeysRequired, Keys: ks, ShadowEstimator: simulators.EstimateShadow}
 	if !m.KeysRequired {
 		acfg.AllowedHosts = loopbackHosts(m.Addr)
 	}

@@ -41,7 +41,7 @@ func Run(t *testing.T, open Open) {
 		{"an inserted decision reads back unchanged", testInsertDecision},
 		{"a decision with a zero creation time is stamped with the current time", testDecisionNow},
 		{"a second decision with the same event ID returns the first, not created", testDuplicateDecision},
-		{"decisions inserted together read back in order, and an event ID decided before returns the first", testInsertDecisions},
+		{"decisions inserted together read back in order, with or without a shadow choice, and an event ID decided before returns the first", testInsertDecisions},
 		{"two bandits may use the same event ID", testEventIDPerBandit},
 		{"changing the caller's values after a call does not change what is stored", testNoAliasing},
 		{"times come back as the same instants, in UTC, at microsecond resolution", testTimes},
@@ -139,6 +139,9 @@ func diffDecision(got, want *bandit.Decision) string {
 		return fmt.Sprintf("propensities %v, want %v", got.Propensities, want.Propensities)
 	case !slices.Equal(got.Scores, want.Scores):
 		return fmt.Sprintf("scores %v, want %v", got.Scores, want.Scores)
+	case !slices.Equal(got.ShadowPropensities, want.ShadowPropensities) || (want.ShadowPropensities != nil) != (got.ShadowPropensities != nil) ||
+		want.ShadowPropensities != nil && got.ShadowArm != want.ShadowArm:
+		return fmt.Sprintf("shadow arm %d, propensities %v; want %d, %v", got.ShadowArm, got.ShadowPropensities, want.ShadowArm, want.ShadowPropensities)
 	case got.Policy != want.Policy || got.ModelVersion != want.ModelVersion || got.Sample != want.Sample:
 		return fmt.Sprintf("policy/version/sample %s/%d/%s, want %s/%d/%s",
 			got.Policy, got.ModelVersion, got.Sample, want.Policy, want.ModelVersion, want.Sample)
@@ -259,6 +262,10 @@ func testInvalidInput(t *testing.T, s bandit.Store) {
 			_, _, err := s.InsertDecision(ctx(t), bad(func(d *bandit.Decision) { d.Arm = -1 }))
 			return err
 		}},
+		{"a shadow arm beyond the shadow propensities", func() error {
+			_, _, err := s.InsertDecision(ctx(t), bad(func(d *bandit.Decision) { d.ShadowArm, d.ShadowPropensities = 2, []float64{0.5, 0.5} }))
+			return err
+		}},
 		{"a NaN reward", func() error {
 			return s.InsertReward(ctx(t), &bandit.Reward{Bandit: "b", EventID: "e", Value: math.NaN()})
 		}},
@@ -345,6 +352,8 @@ func testInsertDecisions(t *testing.T, s bandit.Store) {
 	first := mustDecide(t, s, decision("b", "e1"))
 	ds := []*bandit.Decision{decision("b", "e0"), decision("b", "e1"), decision("b", "e2")}
 	ds[1].Arm = 0
+	// A candidate's choice (the shadow policy) beside one without.
+	ds[2].ShadowArm, ds[2].ShadowPropensities = 0, []float64{0.9, 0.1}
 	stored, created, err := s.InsertDecisions(ctx(t), ds)
 	if err != nil {
 		t.Fatalf("InsertDecisions = %v", err)

@@ -118,6 +118,20 @@
       const k = b.bank;
       h += '<div class="bankline" data-field="bank">bank depth ' + k.depth + "/" + k.capacity + " (in flight " + k.in_flight + ") · made " + num(k.produced, 0) + " (" + num(k.produced_per_second) + "/s) · used " + num(k.used, 0) + " (" + num(k.used_per_second) + "/s) · reused " + num(k.reused, 0) + " · discarded " + num(k.discarded, 0) + " · fall-backs " + num(k.fallbacks, 0) + " · beyond bounds " + num(k.beyond_bounds, 0) + " · per decision: sample uses " + num(k.mean_sample_uses) + ", age " + num(k.mean_sample_age_seconds) + " s, versions behind " + num(k.mean_versions_behind) + "</div>";
     }
+    if (b.shadow) {
+      // The candidate (shadow) and its off-policy estimate (SNIPS) against
+      // the live policy, over the newest logged decisions.
+      const e = b.shadow.estimate;
+      let line = "shadow " + esc(b.shadow.policy);
+      const iv = (v) => num(v.value, 3) + " [" + num(v.lo, 3) + ", " + num(v.hi, 3) + "]";
+      if (e && e.candidate && e.live) {
+        line += " · " + esc(e.estimator) + " over " + num(e.decisions, 0) + " decisions: candidate " + field("shadow-candidate", iv(e.candidate)) +
+          " vs live " + field("shadow-live", iv(e.live)) + " (" + num(100 * e.level, 0) + "%) · ESS " + num(e.ess, 0);
+      } else if (e) {
+        line += " · no estimate: " + esc(e.reason || "");
+      }
+      h += '<div class="bankline" data-field="shadow">' + line + "</div>";
+    }
     if (b.posterior) {
       // The posterior fitted at the MAP (laplace-ts, flow-ts, neural-linear).
       const p = b.posterior;

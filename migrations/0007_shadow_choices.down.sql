@@ -1,0 +1,2 @@
+ALTER TABLE decisions DROP COLUMN shadow_propensities;
+ALTER TABLE decisions DROP COLUMN shadow_arm;
