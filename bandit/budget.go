@@ -5,7 +5,9 @@ import (
 )
 
 // The per-decision budgets of the mean-field Thompson samplers (mf-ts,
-// refined-ts) for new and grown bandits, chosen from a measurement
+// refined-ts) and of the last-layer samplers (laplace-ts "last-layer",
+// flow-ts: MaxLastLayerCost) for new and grown bandits, chosen from a
+// measurement
 // (issue 31, finding 4: within MaxDecisionCost and MaxDecisionFloats, 100
 // arms, a hidden layer of 240 and 10,000 propensity draws took 6.1 s and
 // allocated 25.5 MB per decision, and 64 clients drove the process to
@@ -26,10 +28,22 @@ const (
 	// activations per decision at the limit, 128 MiB for the 64
 	// requests in flight of --max-in-flight's default.
 	MaxSampledFloats = 1 << 18
+	// MaxLastLayerCost bounds draws x arms x (last-layer inputs + 1)^2,
+	// the multiply-adds of one decision of laplace-ts "last-layer" and
+	// flow-ts, which draw each arm's output weights from a full-covariance
+	// Gaussian per draw: at the older MaxDecisionCost (2.5e8) a decision
+	// took 260-287 ms on a core shared about two ways
+	// (BenchmarkHeaviestLastLayerDecision, bench/decision-cost.md), 64 of
+	// them in flight about 8 s of the 10 s request timeout on two cores;
+	// at this limit about 105 ms, and policy.samples 3 x 32 propensity
+	// draws of a 100-arm bandit with a last hidden layer of 100 (9.8e7)
+	// are still allowed.
+	MaxLastLayerCost = 100_000_000
 )
 
-// DecisionBudget checks the per-decision budgets MaxSampledCost and
-// MaxSampledFloats of a valid configuration with its defaults filled in:
+// DecisionBudget checks the per-decision budgets MaxSampledCost,
+// MaxSampledFloats and MaxLastLayerCost of a valid configuration with its
+// defaults filled in:
 // a *ValidationError naming policy.propensity_samples when its
 // decisions would be too heavy, nil otherwise (and for the policies the
 // budgets do not cover). The shadow (Config.Shadow), asked at every
@@ -49,11 +63,8 @@ func shadowBudget(old, c *Config, v *validator) {
 	if cand == nil {
 		return
 	}
-	if prev := Candidate(old); prev != nil {
-		oc, of := decisionCost(prev)
-		if nc, nf := decisionCost(cand); nc <= oc && nf <= of {
-			return
-		}
+	if prev := Candidate(old); prev != nil && !decisionCost(cand).heavier(decisionCost(prev)) {
+		return
 	}
 	var sv validator
 	ownBudget(cand, &sv)
@@ -64,33 +75,50 @@ func shadowBudget(old, c *Config, v *validator) {
 
 // ownBudget adds the problems of c's own policy with the budgets to v.
 func ownBudget(c *Config, v *validator) {
-	cost, floats := decisionCost(c)
-	if cost == 0 {
-		return
-	}
+	w := decisionCost(c)
 	draws := c.Policy.Samples * c.Policy.PropensitySamples
-	if cost > MaxSampledCost {
-		v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f parameters = %.3g sampled weights per decision, want at most %.3g (fewer samples or propensity_samples, or a smaller network)", draws, cost/float64(draws), cost, float64(MaxSampledCost)))
+	if w.sampled > MaxSampledCost {
+		v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f parameters = %.3g sampled weights per decision, want at most %.3g (fewer samples or propensity_samples, or a smaller network)", draws, w.sampled/float64(draws), w.sampled, float64(MaxSampledCost)))
 	}
-	if floats > MaxSampledFloats {
-		v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f units = %.0f activations per decision, want at most %d", draws, floats/float64(draws), floats, MaxSampledFloats))
+	if w.floats > MaxSampledFloats {
+		v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f units = %.0f activations per decision, want at most %d", draws, w.floats/float64(draws), w.floats, MaxSampledFloats))
+	}
+	if w.lastLayer > MaxLastLayerCost {
+		v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %d arms x (last-layer inputs + 1)^2 = %.3g per decision, want at most %.3g (fewer samples or propensity_samples, fewer arms or a narrower last hidden layer)", draws, len(c.Arms), w.lastLayer, float64(MaxLastLayerCost)))
 	}
 }
 
-// decisionCost returns draws x parameters and draws x units of one
-// decision of the mean-field Thompson samplers, zero for other policies.
-func decisionCost(c *Config) (cost, floats float64) {
+// decisionWeight is what the per-decision budgets count of one decision:
+// draws x parameters and draws x units of the mean-field Thompson
+// samplers, draws x arms x (last-layer inputs + 1)^2 of the last-layer
+// samplers (laplace-ts "last-layer", flow-ts); zero where a policy has
+// no such cost.
+type decisionWeight struct{ sampled, floats, lastLayer float64 }
+
+// heavier reports whether w counts more than o in any budget.
+func (w decisionWeight) heavier(o decisionWeight) bool {
+	return w.sampled > o.sampled || w.floats > o.floats || w.lastLayer > o.lastLayer
+}
+
+// decisionCost returns what the per-decision budgets count of one
+// decision of c.
+func decisionCost(c *Config) decisionWeight {
 	p := c.Policy
-	if !CapabilitiesOf(p).MeanField {
-		return 0, 0
+	caps := CapabilitiesOf(p)
+	if !caps.MeanField && !caps.LastLayer {
+		return decisionWeight{}
 	}
 	draws := float64(p.Samples) * float64(p.PropensitySamples)
+	arch := modelArch(c.Model, encodedDim(c), len(c.Arms))
+	if caps.LastLayer {
+		last := float64(arch.Layer(arch.NumLayers()-1).In + 1)
+		return decisionWeight{lastLayer: draws * float64(len(c.Arms)) * last * last}
+	}
 	units := len(c.Arms)
 	for _, h := range c.Model.Hidden {
 		units += h
 	}
-	params := modelArch(c.Model, encodedDim(c), len(c.Arms)).NumParams()
-	return draws * float64(params), draws * float64(units)
+	return decisionWeight{sampled: draws * float64(arch.NumParams()), floats: draws * float64(units)}
 }
 
 // checkGrownBudget checks the budgets of a patched configuration whose
@@ -98,8 +126,7 @@ func decisionCost(c *Config) (cost, floats float64) {
 // may keep its weight, not grow it).
 func checkGrownBudget(old, cfg *Config) error {
 	var v validator
-	oc, of := decisionCost(old)
-	if nc, nf := decisionCost(cfg); nc > oc || nf > of {
+	if decisionCost(cfg).heavier(decisionCost(old)) {
 		ownBudget(cfg, &v)
 	}
 	shadowBudget(old, cfg, &v)

@@ -33,22 +33,32 @@ func TestDecisionBudget(t *testing.T) {
 			t.Fatalf("err = %v, want a validation error naming policy.propensity_samples", err)
 		}
 	}
+	lastLayer := func(c *bandit.Config) { c.Policy.Kind = bandit.LaplaceTS; c.Policy.Laplace = "last-layer" }
+	flow := func(c *bandit.Config) { c.Policy.Kind = bandit.FlowTS }
 	for _, tc := range []struct {
 		name                string
 		arms, hidden, draws int
 		samples             int
 		ok                  bool
+		kind                func(*bandit.Config) // nil: mf-ts
 	}{
-		{"finding 4's heaviest decision is refused", 100, 240, 10000, 1, false},
-		{"ten times fewer draws are still refused", 100, 240, 1000, 1, false},
-		{"draws x parameters just within the budget are accepted", 100, 240, 200, 1, true},
-		{"samples count as draws", 100, 240, 100, 3, false},
-		{"the defaults on a small bandit are accepted", 2, 100, 32, 3, true},
+		{"finding 4's heaviest decision is refused", 100, 240, 10000, 1, false, nil},
+		{"ten times fewer draws are still refused", 100, 240, 1000, 1, false, nil},
+		{"draws x parameters just within the budget are accepted", 100, 240, 200, 1, true, nil},
+		{"samples count as draws", 100, 240, 100, 3, false, nil},
+		{"the defaults on a small bandit are accepted", 2, 100, 32, 3, true, nil},
+		// draws x arms x 101^2: 2.45e8 (the older budget's most) and 9.8e7.
+		{"the last-layer Laplace's heaviest older decision is refused", 100, 100, 240, 1, false, lastLayer},
+		{"flow-ts's heaviest older decision is refused", 100, 100, 240, 1, false, flow},
+		{"the last-layer Laplace's defaults on 100 arms are accepted", 100, 100, 32, 3, true, lastLayer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := heavyConfig(tc.arms, tc.hidden, tc.draws)
+			if tc.kind != nil {
+				tc.kind(cfg)
+			}
 			cfg.Policy.Samples = tc.samples
-			cfg.Name = fmt.Sprintf("b%d-%d-%d-%d", tc.arms, tc.hidden, tc.draws, tc.samples)
+			cfg.Name = fmt.Sprintf("b%d-%d-%d-%d-%s", tc.arms, tc.hidden, tc.draws, tc.samples, cfg.Policy.Kind)
 			_, err := svc.Create(ctx, cfg)
 			if tc.ok && err != nil {
 				t.Fatalf("Create: %v, want it created", err)

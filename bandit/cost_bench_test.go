@@ -96,8 +96,10 @@ func benchmarkDecision(b *testing.B, cfg *bandit.Config) {
 // MaxDecisionCost; neural-linear: propensity_samples x arms x
 // (inputs+1)^2 within MaxLinearCost), at 100 arms and a last hidden
 // layer of 100 with the most draws those budgets allow (the first size
-// of each that Validate accepts), and one of 100 draws: `make
-// bench-decision-cost`, bench/decision-cost.md.
+// of each that Validate accepts), and one of 96 draws (the draws of
+// policy.samples 3 x propensity_samples 32, the defaults), with "allowed"
+// as in BenchmarkHeaviestDecision: `make bench-decision-cost`,
+// bench/decision-cost.md.
 func BenchmarkHeaviestLastLayerDecision(b *testing.B) {
 	for _, kind := range []struct {
 		name string
@@ -107,7 +109,7 @@ func BenchmarkHeaviestLastLayerDecision(b *testing.B) {
 		{"flow-ts", func(c *bandit.Config) { c.Policy.Kind = bandit.FlowTS }},
 		{"neural-linear", func(c *bandit.Config) { c.Policy.Kind = bandit.NeuralLinear }},
 	} {
-		for _, draws := range []int{10000, 1000, 240, 100} {
+		for _, draws := range []int{10000, 1000, 240, 96} {
 			cfg := heavyConfig(100, 100, draws)
 			cfg.Name = "heavy"
 			kind.set(cfg)
@@ -116,15 +118,25 @@ func BenchmarkHeaviestLastLayerDecision(b *testing.B) {
 				continue // past the budget: the next size down
 			}
 			b.Run(fmt.Sprintf("%s/arms=100/hidden=100/draws=%d", kind.name, draws), func(b *testing.B) {
+				allowed := 1.0
+				if bandit.DecisionBudget(cfg) != nil {
+					allowed = 0
+				}
 				benchmarkDecision(b, cfg)
+				b.ReportMetric(allowed, "allowed")
 			})
-			if draws != 100 {
-				cfg := heavyConfig(100, 100, 100)
+			if draws != 96 {
+				cfg := heavyConfig(100, 100, 96)
 				cfg.Name = "heavy"
 				kind.set(cfg)
 				bandit.SetDefaults(cfg)
-				b.Run(fmt.Sprintf("%s/arms=100/hidden=100/draws=100", kind.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/arms=100/hidden=100/draws=96", kind.name), func(b *testing.B) {
+					allowed := 1.0
+					if bandit.DecisionBudget(cfg) != nil {
+						allowed = 0
+					}
 					benchmarkDecision(b, cfg)
+					b.ReportMetric(allowed, "allowed")
 				})
 			}
 			break
