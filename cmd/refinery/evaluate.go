@@ -17,6 +17,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/logfmt"
 	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 )
@@ -328,7 +329,7 @@ func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, arms int,
 		var err error
 		if x, err = enc.Encode(rec.Context); err != nil {
 			// The encoder's messages quote the values; a file's are cut.
-			return fmt.Errorf("%s: decision %s: its context does not fit the bandit's features: %s", where, rec.EventID, bandit.Shorten(err.Error(), 4*maxEcho))
+			return fmt.Errorf("%s: decision %s: its context does not fit the bandit's features: %s", where, rec.EventID, bandit.Shorten(err.Error(), 4*logfmt.MaxEcho))
 		}
 	}
 	if len(x) != enc.Dim() && rec.Context != nil {
@@ -394,9 +395,9 @@ func readLogFile(path string, cfg *bandit.Config, from, to time.Time) (*evalLog,
 		return l.add(rec, enc, len(cfg.Arms), fmt.Sprintf("line %d", line))
 	}
 	if first[0] == '{' {
-		err = readDSJSON(br, cfg.Arms, add)
+		err = logfmt.ReadDSJSON(br, cfg.Arms, add)
 	} else {
-		err = readOBP(br, len(cfg.Arms), add)
+		err = logfmt.ReadOBP(br, len(cfg.Arms), add)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -627,6 +628,21 @@ func readBanditConfig(path string) (*bandit.Config, error) {
 		return nil, fmt.Errorf("--bandit-config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// readBounded reads the file at path, at most max bytes of it (a
+// configuration with its status beside it).
+func readBounded(path string, max int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s: larger than %d bytes", path, max)
+	}
+	return b, err
 }
 
 // withoutStatus drops the members GET /v1/bandits/NAME adds to the
