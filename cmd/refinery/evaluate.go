@@ -17,6 +17,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/finitejson"
 	"github.com/refinery-bandits/refinery/internal/logfmt"
 	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
@@ -265,7 +266,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if f.jsonOut != "" {
-		b, err := marshalIndentFinite(&out)
+		b, err := finitejson.MarshalIndent(&out, "", "  ")
 		if err != nil {
 			return err
 		}

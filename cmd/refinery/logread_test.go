@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/finitejson"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -86,9 +87,9 @@ func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 	}
 	rep.Candidates[0].Estimates[1] = simulators.Estimate{Estimator: "dr", Value: math.NaN(), SE: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Reason: "undefined here"}
 	rep.Candidates[0].ESS = math.Inf(1)
-	got, err := marshalIndentFinite(&out)
+	got, err := finitejson.MarshalIndent(&out, "", "  ")
 	if err != nil {
-		t.Fatalf("marshalIndentFinite with a NaN estimate: %v", err)
+		t.Fatalf("finitejson.MarshalIndent with a NaN estimate: %v", err)
 	}
 	var back struct {
 		Candidates []struct {
@@ -113,7 +114,7 @@ func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 
 func mustAppendFinite(t *testing.T, v any) []byte {
 	t.Helper()
-	b, err := marshalIndentFinite(v) // finite: encoding/json's own output
+	b, err := finitejson.MarshalIndent(v, "", "  ") // finite: encoding/json's own output
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,12 +122,12 @@ func mustAppendFinite(t *testing.T, v any) []byte {
 	if err := json.Compact(&compact, b); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := appendFiniteOf(v)
+	raw, err := finitejson.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(raw, compact.Bytes()) {
-		t.Errorf("appendFinite:\n%s\nencoding/json:\n%s", raw, compact.Bytes())
+		t.Errorf("finitejson.Marshal:\n%s\nencoding/json:\n%s", raw, compact.Bytes())
 	}
 	return raw
 }
