@@ -27,6 +27,8 @@ type OBPColumn struct {
 	Describe string `json:"describe"`
 }
 
+// OBPColumns describes the context columns of an OBP CSV written with
+// the encoder enc.
 func OBPColumns(enc *bandit.Encoder) []OBPColumn {
 	var out []OBPColumn
 	for i, c := range enc.Columns() {
@@ -101,6 +103,8 @@ func (b *Bandit) decisionArms(d *bandit.Decision) ([]string, error) {
 	return b.Arms[:len(d.Propensities)], nil
 }
 
+// WriteDSJSON writes rec as one line of DSJSON: see refinery export's
+// usage for its members.
 func WriteDSJSON(w *bufio.Writer, b *Bandit, rec *bandit.DecisionRecord) error {
 	d := &rec.Decision
 	arms, err := b.decisionArms(d)
@@ -152,6 +156,9 @@ func WriteOBPHeader(w *bufio.Writer, b *Bandit) {
 	w.WriteByte('\n')
 }
 
+// WriteOBP writes rec as one row of OBP CSV, after WriteOBPHeader's
+// header; a decision made before category values were added is encoded
+// again in the current columns.
 func WriteOBP(w *bufio.Writer, b *Bandit, rec *bandit.DecisionRecord) error {
 	d := &rec.Decision
 	if _, err := b.decisionArms(d); err != nil {
