@@ -16,15 +16,21 @@ import (
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/logfmt"
 	"github.com/refinery-bandits/refinery/simulators"
-	"github.com/refinery-bandits/refinery/store"
 )
 
-// Log is a read log.
+// Log is a read log: the rows of simulators.Evaluate (OPEConfig.Rows).
 type Log struct {
-	Source     string
-	Rows       []simulators.LoggedRow
-	Skipped    int
-	Policies   map[string]int
+	// Source names the log: "bandit NAME" or the file's path.
+	Source string
+	// Rows are the rewarded decisions, oldest first.
+	Rows []simulators.LoggedRow
+	// Skipped counts the decisions without a reward.
+	Skipped int
+	// Policies counts the rows by the policy kind that decided them;
+	// nil when the log does not name it (a file).
+	Policies map[string]int
+	// FromConfig: Policies is the bandit configuration's, not the log's
+	// (set by the caller).
 	FromConfig bool
 }
 
@@ -86,7 +92,15 @@ func inRange(t, from, to time.Time) bool {
 	return (from.IsZero() || !t.Before(from)) && (to.IsZero() || t.Before(to))
 }
 
-func ReadStore(ctx context.Context, st *store.Postgres, cfg *bandit.Config, name string, from, to time.Time) (*Log, error) {
+// Exporter streams a bandit's decisions made in [from, to), oldest
+// first (store.Postgres does).
+type Exporter interface {
+	Export(ctx context.Context, name string, from, to time.Time, fn func(*bandit.DecisionRecord) error) error
+}
+
+// ReadStore reads the decisions of the bandit name made in [from, to)
+// from st into a Log, cfg being the bandit's configuration.
+func ReadStore(ctx context.Context, st Exporter, cfg *bandit.Config, name string, from, to time.Time) (*Log, error) {
 	l := &Log{Source: "bandit " + name}
 	enc := bandit.NewEncoder(cfg.Features)
 	err := st.Export(ctx, name, from, to, func(rec *bandit.DecisionRecord) error {
@@ -95,6 +109,10 @@ func ReadStore(ctx context.Context, st *store.Postgres, cfg *bandit.Config, name
 	return l, err
 }
 
+// ReadFile reads the decisions made in [from, to) of the log at path
+// into a Log: DSJSON when its first byte is '{', else OBP CSV (the
+// layouts of internal/logfmt), cfg being the logged bandit's
+// configuration.
 func ReadFile(path string, cfg *bandit.Config, from, to time.Time) (*Log, error) {
 	fh, err := os.Open(path)
 	if err != nil {
