@@ -1,19 +1,32 @@
 package logfmt
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
-// dsjsonLineFor is a rewarded DSJSON decision of a two-arm bandit (arms
-// a and b), with extra appended inside its object.
-func dsjsonLineFor(id, extra string) string {
-	return `{"_label_cost":-1,"_label_probability":0.9,"_label_Action":1,"_labelIndex":0,"Timestamp":"2026-11-24T01:00:00Z","Version":"1","EventId":"` + id +
-		`","a":[1,2],"p":[0.9,0.1],"c":{"Context":{"x":1},"_multi":[{"Arm":{"name":"a"}},{"Arm":{"name":"b"}}]},"VWState":{"m":"0"}` + extra + "}\n"
+// dsjsonLineFor is a rewarded decision of a two-arm bandit (arms a and
+// b) as WriteDSJSON writes it, with extra appended inside its object.
+func dsjsonLineFor(f *testing.F, id, extra string) string {
+	rec := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: id, Context: json.RawMessage(`{"x":1}`), Arm: 0,
+		Propensities: []float64{0.9, 0.1}, CreatedAt: time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)}, Reward: &bandit.Reward{EventID: id, Value: 1}}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	if err := WriteDSJSON(w, &Bandit{Arms: []string{"a", "b"}}, rec); err != nil {
+		f.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		f.Fatal(err)
+	}
+	return strings.TrimSuffix(buf.String(), "}\n") + extra + "}\n"
 }
 
 // FuzzReadDSJSON: any file through the DSJSON reader errs or yields
@@ -21,9 +34,9 @@ func dsjsonLineFor(id, extra string) string {
 // (those it had when it decided),
 // never panics, and errors quote at most a short prefix.
 func FuzzReadDSJSON(f *testing.F) {
-	f.Add([]byte(dsjsonLineFor("e1", "")))
-	f.Add([]byte(dsjsonLineFor("e1", `,"EventId":"e2"`)))
-	f.Add([]byte(dsjsonLineFor("e1", "") + "\n\n" + dsjsonLineFor("e2", `,"_skipLearn":true`)))
+	f.Add([]byte(dsjsonLineFor(f, "e1", "")))
+	f.Add([]byte(dsjsonLineFor(f, "e1", `,"EventId":"e2"`)))
+	f.Add([]byte(dsjsonLineFor(f, "e1", "") + "\n\n" + dsjsonLineFor(f, "e2", `,"_skipLearn":true`)))
 	f.Add([]byte("{not json\n"))
 	f.Add([]byte(`{"a":[0],"p":[1e400]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
