@@ -16,8 +16,8 @@ TARGETS="
 ./bandit FuzzParseDecisionBody decision bodies through the one-pass reader, against DecodeStrict
 ./bandit FuzzParseRewardBody reward bodies through the one-pass reader, against DecodeStrict
 ./bandit FuzzLoadSnapshot stored posterior snapshots, loaded on restart
-./cmd/refinery FuzzReadDSJSON DSJSON decision logs (refinery evaluate --log), bounded lines, the API's strictness
-./cmd/refinery FuzzReadOBP OBP CSV decision logs (refinery evaluate --log), bounded lines, finite numbers
+./internal/logfmt FuzzReadDSJSON DSJSON decision logs (refinery evaluate --log), bounded lines, the API's strictness
+./internal/logfmt FuzzReadOBP OBP CSV decision logs (refinery evaluate --log), bounded lines, finite numbers
 ./simulators FuzzReadClassificationCSV CSV environments (refinery simulate --env csv:...)
 ./simulators FuzzReadMushroom the UCI mushroom data file
 "

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/finitejson"
+	"github.com/refinery-bandits/refinery/internal/ope"
 	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 )
@@ -207,7 +207,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// Read the bandit's configuration first: candidate errors are
 	// usage errors and should not wait for the log.
 	var base *bandit.Config
-	var lg *evalLog
+	var lg *ope.Log
 	if f.logFile != "" {
 		var err error
 		if base, err = readBanditConfig(f.configFile); err != nil {
@@ -230,41 +230,41 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("bandit %s: its stored configuration: %w", f.name, err)
 		}
 	}
-	cands, err := evalCandidates(base, f.candidates, f.extra)
+	cands, err := ope.Candidates(base, f.candidates, f.extra)
 	if err != nil {
 		return usageError{err}
 	}
 	if st != nil {
-		lg, err = readLogDB(ctx, st, base, f.name, f.from, f.to)
+		lg, err = ope.ReadStore(ctx, st, base, f.name, f.from, f.to)
 	} else {
-		lg, err = readLogFile(f.logFile, base, f.from, f.to)
+		lg, err = ope.ReadFile(f.logFile, base, f.from, f.to)
 	}
 	if err != nil {
 		return err
 	}
-	if len(lg.rows) == 0 {
-		return fmt.Errorf("%s: no rewarded decisions to evaluate on (%d without a reward skipped)", lg.source, lg.skipped)
+	if len(lg.Rows) == 0 {
+		return fmt.Errorf("%s: no rewarded decisions to evaluate on (%d without a reward skipped)", lg.Source, lg.Skipped)
 	}
 	rep, err := simulators.Evaluate(ctx, simulators.OPEConfig{
-		Rows: lg.rows, Arms: len(base.Arms), Dim: bandit.NewEncoder(base.Features).Dim(),
+		Rows: lg.Rows, Arms: len(base.Arms), Dim: bandit.NewEncoder(base.Features).Dim(),
 		Candidates: cands, TrainFraction: f.trainFraction, TrainEvery: f.trainEvery,
 		Level: f.level, Seed: f.seed, Clip: f.clip, SwitchTau: f.switchTau,
 	})
 	if err != nil {
 		return err
 	}
-	if len(lg.policies) == 0 {
+	if len(lg.Policies) == 0 {
 		// A file does not name the policy that took its decisions; the
 		// logged bandit's configuration does.
-		lg.policies, lg.fromConfig = map[string]int{string(base.Policy.Kind): len(lg.rows)}, true
+		lg.Policies, lg.FromConfig = map[string]int{string(base.Policy.Kind): len(lg.Rows)}, true
 	}
-	out := evalOutput{Source: lg.source, Bandit: base.Name, LoggedPolicy: lg.policies, PolicyFromConfig: lg.fromConfig, Skipped: lg.skipped,
-		Propensities: propensityNote(lg.policies, base), OPEReport: rep}
+	out := evalOutput{Source: lg.Source, Bandit: base.Name, LoggedPolicy: lg.Policies, PolicyFromConfig: lg.FromConfig, Skipped: lg.Skipped,
+		Propensities: ope.PropensityNote(lg.Policies, base), OPEReport: rep}
 	if err := writeEvalTable(stdout, &out); err != nil {
 		return err
 	}
 	if f.jsonOut != "" {
-		b, err := marshalIndentFinite(&out)
+		b, err := finitejson.MarshalIndent(&out, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -294,261 +294,6 @@ type evalOutput struct {
 	Skipped          int    `json:"skipped_without_reward"`
 	Propensities     string `json:"propensities"`
 	*simulators.OPEReport
-}
-
-// evalLog is a read log.
-type evalLog struct {
-	source     string
-	rows       []simulators.LoggedRow
-	skipped    int
-	policies   map[string]int
-	fromConfig bool
-}
-
-// add converts a decision record into a row, or counts it as skipped.
-//
-// A bandit that grew after a decision (PATCH add_values, add_arms) stored
-// that decision with fewer inputs and fewer propensities than it has now:
-// its context is encoded again in the current features (values are only
-// ever added, so every old context still encodes), and the arms added
-// since get propensity 0, which they had, not existing yet.
-func (l *evalLog) add(rec *bandit.DecisionRecord, enc *bandit.Encoder, arms int, where string) error {
-	if rec.Reward == nil {
-		l.skipped++
-		return nil
-	}
-	if rec.Policy != "" {
-		if l.policies == nil {
-			l.policies = map[string]int{}
-		}
-		l.policies[rec.Policy]++
-	}
-	x := rec.Encoded
-	if x == nil {
-		var err error
-		if x, err = enc.Encode(rec.Context); err != nil {
-			// The encoder's messages quote the values; a file's are cut.
-			return fmt.Errorf("%s: decision %s: its context does not fit the bandit's features: %s", where, rec.EventID, bandit.Shorten(err.Error(), 4*maxEcho))
-		}
-	}
-	if len(x) != enc.Dim() && rec.Context != nil {
-		if y, err := enc.Encode(rec.Context); err == nil {
-			x = y
-		}
-	}
-	if len(x) != enc.Dim() {
-		return fmt.Errorf("%s: decision %s: %d context inputs, the bandit's features encode to %d", where, rec.EventID, len(x), enc.Dim())
-	}
-	if rec.Arm < 0 || rec.Arm >= len(rec.Propensities) {
-		return fmt.Errorf("%s: decision %s: arm %d with %d propensities", where, rec.EventID, rec.Arm, len(rec.Propensities))
-	}
-	mu := rec.Propensities[rec.Arm]
-	if !(mu > 0 && mu <= 1) {
-		return fmt.Errorf("%s: decision %s: logged propensity %g of its arm, want it in (0, 1]: its importance weight pi/mu is undefined", where, rec.EventID, mu)
-	}
-	props, logged := rec.Propensities, 0
-	if slices.ContainsFunc(props, math.IsNaN) {
-		props = nil // an OBP CSV keeps the chosen arm's only
-	} else if len(props) < arms {
-		logged = len(props)
-		props = append(slices.Clone(props), make([]float64, arms-len(props))...)
-	}
-	l.rows = append(l.rows, simulators.LoggedRow{EventID: rec.EventID, Context: rec.Context, X: x, Arm: rec.Arm,
-		Propensities: props, Mu: mu, Reward: rec.Reward.Value, LoggedArms: logged})
-	return nil
-}
-
-// inRange reports whether t is in [from, to) (zero bounds: unbounded).
-func inRange(t, from, to time.Time) bool {
-	return (from.IsZero() || !t.Before(from)) && (to.IsZero() || t.Before(to))
-}
-
-func readLogDB(ctx context.Context, st *store.Postgres, cfg *bandit.Config, name string, from, to time.Time) (*evalLog, error) {
-	l := &evalLog{source: "bandit " + name}
-	enc := bandit.NewEncoder(cfg.Features)
-	err := st.Export(ctx, name, from, to, func(rec *bandit.DecisionRecord) error {
-		return l.add(rec, enc, len(cfg.Arms), l.source)
-	})
-	return l, err
-}
-
-func readLogFile(path string, cfg *bandit.Config, from, to time.Time) (*evalLog, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--log: %w", err)
-	}
-	defer fh.Close()
-	br := bufio.NewReaderSize(fh, 64<<10)
-	l := &evalLog{source: path}
-	enc := bandit.NewEncoder(cfg.Features)
-	first, err := br.Peek(1)
-	if err == io.EOF {
-		return l, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("--log: %w", err)
-	}
-	add := func(line int, rec *bandit.DecisionRecord) error {
-		if !inRange(rec.CreatedAt, from, to) {
-			return nil
-		}
-		return l.add(rec, enc, len(cfg.Arms), fmt.Sprintf("line %d", line))
-	}
-	if first[0] == '{' {
-		err = readDSJSON(br, cfg.Arms, add)
-	} else {
-		err = readOBP(br, len(cfg.Arms), add)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return l, nil
-}
-
-// evalCandidates builds the candidates of --candidates and --candidate
-// over the logged bandit's configuration.
-func evalCandidates(base *bandit.Config, list string, extra []string) ([]simulators.Candidate, error) {
-	var out []simulators.Candidate
-	seen := map[string]bool{}
-	add := func(name string, overlay map[string]any) error {
-		if seen[name] {
-			return fmt.Errorf("candidate %q given twice", name)
-		}
-		seen[name] = true
-		if overlay == nil {
-			out = append(out, simulators.Candidate{Name: name})
-			return nil
-		}
-		cfg, err := candidateConfig(base, overlay)
-		if err != nil {
-			return fmt.Errorf("candidate %s: %w", name, err)
-		}
-		out = append(out, simulators.Candidate{Name: name, Config: cfg})
-		return nil
-	}
-	if strings.TrimSpace(list) != "" {
-		for _, item := range strings.Split(list, ",") {
-			item = strings.TrimSpace(item)
-			kind, _, _ := strings.Cut(item, ":")
-			switch {
-			case item == "logging":
-				if err := add("logging", nil); err != nil {
-					return nil, err
-				}
-				continue
-			case !slices.Contains(bandit.PolicyKinds(), bandit.PolicyKind(kind)):
-				var names []string
-				for _, k := range bandit.PolicyKinds() {
-					names = append(names, string(k))
-				}
-				return nil, fmt.Errorf("--candidates: unknown candidate %q (want logging, %s, or eps-greedy:E)", item, strings.Join(names, ", "))
-			}
-			// KIND:ARG is bandit.ParsePolicySpec's grammar, as simulate's.
-			ps, err := bandit.ParsePolicySpec(item)
-			switch {
-			case err != nil:
-				return nil, fmt.Errorf("--candidates: %w", err)
-			case ps.Supply:
-				return nil, fmt.Errorf("--candidates: %q: a candidate keeps its first bank of refined samples (candidateConfig); the sample supply does not apply", item)
-			}
-			pol := map[string]any{"kind": string(ps.Kind)}
-			if ps.Epsilon != nil {
-				pol["epsilon"] = *ps.Epsilon
-			}
-			if ps.Laplace != "" {
-				pol["laplace"] = ps.Laplace
-			}
-			if err := add(item, map[string]any{"policy": pol}); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, e := range extra {
-		name, js, ok := strings.Cut(e, "=")
-		if !ok || name == "" || name == "logging" {
-			return nil, fmt.Errorf("--candidate %q: want NAME=JSON, e.g. 'rts1={\"policy\":{\"kind\":\"refined-ts\",\"samples\":1}}'", e)
-		}
-		var overlay map[string]any
-		if err := json.Unmarshal([]byte(js), &overlay); err != nil || overlay == nil {
-			return nil, fmt.Errorf("--candidate %s: not a JSON object: %v", name, err)
-		}
-		if _, ok := overlay["policy"].(map[string]any); !ok {
-			return nil, fmt.Errorf("--candidate %s: want a \"policy\" object with its kind", name)
-		}
-		if err := add(name, overlay); err != nil {
-			return nil, err
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("--candidates: no candidates given")
-	}
-	return out, nil
-}
-
-// candidateConfig merges overlay over base's configuration: its
-// "policy" replaces base's whole (the kind's defaults fill the rest),
-// other objects merge member by member. A refined-ts candidate keeps its
-// first bank of refined samples for the whole evaluation
-// (policy.max_sample_uses 1,000,000 unless the overlay sets it).
-func candidateConfig(base *bandit.Config, overlay map[string]any) (*bandit.Config, error) {
-	b, err := json.Marshal(base)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	pol := overlay["policy"].(map[string]any)
-	if kind, _ := pol["kind"].(string); bandit.KindCapabilities(bandit.PolicyKind(kind)).SampleBank {
-		if _, ok := pol["max_sample_uses"]; !ok {
-			pol["max_sample_uses"] = 1_000_000
-		}
-	}
-	merge(m, overlay)
-	m["policy"] = pol
-	m["name"] = "candidate"
-	if b, err = json.Marshal(m); err != nil {
-		return nil, err
-	}
-	return bandit.ParseConfig(b)
-}
-
-// merge sets src's members in dst, recursively for objects in both.
-func merge(dst, src map[string]any) {
-	for k, v := range src {
-		if sv, ok := v.(map[string]any); ok {
-			if dv, ok := dst[k].(map[string]any); ok {
-				merge(dv, sv)
-				continue
-			}
-		}
-		dst[k] = v
-	}
-}
-
-// propensityNote says how the logged propensities were estimated, by the
-// logged policy kinds, and what that does to the estimates.
-func propensityNote(kinds map[string]int, cfg *bandit.Config) string {
-	exact, estimated := true, false
-	for k := range kinds {
-		c := bandit.KindCapabilities(bandit.PolicyKind(k))
-		switch {
-		case slices.Contains(bandit.PolicyKinds(), bandit.PolicyKind(k)) && !c.Posterior: // uniform, greedy, eps-greedy
-		case c.LinearHead:
-			exact = false
-		default:
-			exact, estimated = false, true
-		}
-	}
-	switch {
-	case !exact && !estimated:
-		return fmt.Sprintf("logged propensities: computed (linear-ts, neural-linear: numerical integration of the exact posterior, to about 1e-5; exact for any uniform, greedy, eps-greedy decisions), floored at %g: IPS and DR are unbiased up to the floor, which caps every weight at %g; a log written before this version holds Monte Carlo estimates instead", bandit.MinPropensity, 1/bandit.MinPropensity)
-	case exact:
-		return "logged propensities: exact (uniform, greedy, eps-greedy: 1-eps+eps/m for the greedy arm, eps/m for the others); IPS and DR are unbiased, SNIPS consistent"
-	case estimated:
-		return fmt.Sprintf("logged propensities: estimated for the Thompson-sampling decisions (Monte Carlo over %d groups of %d posterior draws, or exact given the refined samples at hand, floored at %g: bandit.Agent.Decide): IPS and DR are then unbiased only up to the error of 1/mu-hat, which is biased upward where mu is small (E[1/mu-hat] >= 1/mu), the floor caps every weight at %g (and may have moved a propensity by up to m x %g), and ESS and max w say how far to trust an estimate", cfg.Policy.PropensitySamples, cfg.Policy.Samples, bandit.MinPropensity, 1/bandit.MinPropensity, bandit.MinPropensity)
-	}
-	return ""
 }
 
 // writeEvalTable prints the report as a table with a footer.
@@ -627,6 +372,21 @@ func readBanditConfig(path string) (*bandit.Config, error) {
 		return nil, fmt.Errorf("--bandit-config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// readBounded reads the file at path, at most max bytes of it (a
+// configuration with its status beside it).
+func readBounded(path string, max int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s: larger than %d bytes", path, max)
+	}
+	return b, err
 }
 
 // withoutStatus drops the members GET /v1/bandits/NAME adds to the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/finitejson"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -87,9 +87,9 @@ func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 	}
 	rep.Candidates[0].Estimates[1] = simulators.Estimate{Estimator: "dr", Value: math.NaN(), SE: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Reason: "undefined here"}
 	rep.Candidates[0].ESS = math.Inf(1)
-	got, err := marshalIndentFinite(&out)
+	got, err := finitejson.MarshalIndent(&out, "", "  ")
 	if err != nil {
-		t.Fatalf("marshalIndentFinite with a NaN estimate: %v", err)
+		t.Fatalf("finitejson.MarshalIndent with a NaN estimate: %v", err)
 	}
 	var back struct {
 		Candidates []struct {
@@ -114,7 +114,7 @@ func TestEvaluateJSONWritesNaNAsNull(t *testing.T) {
 
 func mustAppendFinite(t *testing.T, v any) []byte {
 	t.Helper()
-	b, err := marshalIndentFinite(v) // finite: encoding/json's own output
+	b, err := finitejson.MarshalIndent(v, "", "  ") // finite: encoding/json's own output
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,62 +122,12 @@ func mustAppendFinite(t *testing.T, v any) []byte {
 	if err := json.Compact(&compact, b); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := appendFiniteOf(v)
+	raw, err := finitejson.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(raw, compact.Bytes()) {
-		t.Errorf("appendFinite:\n%s\nencoding/json:\n%s", raw, compact.Bytes())
+		t.Errorf("finitejson.Marshal:\n%s\nencoding/json:\n%s", raw, compact.Bytes())
 	}
 	return raw
-}
-
-// FuzzReadDSJSON: any file through the DSJSON reader errs or yields
-// decisions with valid event IDs and propensities for the bandit's arms
-// (those it had when it decided),
-// never panics, and errors quote at most a short prefix.
-func FuzzReadDSJSON(f *testing.F) {
-	f.Add([]byte(dsjsonLineFor("e1", "")))
-	f.Add([]byte(dsjsonLineFor("e1", `,"EventId":"e2"`)))
-	f.Add([]byte(dsjsonLineFor("e1", "") + "\n\n" + dsjsonLineFor("e2", `,"_skipLearn":true`)))
-	f.Add([]byte("{not json\n"))
-	f.Add([]byte(`{"a":[0],"p":[1e400]}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		arms := []string{"a", "b"}
-		err := readDSJSON(bytes.NewReader(data), arms, func(line int, rec *bandit.DecisionRecord) error {
-			if !bandit.ValidEventID(rec.EventID) || len(rec.Propensities) < 1 || len(rec.Propensities) > len(arms) || rec.Arm < 0 || rec.Arm >= len(rec.Propensities) {
-				t.Fatalf("line %d: decision %q, arm %d, %d propensities", line, rec.EventID, rec.Arm, len(rec.Propensities))
-			}
-			return nil
-		})
-		if err != nil && len(err.Error()) > 1024 {
-			t.Fatalf("a %d-byte error for a %d-byte file", len(err.Error()), len(data))
-		}
-	})
-}
-
-// FuzzReadOBP: any file through the OBP CSV reader errs or yields
-// decisions with valid event IDs, finite rewards and contexts, never
-// panics, and errors quote at most a short prefix.
-func FuzzReadOBP(f *testing.F) {
-	const head = "event_id,timestamp,action,reward,pscore,context_0\n"
-	f.Add([]byte(head + "e1,2026-11-24T01:00:00Z,0,1,0.5,0.1\n"))
-	f.Add([]byte(head + "e1,2026-11-24T01:00:00Z,1,,0.5,0.1\n"))
-	f.Add([]byte(head + "e1,2026-11-24T01:00:00Z,0,NaN,0.5,Inf\n"))
-	f.Add([]byte("\x00\x00\x00"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		err := readOBP(bytes.NewReader(data), 2, func(line int, rec *bandit.DecisionRecord) error {
-			ok := bandit.ValidEventID(rec.EventID) && rec.Arm >= 0 && rec.Arm < 2 && (rec.Reward == nil || math.Abs(rec.Reward.Value) <= bandit.MaxRewardAbs)
-			for _, x := range rec.Encoded {
-				ok = ok && math.Abs(x) <= bandit.MaxNumericAbs
-			}
-			if !ok {
-				t.Fatalf("line %d: decision %+v", line, rec)
-			}
-			return nil
-		})
-		if err != nil && len(err.Error()) > 1024 {
-			t.Fatalf("a %d-byte error for a %d-byte file: %.200s", len(err.Error()), len(data), fmt.Sprint(err))
-		}
-	})
 }

@@ -20,6 +20,7 @@ import (
 
 	apiclient "github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/ope"
 	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 	"github.com/refinery-bandits/refinery/store/storetest"
@@ -48,7 +49,7 @@ const opeBenchCandidates = "logging,uniform,greedy,linear-ts,refined-ts"
 // (default 5) with independent seeds, it logs OPE_DECISIONS (default
 // 20,000) decisions through serve over loopback HTTP into PostgreSQL
 // (api/client, 4 clients), estimates the candidates from the log exactly as refinery
-// evaluate does (readLogDB, simulators.Evaluate), and measures each
+// evaluate does (ope.ReadStore, simulators.Evaluate), and measures each
 // frozen candidate's true value: the mean of Σ_a π(a|x) E[r|x,a] over
 // every one of the mushroom bandit's 8,124 equally likely contexts
 // (exact), and over OPE_TRUTH (default 100,000) fresh draws of the
@@ -281,20 +282,20 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands, err := evalCandidates(base, opeBenchCandidates, nil)
+	cands, err := ope.Candidates(base, opeBenchCandidates, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg, err := readLogDB(ctx, st, base, name, time.Time{}, time.Time{})
+	lg, err := ope.ReadStore(ctx, st, base, name, time.Time{}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lg.rows) != decisions {
-		t.Fatalf("%d rewarded decisions in the log, want %d", len(lg.rows), decisions)
+	if len(lg.Rows) != decisions {
+		t.Fatalf("%d rewarded decisions in the log, want %d", len(lg.Rows), decisions)
 	}
 	enc := bandit.NewEncoder(base.Features)
 	res.report, err = simulators.Evaluate(ctx, simulators.OPEConfig{
-		Rows: lg.rows, Arms: len(base.Arms), Dim: enc.Dim(), Candidates: cands,
+		Rows: lg.Rows, Arms: len(base.Arms), Dim: enc.Dim(), Candidates: cands,
 		TrainFraction: 0.5, TrainEvery: 100, Level: 0.95, Seed: uint64(rep), Keep: true,
 	})
 	if err != nil {
@@ -350,7 +351,7 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 		}
 		var onLog float64
 		for i, row := range c.EvalRows {
-			ex := expectedOf[lg.rows[res.report.TrainRows+i].EventID]
+			ex := expectedOf[lg.Rows[res.report.TrainRows+i].EventID]
 			for a := range row.Pi {
 				onLog += row.Pi[a] * ex[a] / float64(len(c.EvalRows))
 			}

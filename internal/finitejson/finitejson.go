@@ -1,4 +1,7 @@
-package main
+// Package finitejson writes JSON as encoding/json does, but a NaN or
+// infinite float as null where encoding/json refuses the whole value
+// (refinery evaluate --json: an estimate undefined on a log is NaN).
+package finitejson
 
 import (
 	"bytes"
@@ -10,7 +13,7 @@ import (
 	"strings"
 )
 
-// marshalIndentFinite is json.MarshalIndent(v, "", "  "), but a NaN or
+// MarshalIndent is json.MarshalIndent(v, prefix, indent), but a NaN or
 // infinite float is written as null where encoding/json refuses the
 // whole value: evaluate's estimates are NaN where they are undefined
 // (issue 31, finding 5: evaluate --json failed on a NaN estimate).
@@ -18,8 +21,8 @@ import (
 // encoding/json's rules for what evaluate writes: field names and
 // "-", omitempty and omitzero, untagged embedded structs, json.Marshaler
 // and encoding.TextMarshaler values, maps sorted by key.
-func marshalIndentFinite(v any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
+func MarshalIndent(v any, prefix, indent string) ([]byte, error) {
+	b, err := json.MarshalIndent(v, prefix, indent)
 	var unsupported *json.UnsupportedValueError
 	if !errors.As(err, &unsupported) {
 		return b, err
@@ -29,7 +32,7 @@ func marshalIndentFinite(v any) ([]byte, error) {
 		return nil, err
 	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, raw, "", "  "); err != nil {
+	if err := json.Indent(&out, raw, prefix, indent); err != nil {
 		return nil, err
 	}
 	return out.Bytes(), nil
@@ -200,5 +203,7 @@ func appendLeaf(b []byte, v reflect.Value) ([]byte, error) {
 	return append(b, out...), err
 }
 
-// appendFiniteOf is appendFinite of v, for the tests.
-func appendFiniteOf(v any) ([]byte, error) { return appendFinite(nil, reflect.ValueOf(v)) }
+// Marshal is json.Marshal(v), but NaN and infinite floats are null: it
+// always takes MarshalIndent's own path, so that tests can hold that
+// path to encoding/json's output on finite values.
+func Marshal(v any) ([]byte, error) { return appendFinite(nil, reflect.ValueOf(v)) }

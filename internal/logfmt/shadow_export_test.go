@@ -1,4 +1,4 @@
-package main
+package logfmt
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 // is exported with _shadow (its 1-based action and every arm's
 // probability in the bandit's order); one without has no _shadow.
 func TestDSJSONCarriesTheShadowChoice(t *testing.T) {
-	b := &exportBandit{arms: []string{"x", "y", "z"}}
+	b := &Bandit{Arms: []string{"x", "y", "z"}}
 	for _, tc := range []struct {
 		name   string
 		shadow []float64
@@ -24,7 +24,7 @@ func TestDSJSONCarriesTheShadowChoice(t *testing.T) {
 				Propensities: []float64{0.2, 0.5, 0.3}, ShadowArm: 2, ShadowPropensities: tc.shadow}}
 			var sb strings.Builder
 			w := bufio.NewWriter(&sb)
-			if err := writeDSJSON(w, b, rec); err != nil {
+			if err := WriteDSJSON(w, b, rec); err != nil {
 				t.Fatal(err)
 			}
 			w.Flush()

@@ -1,10 +1,9 @@
-package main
+package logfmt
 
 import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -12,7 +11,7 @@ import (
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
-// What the readers of decision logs (readDSJSON, readOBP: refinery
+// What the readers of decision logs (ReadDSJSON, ReadOBP: refinery
 // evaluate --log) accept of a file, as strictly as the API takes what it
 // stores (issue 31, finding 5: evaluate --log /dev/zero grew to 23.6 GB
 // before the kernel killed it, a 256 MiB line cost 1.4 GB and was echoed
@@ -22,8 +21,8 @@ const (
 	// api.MaxDecisionBytes (64 KiB), the rest of its line a few hundred
 	// bytes per arm (100 arms at most).
 	maxLogLine = 1 << 20
-	// maxEcho bounds what an error message quotes of a file's text.
-	maxEcho = 64
+	// MaxEcho bounds what an error message quotes of a file's text.
+	MaxEcho = 64
 )
 
 // lineLimiter reads r and fails once a line (bytes between newlines) is
@@ -55,23 +54,8 @@ func finite(s string, abs float64) (float64, bool) {
 	return v, err == nil && math.Abs(v) <= abs
 }
 
-// readBounded reads the file at path, at most max bytes of it (a
-// configuration with its status beside it).
-func readBounded(path string, max int64) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, max+1))
-	if err == nil && int64(len(b)) > max {
-		err = fmt.Errorf("%s: larger than %d bytes", path, max)
-	}
-	return b, err
-}
-
-// echo quotes at most maxEcho bytes of s, for an error message.
-func echo(s string) string { return fmt.Sprintf("%q", bandit.Shorten(s, maxEcho)) }
+// echo quotes at most MaxEcho bytes of s, for an error message.
+func echo(s string) string { return fmt.Sprintf("%q", bandit.Shorten(s, MaxEcho)) }
 
 // checkFields refuses a CSV record holding invalid UTF-8 or a NUL byte,
 // naming the column.
@@ -79,7 +63,7 @@ func checkFields(head, rec []string) error {
 	for i, f := range rec {
 		col := fmt.Sprintf("column %d", i+1)
 		if i < len(head) {
-			col = bandit.Shorten(head[i], maxEcho)
+			col = bandit.Shorten(head[i], MaxEcho)
 		}
 		switch {
 		case !utf8.ValidString(f):
