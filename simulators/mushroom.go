@@ -236,6 +236,22 @@ func (r MushroomRewards) EatPoisonous() float64 {
 	return r.LossProb*r.EatPoisonousLoss + (1-r.LossProb)*r.EatPoisonousWin
 }
 
+// Realized returns the reward of playing arm (MushroomEat or
+// MushroomPass) on a mushroom, edible or not; loss says whether eating a
+// poisonous one costs EatPoisonousLoss (the draw of probability
+// LossProb) instead of paying EatPoisonousWin.
+func (r MushroomRewards) Realized(arm int, edible, loss bool) float64 {
+	switch {
+	case arm == MushroomPass:
+		return r.Pass
+	case edible:
+		return r.EatEdible
+	case loss:
+		return r.EatPoisonousLoss
+	}
+	return r.EatPoisonousWin
+}
+
 func (r MushroomRewards) validate() error {
 	for _, f := range []struct {
 		name string
@@ -338,14 +354,12 @@ func (m *Mushroom) Next(rng *rand.Rand) Step {
 	loss := rng.Float64() < m.rewards.LossProb
 	rw := m.rewards
 	var ex, re [2]float64
-	ex[MushroomPass], re[MushroomPass] = rw.Pass, rw.Pass
-	switch {
-	case m.edible[i]:
-		ex[MushroomEat], re[MushroomEat] = rw.EatEdible, rw.EatEdible
-	case loss:
-		ex[MushroomEat], re[MushroomEat] = rw.EatPoisonous(), rw.EatPoisonousLoss
-	default:
-		ex[MushroomEat], re[MushroomEat] = rw.EatPoisonous(), rw.EatPoisonousWin
+	ex[MushroomPass], ex[MushroomEat] = rw.Pass, rw.EatPoisonous()
+	if m.edible[i] {
+		ex[MushroomEat] = rw.EatEdible
+	}
+	for a := range re {
+		re[a] = rw.Realized(a, m.edible[i], loss)
 	}
 	return Step{
 		X:        slices.Clone(m.x[i]),

@@ -606,15 +606,14 @@ func mushroomFeatures(d *simulators.MushroomData) []bandit.Feature {
 	return features
 }
 
-// mushroomReward is the environment of Riquelme et al. (2018) and
-// Havasi et al. (2021): eating an edible mushroom pays +5, a poisonous
-// one +5 or -35 with equal chance, passing 0.
+// mushroomReward draws the reward of arm ("eat" or "pass") on a
+// mushroom in the simulator's environment (simulators.MushroomRewards'
+// defaults: Riquelme et al. 2018; Havasi et al. 2021).
 func mushroomReward(edible bool, arm string, rng *rand.Rand) float64 {
-	switch {
-	case arm == "pass":
-		return 0
-	case edible, rng.IntN(2) == 0:
-		return 5
+	rw := simulators.DefaultMushroomRewards()
+	a := simulators.MushroomEat
+	if arm == "pass" {
+		a = simulators.MushroomPass
 	}
-	return -35
+	return rw.Realized(a, edible, rng.Float64() < rw.LossProb)
 }
