@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -179,6 +180,124 @@ func testShadowChoicesLogged(t *testing.T, st bandit.Store) {
 	}
 }
 
+// TestShadowRanksSlots: every slot of a ranking of a bandit with a
+// candidate carries, in the answer and in the decision log (after a
+// restart too), the candidate's arm for that slot, distinct from its
+// arms of the slots above, and its probabilities there given those
+// slots: exact for a uniform candidate (1/3 each in the first of three
+// arms' slots, 0 for the arm above and 1/2 each in the second), counted
+// and floored as the live ones for mf-ts (0 for the arms above, at
+// least bandit.MinPropensity for the others, summing to 1). A bandit
+// without one logs none. On both stores.
+func TestShadowRanksSlots(t *testing.T) { onBothStores(t, testShadowRanksSlots) }
+
+func testShadowRanksSlots(t *testing.T, st bandit.Store) {
+	f := newFixture(t, st)
+	three := strings.Replace(toyBandit, `"arms": ["a", "b"]`, `"arms": ["a", "b", "c"]`, 1)
+	withShadow := func(name, kind string) string {
+		b := strings.Replace(three, `"toy"`, fmt.Sprintf("%q", name), 1)
+		if kind == "" {
+			return b
+		}
+		return strings.Replace(b, `"training": {"iterations": 5}`, fmt.Sprintf(`"training": {"iterations": 5}, "shadow": {"policy": {"kind": %q}}`, kind), 1)
+	}
+	kinds := map[string]string{"uniform": "uniform", "mf": "mf-ts", "plain": ""}
+	answered := make(map[string]map[string]*wire.ShadowChoice) // bandit, event ID
+	for name, kind := range kinds {
+		f.must(t, http.StatusCreated, "POST", "/v1/bandits", withShadow(name, kind))
+		answered[name] = make(map[string]*wire.ShadowChoice)
+		for i := range 4 {
+			var page struct {
+				Decisions []struct {
+					EventID string             `json:"event_id"`
+					Shadow  *wire.ShadowChoice `json:"shadow"`
+				} `json:"decisions"`
+			}
+			body := f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/rankings", fmt.Sprintf(`{"context": {"color": "red", "size": %d}, "slots": 2}`, i))
+			if err := json.Unmarshal(body, &page); err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Decisions) != 2 {
+				t.Fatalf("%s: ranking %d answered %d slots, want 2", name, i, len(page.Decisions))
+			}
+			var slots []*wire.ShadowChoice
+			for _, d := range page.Decisions {
+				answered[name][d.EventID] = d.Shadow
+				slots = append(slots, d.Shadow)
+			}
+			checkShadowSlots(t, fmt.Sprintf("%s: ranking %d's answer", name, i), kind, slots)
+		}
+	}
+	g := newFixture(t, st) // a restart reads them back from the store
+	for _, h := range []*fixture{f, g} {
+		for name := range kinds {
+			var page struct {
+				Decisions []struct {
+					EventID string             `json:"event_id"`
+					Shadow  *wire.ShadowChoice `json:"shadow"`
+				} `json:"decisions"`
+			}
+			if err := json.Unmarshal(h.must(t, http.StatusOK, "GET", "/v1/bandits/"+name+"/decisions?limit=1000", ""), &page); err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Decisions) != 8 {
+				t.Fatalf("%s: logged %d decisions, want 8", name, len(page.Decisions))
+			}
+			for _, d := range page.Decisions {
+				want, ok := answered[name][d.EventID]
+				if !ok {
+					t.Fatalf("%s: logged event %s, which no ranking answered", name, d.EventID)
+				}
+				if fmt.Sprint(d.Shadow) != fmt.Sprint(want) {
+					t.Errorf("%s: event %s logged the shadow choice %+v, answered %+v", name, d.EventID, d.Shadow, want)
+				}
+			}
+		}
+	}
+}
+
+// checkShadowSlots checks the shadow choices of one ranking's slots, top
+// first, of a bandit with arms a, b, c and the candidate kind ("" none).
+func checkShadowSlots(t *testing.T, what, kind string, slots []*wire.ShadowChoice) {
+	t.Helper()
+	above := map[string]bool{}
+	for j, sh := range slots {
+		if kind == "" {
+			if sh != nil {
+				t.Errorf("%s: slot %d has the shadow choice %+v, want none without a candidate", what, j+1, sh)
+			}
+			continue
+		}
+		if sh == nil || above[sh.Arm] || len(sh.Probabilities) != 3 || !(sh.Probabilities[sh.Arm] > 0) {
+			t.Errorf("%s: slot %d has the shadow choice %+v, want an arm not above (%v) with its probability > 0 among 3", what, j+1, sh, above)
+			continue
+		}
+		sum := 0.0
+		for arm, p := range sh.Probabilities {
+			sum += p
+			var want float64
+			switch {
+			case above[arm]:
+				want = 0
+			case kind == "uniform":
+				want = 1 / float64(3-j)
+			default:
+				if p < bandit.MinPropensity {
+					t.Errorf("%s: slot %d: the %s candidate's probability of %s is %g, want at least the floor %g", what, j+1, kind, arm, p, bandit.MinPropensity)
+				}
+				continue
+			}
+			if math.Abs(p-want) > 1e-12 {
+				t.Errorf("%s: slot %d: the %s candidate's probability of %s is %g, want %g", what, j+1, kind, arm, p, want)
+			}
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			t.Errorf("%s: slot %d: the shadow's probabilities %v sum to %g, want 1", what, j+1, sh.Probabilities, sum)
+		}
+		above[sh.Arm] = true
+	}
+}
+
 // TestShadowEstimateAndPromote: GET shows the off-policy estimate of the
 // candidate against the live policy, finite with its interval, once
 // decisions with the shadow's choice have rewards, and none for a
@@ -302,7 +421,7 @@ func testShadowEstimateAndPromote(t *testing.T, st bandit.Store) {
 }
 
 // TestClientShadow: the Go client reads the shadow's choice on a
-// decision and the estimate on the bandit, its types hold every member
+// decision and on each slot of a ranking, and the estimate on the bandit, its types hold every member
 // of those answers (decoded strictly), and it promotes the shadow with
 // the typed bandit.Patch.
 func TestClientShadow(t *testing.T) {
@@ -323,6 +442,13 @@ func TestClientShadow(t *testing.T) {
 		if err := c.Reward(ctx, "toy", id, 1); err != nil {
 			t.Fatal(err)
 		}
+	}
+	ranked, err := c.Rank(ctx, "toy", client.RankingRequest{Context: map[string]any{"color": "blue", "size": 2}, Slots: 2})
+	if err != nil || len(ranked) != 2 {
+		t.Fatalf("Rank = %+v, %v; want 2 slots", ranked, err)
+	}
+	if top, next := ranked[0].Shadow, ranked[1].Shadow; top == nil || next == nil || top.Arm == next.Arm || top.Probabilities["a"] != 0.5 || next.Probabilities[top.Arm] != 0 || next.Probabilities[next.Arm] != 1 {
+		t.Fatalf("Rank's shadow choices = %+v, %+v; want the uniform shadow's two distinct arms, at 0.5 each in the first slot and certain in the second", top, next)
 	}
 	b, err := c.Bandit(ctx, "toy")
 	if err != nil || b.Status.ShadowEstimate == nil || b.Status.ShadowEstimate.Decisions != 3 || b.Status.ShadowEstimate.Live == nil || b.Status.ShadowEstimate.Live.Value != 1 {

@@ -73,6 +73,12 @@ type ranking struct {
 // ("context.<feature>", "slots", "event_ids[i]") and nothing is stored.
 // Event IDs decided before replay as in Decide, each on its own (a
 // replayed slot keeps its stored arm).
+//
+// A bandit's candidate (Config.Shadow, shadow.go) ranks the same request
+// on its own model and random source, without acting on it: each slot's
+// decision logs the candidate's arm for that slot and its probabilities
+// of each arm there given the candidate's slots above, computed and
+// floored as the live ones are (Decision.ShadowArm, ShadowPropensities).
 func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 	if err := a.checkArchived(); err != nil {
 		return nil, err
@@ -94,7 +100,7 @@ func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 	rng := a.acquireRNG()
 	defer a.releaseRNG(rng)
 	m := a.model.Load()
-	r, err := a.decider.rank(ctx, a, m, x, excluded, req.Slots, rng)
+	r, err := a.rank(ctx, m, x, excluded, req.Slots, rng)
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +120,35 @@ func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 			Arm: r.order[j], Propensities: r.probs[j], Scores: r.scores, Sample: r.sample,
 			Policy: string(a.cfg.Policy.Kind), ModelVersion: version,
 		}
-		if p := r.props[j]; p.Estimator != "exact" {
-			policy.FloorPropensities(r.probs[j], unavailable(excluded, r.order[:j]), MinPropensity)
-			p.Floor = MinPropensity
-			if !p.Exact && p.Groups > 0 {
-				p.StdError = 0.5 / math.Sqrt(float64(p.Groups))
-			}
-		}
+	}
+	if sh := a.shadow.Load(); sh != nil {
+		shRNG := sh.acquireRNG()
+		defer sh.releaseRNG(shRNG)
+		sh.askShadowRank(ctx, ds, x, excluded, shRNG)
 	}
 	return a.record(ctx, ds, r.props, excluded, "slots")
+}
+
+// rank ranks k arms at the encoded context x on the model m (the policy
+// kind's rank) and floors each slot's probabilities as Rank logs them:
+// those not exact are floored at MinPropensity over the arms the slot
+// may take, and a counted slot's StdError is 1/(2 sqrt(Groups)).
+func (a *Agent) rank(ctx context.Context, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
+	r, err := a.decider.rank(ctx, a, m, x, excluded, k, rng)
+	if err != nil {
+		return nil, err
+	}
+	for j, p := range r.props {
+		if p.Estimator == "exact" {
+			continue
+		}
+		policy.FloorPropensities(r.probs[j], unavailable(excluded, r.order[:j]), MinPropensity)
+		p.Floor = MinPropensity
+		if !p.Exact && p.Groups > 0 {
+			p.StdError = 0.5 / math.Sqrt(float64(p.Groups))
+		}
+	}
+	return r, nil
 }
 
 // eventIDs checks a request's client event IDs, one per decision of n:

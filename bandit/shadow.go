@@ -16,7 +16,8 @@ import (
 // same newAgent and trained by the same trainer on the same stored
 // decisions and rewards: off-policy, on the live policy's log, as
 // Personalizer's apprentice mode trains its candidate. At every decision
-// (Decide, DecideBatch) it is asked for its choice at the same context
+// (Decide, DecideBatch) it is asked for its choice at the same context,
+// and at every ranking (Rank) for its ranking of the same request,
 // without acting on it (Decision.ShadowArm, ShadowPropensities).
 //
 // What it does not share with the live agent:
@@ -29,8 +30,6 @@ import (
 //     one (NopObserver), so the metrics are the live policy's;
 //   - the fleet: it trains on every replica from the store and neither
 //     leads nor follows.
-//
-// Ranked decisions (Rank) do not ask it.
 
 // loadShadow builds and loads the candidate agent of cfg, nil when cfg
 // has no shadow. It is not started (startShadow).
@@ -92,6 +91,26 @@ func (sh *Agent) askShadow(ctx context.Context, d *Decision, x []float64, exclud
 		return
 	}
 	d.ShadowArm, d.ShadowPropensities = c.Arm, c.Propensities
+}
+
+// askShadowRank asks the candidate sh for its ranking of the slots ds of
+// one request (Rank) at the encoded context x, on its published model,
+// without acting on it: slot j's decision gets the candidate's arm for
+// slot j (ShadowArm) and its probability of each arm there given its
+// own slots above (ShadowPropensities), floored as Rank floors the live
+// ones (Agent.rank). The candidate's failure does not fail the ranking:
+// it is logged and no slot keeps a shadow choice.
+func (sh *Agent) askShadowRank(ctx context.Context, ds []*Decision, x []float64, excluded []bool, rng *mrand.Rand) {
+	r, err := sh.rank(ctx, sh.model.Load(), x, excluded, len(ds), rng)
+	if err != nil {
+		if ctx.Err() == nil {
+			sh.log.Warn("the shadow's ranking failed; the slots are logged without it", "event_id", ds[0].EventID, "err", err)
+		}
+		return
+	}
+	for j, d := range ds {
+		d.ShadowArm, d.ShadowPropensities = r.order[j], r.probs[j]
+	}
 }
 
 // savePromoted stores the published posterior of old's candidate as the

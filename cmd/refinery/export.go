@@ -40,7 +40,9 @@ a reward are left out unless --unrewarded.
            ARM}} per arm, in the bandit's order) and VWState.m (the
            posterior version), and _shadow, on decisions of a bandit with a
            candidate (shadow): {"a": its action, 1-based, "p": its
-           probability of every arm in the bandit's order}. Unrewarded decisions (--unrewarded) have no
+           probability of every arm in the bandit's order}; refinery
+           evaluate --log reads it back (an action beyond the arms or a p
+           not of one per arm is an error) and does not use it. Unrewarded decisions (--unrewarded) have no
            _label_* members and "_skipLearn": true.
   obp-csv  a CSV header and one row per decision in Open Bandit Pipeline's
            layout: event_id, timestamp, action (the arm's 0-based index in

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -130,4 +131,43 @@ func mustAppendFinite(t *testing.T, v any) []byte {
 		t.Errorf("finitejson.Marshal:\n%s\nencoding/json:\n%s", raw, compact.Bytes())
 	}
 	return raw
+}
+
+// TestEvaluateIgnoresTheShadowChoice: refinery evaluate --log reads a
+// DSJSON log whose lines carry a candidate's choice (_shadow) and
+// reports exactly what it reports for the same log without it: the
+// reader keeps _shadow, the estimates do not use it.
+func TestEvaluateIgnoresTheShadowChoice(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cfg.json")
+	if err := os.WriteFile(cfg, []byte(`{"name": "b", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "eps-greedy"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "log.jsonl")
+	evaluate := func(shadow string) string {
+		var b strings.Builder
+		for i := range 12 {
+			l := dsjsonLineFor(fmt.Sprintf("e%d", i), shadow)
+			if i%3 == 0 { // a reward of 0 for some
+				l = strings.Replace(l, `"_label_cost":-1`, `"_label_cost":0`, 1)
+			}
+			b.WriteString(l)
+		}
+		if err := os.WriteFile(log, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"evaluate", "--bandit-config", cfg, "--log", log, "--candidates", "logging,uniform,greedy", "--seed", "1"}, &stdout, &stderr); code != 0 {
+			t.Fatalf("evaluate exited %d: %s", code, stderr.String())
+		}
+		return stdout.String()
+	}
+	without, with := evaluate(""), evaluate(`,"_shadow":{"a":2,"p":[0.25,0.75]}`)
+	if !strings.Contains(without, "uniform") || !strings.Contains(without, "greedy") {
+		t.Fatalf("evaluate wrote\n%s\nwant a report of the candidates uniform and greedy", without)
+	}
+	if with != without {
+		t.Errorf("evaluate with _shadow wrote\n%s\nwithout it\n%s\nwant the same", with, without)
+	}
 }

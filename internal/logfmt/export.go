@@ -203,7 +203,10 @@ func WriteOBP(w *bufio.Writer, b *Bandit, rec *bandit.DecisionRecord) error {
 // Propensities are put back in the bandit's arm order from a and p, one
 // per arm the bandit had when it decided (as the store keeps them: the
 // arms added since are not there, and evalLog.add pads them with 0 and
-// remembers how many there were).
+// remembers how many there were). A line's _shadow (a candidate's
+// choice) is read back into ShadowArm and ShadowPropensities: its
+// action 1 to the arms of _multi, and one probability per arm of
+// _multi, in the bandit's order.
 func ReadDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.DecisionRecord) error) error {
 	sc := bufio.NewScanner(&lineLimiter{r: r, max: maxLogLine})
 	sc.Buffer(make([]byte, 64<<10), maxLogLine+1)
@@ -249,6 +252,15 @@ func ReadDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.Decisi
 			rec.Propensities[a-1] = l.P[i]
 		}
 		rec.Arm = l.A[0] - 1 // the chosen action first
+		if sh := l.Shadow; sh != nil {
+			if len(sh.P) != k {
+				return fmt.Errorf("line %d: _shadow: %d probabilities for %d arms", n, len(sh.P), k)
+			}
+			if sh.Action < 1 || sh.Action > k {
+				return fmt.Errorf("line %d: _shadow: action %d, want 1 to %d", n, sh.Action, k)
+			}
+			rec.ShadowArm, rec.ShadowPropensities = sh.Action-1, sh.P
+		}
 		if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
 			rec.CreatedAt = t
 		} else {

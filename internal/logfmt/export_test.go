@@ -14,7 +14,8 @@ import (
 )
 
 // roundTripBandit has three arms and two features; its decision "old"
-// was made when it had two arms.
+// was made when it had two arms. "old" and "new" carry a candidate's
+// (shadow's) choice, "unrewarded" none.
 func roundTripBandit(t *testing.T) (*Bandit, []*bandit.DecisionRecord) {
 	t.Helper()
 	center, scale := 12.0, 6.0
@@ -30,17 +31,19 @@ func roundTripBandit(t *testing.T) (*Bandit, []*bandit.DecisionRecord) {
 		arm    int
 		props  []float64
 		reward *float64
+		shArm  int
+		shadow []float64
 	}{
-		{"old", `{"odor":"n","hour":18}`, 1, []float64{0.25, 0.75}, ptr(0)},
-		{"new", `{"odor":"a","hour":6}`, 2, []float64{0.1, 0.2, 0.7}, ptr(-35)},
-		{"unrewarded", `{"odor":"a","hour":12}`, 0, []float64{0.5, 0.25, 0.25}, nil},
+		{"old", `{"odor":"n","hour":18}`, 1, []float64{0.25, 0.75}, ptr(0), 0, []float64{0.6, 0.4}},
+		{"new", `{"odor":"a","hour":6}`, 2, []float64{0.1, 0.2, 0.7}, ptr(-35), 1, []float64{0.3, 0.45, 0.25}},
+		{"unrewarded", `{"odor":"a","hour":12}`, 0, []float64{0.5, 0.25, 0.25}, nil, 0, nil},
 	} {
 		x, err := b.Enc.Encode(json.RawMessage(d.ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
 		rec := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: d.id, Context: json.RawMessage(d.ctx), Encoded: x,
-			Arm: d.arm, Propensities: d.props, ModelVersion: 7, CreatedAt: at}}
+			Arm: d.arm, Propensities: d.props, ModelVersion: 7, CreatedAt: at, ShadowArm: d.shArm, ShadowPropensities: d.shadow}}
 		if d.reward != nil {
 			rec.Reward = &bandit.Reward{EventID: d.id, Value: *d.reward}
 		}
@@ -83,8 +86,8 @@ func roundTrip(t *testing.T, b *Bandit, recs []*bandit.DecisionRecord, obp bool,
 
 // TestDSJSONReadsBackWhatItWrote: ReadDSJSON gives back each decision
 // WriteDSJSON wrote (event ID, time, context, arm, the propensities of
-// the arms the bandit had then, model version, reward or none), a
-// reward of 0 included.
+// the arms the bandit had then, model version, reward or none, and the
+// candidate's choice or none), a reward of 0 included.
 func TestDSJSONReadsBackWhatItWrote(t *testing.T) {
 	b, recs := roundTripBandit(t)
 	got := roundTrip(t, b, recs, false, WriteDSJSON, func(r io.Reader, fn func(int, *bandit.DecisionRecord) error) error {
@@ -95,6 +98,10 @@ func TestDSJSONReadsBackWhatItWrote(t *testing.T) {
 		if g.EventID != want.EventID || !g.CreatedAt.Equal(want.CreatedAt) || string(g.Context) != string(want.Context) ||
 			g.Arm != want.Arm || !slices.Equal(g.Propensities, want.Propensities) || g.ModelVersion != want.ModelVersion {
 			t.Errorf("decision %d read back as %+v, want %+v", i, g.Decision, want.Decision)
+		}
+		if (g.ShadowPropensities == nil) != (want.ShadowPropensities == nil) || !slices.Equal(g.ShadowPropensities, want.ShadowPropensities) ||
+			want.ShadowPropensities != nil && g.ShadowArm != want.ShadowArm {
+			t.Errorf("decision %s: shadow choice read back as arm %d of %v, want arm %d of %v", want.EventID, g.ShadowArm, g.ShadowPropensities, want.ShadowArm, want.ShadowPropensities)
 		}
 		if (g.Reward == nil) != (want.Reward == nil) || g.Reward != nil && (g.Reward.Value != want.Reward.Value || math.Signbit(g.Reward.Value) != math.Signbit(want.Reward.Value)) {
 			t.Errorf("decision %s: reward read back as %+v, want %+v", want.EventID, g.Reward, want.Reward)

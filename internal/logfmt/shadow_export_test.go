@@ -46,3 +46,29 @@ func TestDSJSONCarriesTheShadowChoice(t *testing.T) {
 		})
 	}
 }
+
+// TestDSJSONRefusesAMalformedShadowChoice: a _shadow whose action is not
+// one of the line's arms, or whose probabilities are not one per arm of
+// _multi, is an error naming the line and _shadow, and no decision is
+// read.
+func TestDSJSONRefusesAMalformedShadowChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name, shadow, want string
+	}{
+		{"action 0", `{"a":0,"p":[0.5,0.5]}`, "line 1: _shadow: action 0, want 1 to 2"},
+		{"an action beyond the arms", `{"a":3,"p":[0.5,0.5]}`, "line 1: _shadow: action 3, want 1 to 2"},
+		{"more probabilities than arms", `{"a":1,"p":[0.5,0.25,0.25]}`, "line 1: _shadow: 3 probabilities for 2 arms"},
+		{"no probabilities", `{"a":1,"p":[]}`, "line 1: _shadow: 0 probabilities for 2 arms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			read := 0
+			err := ReadDSJSON(strings.NewReader(dsjsonLineFor(t, "e1", `,"_shadow":`+tc.shadow)), []string{"a", "b"}, func(int, *bandit.DecisionRecord) error {
+				read++
+				return nil
+			})
+			if err == nil || err.Error() != tc.want || read != 0 {
+				t.Errorf("ReadDSJSON = %v after %d decisions, want %q and none", err, read, tc.want)
+			}
+		})
+	}
+}
