@@ -1,4 +1,13 @@
-package bandit
+// Package strictjson checks and reads JSON documents that come from
+// outside more strictly than encoding/json: it refuses what decoding
+// would hide (duplicate keys, invalid UTF-8, NUL characters, lone
+// surrogates, deep nesting, numbers no float64 holds), names keys that
+// match no field of the Go type they decode into, and reads the narrow
+// shapes of the request path's bodies in one pass. It knows nothing of
+// bandits: package bandit turns its errors into *bandit.ValidationError
+// (bandit.CheckJSON, bandit.DecodeStrict), and api and bandit's encoder
+// use its one-pass readers.
+package strictjson
 
 import (
 	"bytes"
@@ -16,17 +25,8 @@ import (
 // silently keeps only the last of duplicate keys, so a body with either
 // could pass validation and fail (or be stored differently) later.
 const (
-	// MaxJSONDepth is the deepest nesting of objects and arrays accepted.
-	MaxJSONDepth = 32
-	// MaxNumericAbs bounds the magnitude of a numeric context value, of a
-	// numeric feature's center and of its standardized value: larger
-	// finite numbers overflow the network's arithmetic (issue 16,
-	// finding 2).
-	MaxNumericAbs = 1e12
-	// MaxRewardAbs bounds the magnitude of a reward and of a default
-	// reward: the mean and variance of rewards near 1e308 overflow
-	// (issue 16, finding 1).
-	MaxRewardAbs = 1e12
+	// MaxDepth is the deepest nesting of objects and arrays accepted.
+	MaxDepth = 32
 	// MaxNumberBytes bounds the text of any JSON number. A float64 needs
 	// at most 24 characters ("-2.2250738585072014e-308"); PostgreSQL's
 	// jsonb stores numbers as numeric, which refuses more than 16,383
@@ -36,22 +36,38 @@ const (
 	MaxNumberBytes = 64
 )
 
-// CheckJSON checks the raw bytes of a JSON document for what decoding
+// Error is one problem with one member of a JSON document.
+type Error struct {
+	// Field is the member's path, such as "context.color" or
+	// "features[2].name"; empty for the document as a whole.
+	Field  string
+	Detail string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Detail
+	}
+	return e.Field + ": " + e.Detail
+}
+
+// Check checks the raw bytes of a JSON document for what decoding
 // would hide: invalid UTF-8, the escapes \u0000 and lone surrogates,
 // raw NUL bytes, duplicate keys in any object, nesting deeper than
-// MaxJSONDepth, and numbers that no float64 holds or the store cannot
-// keep as sent (numberProblem). It returns a *ValidationError naming the field (as a
+// MaxDepth, and numbers that no float64 holds or the store cannot
+// keep as sent (numberProblem). It returns an *Error naming the field (as a
 // JSON path such as "context.color" or "features[2].name"), or nil. It
 // does not check the syntax otherwise: malformed JSON it cannot follow
 // is left to the decoder, which reports it.
-func CheckJSON(data []byte) error { return checkJSON("", data) }
+func Check(data []byte) error { return CheckAt("", data) }
 
-// checkJSON is CheckJSON for a document found at the path prefix.
-func checkJSON(prefix string, data []byte) error {
+// CheckAt is Check for a document found at the path prefix, which starts
+// the path of every field it names.
+func CheckAt(prefix string, data []byte) error {
 	c := jsonChecker{data: data}
 	c.value(prefix, 0)
 	if c.err != "" {
-		return invalid(c.field, c.err)
+		return &Error{Field: c.field, Detail: c.err}
 	}
 	return nil
 }
@@ -91,8 +107,8 @@ func (c *jsonChecker) value(field string, depth int) {
 	}
 	switch c.data[c.pos] {
 	case '{':
-		if depth >= MaxJSONDepth {
-			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxJSONDepth))
+		if depth >= MaxDepth {
+			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxDepth))
 			return
 		}
 		c.pos++
@@ -133,8 +149,8 @@ func (c *jsonChecker) value(field string, depth int) {
 			}
 		}
 	case '[':
-		if depth >= MaxJSONDepth {
-			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxJSONDepth))
+		if depth >= MaxDepth {
+			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxDepth))
 			return
 		}
 		c.pos++
@@ -176,7 +192,7 @@ func (c *jsonChecker) number(field string, tok []byte) {
 	if len(tok) == 0 || (tok[0] != '-' && (tok[0] < '0' || tok[0] > '9')) {
 		return
 	}
-	s := scanner{b: tok}
+	s := Scanner{b: tok}
 	if _, ok := s.numberText(); !ok || s.i != len(tok) {
 		return // malformed: the decoder reports it
 	}
@@ -216,6 +232,19 @@ func numberProblem(num []byte) string {
 		return fmt.Sprintf("number %s underflows a float64 to 0: want 0 or a magnitude of at least %g", num, math.SmallestNonzeroFloat64)
 	}
 	return ""
+}
+
+// Shorten cuts s to at most n bytes, on a rune boundary, marking the
+// cut with "...": for messages that quote what a client sent.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
 }
 
 // exponentDigits counts the digits of a JSON number's exponent, without
