@@ -136,7 +136,7 @@
 // whole is malformed) and lists every problem in "errors" as
 // {"field", "detail"} (at most MaxProblemErrors of them; echoed text is
 // cut to MaxEchoBytes). Statuses: 400 invalid (including raw JSON that
-// bandit.CheckJSON refuses, and a body that cannot be read: shorter than
+// strictjson.Check refuses, and a body that cannot be read: shorter than
 // its Content-Length, a malformed chunk), 401 no API key or an unknown,
 // malformed or revoked one (keys required), 403 a key without the
 // route's scope, a browser's cross-origin write, or the service's bandit
@@ -193,6 +193,7 @@ import (
 	"github.com/refinery-bandits/refinery/api/wire"
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/keys"
+	"github.com/refinery-bandits/refinery/internal/strictjson"
 )
 
 // Body size limits: larger bodies are answered 413.
@@ -1003,8 +1004,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	var req decisionRequest
 	var ok bool
 	// The plain bodies clients send in one pass; any other body through
-	// the general decoder, for its errors (bandit.ParseDecisionBody).
-	if req.EventID, req.Context, req.ExcludedArms, ok = bandit.ParseDecisionBody(body); !ok {
+	// the general decoder, for its errors (strictjson.ParseDecisionBody).
+	if req.EventID, req.Context, req.ExcludedArms, ok = strictjson.ParseDecisionBody(body); !ok {
 		if err := bandit.DecodeStrict(body, &req); err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -1060,7 +1061,7 @@ func (s *Server) reward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req rewardRequest
-	if v, ok := bandit.ParseRewardBody(body); ok {
+	if v, ok := strictjson.ParseRewardBody(body); ok {
 		req.Value = &v
 	} else if err := bandit.DecodeStrict(body, &req); err != nil {
 		s.writeProblem(w, r, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/strictjson"
 	"github.com/refinery-bandits/refinery/store"
 	"github.com/refinery-bandits/refinery/store/storetest"
 )
@@ -309,7 +310,7 @@ func testBadRequests(t *testing.T, st bandit.Store) {
 		{"a lone surrogate is a 400 naming the feature", "POST", decide, json_, `{"context": {"color": "\udc00", "size": 1}}`, 400, "context.color"},
 		{"invalid UTF-8 is a 400 naming the feature", "POST", decide, json_, "{\"context\": {\"color\": \"r\xffd\", \"size\": 1}}", 400, "context.color"},
 		{"a duplicate top-level key is a 400 naming it", "POST", reward, json_, `{"value": 1, "value": 2}`, 400, "value"},
-		{"nesting 100 levels deep is a 400", "POST", decide, json_, `{"context": {"color": "red", "size": 1}, "x": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, 400, "x" + strings.Repeat("[0]", bandit.MaxJSONDepth-1)},
+		{"nesting 100 levels deep is a 400", "POST", decide, json_, `{"context": {"color": "red", "size": 1}, "x": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, 400, "x" + strings.Repeat("[0]", strictjson.MaxDepth-1)},
 		{"a duplicate key in a bandit config is a 400 naming it", "POST", "/v1/bandits", json_, `{"name": "x", "name": "y", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}]}`, 400, "name"},
 		{"an explicit 0s reward wait with a default is a 400 (not replaced by 10m)", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "reward": {"wait": "0s", "default": 0}}`, 400, "reward.wait"},
 		{"a default reward of 1e308 is a 400", "POST", "/v1/bandits", json_, `{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}], "reward": {"wait": "1m", "default": 1e308}}`, 400, "reward.default"},

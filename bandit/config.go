@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
+	"github.com/refinery-bandits/refinery/internal/strictjson"
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
@@ -187,8 +188,12 @@ func DecodeStrict(data []byte, v any) error {
 	if err := CheckJSON(data); err != nil {
 		return err
 	}
-	if err := checkFields(data, reflect.TypeOf(v)); err != nil {
-		return err
+	if errs, omitted := strictjson.UnknownFields(data, reflect.TypeOf(v), MaxFieldErrors); len(errs) > 0 {
+		e := &ValidationError{Errors: make([]FieldError, len(errs)), Omitted: omitted}
+		for i, f := range errs {
+			e.Errors[i] = FieldError{Field: f.Field, Detail: f.Detail}
+		}
+		return e
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

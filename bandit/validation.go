@@ -3,9 +3,23 @@ package bandit
 import (
 	"errors"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
+	"github.com/refinery-bandits/refinery/internal/strictjson"
+)
+
+// Bounds on the numbers a bandit accepts, beyond what any JSON body may
+// hold (strictjson.Check).
+const (
+	// MaxNumericAbs bounds the magnitude of a numeric context value, of a
+	// numeric feature's center and of its standardized value: larger
+	// finite numbers overflow the network's arithmetic (issue 16,
+	// finding 2).
+	MaxNumericAbs = 1e12
+	// MaxRewardAbs bounds the magnitude of a reward and of a default
+	// reward: the mean and variance of rewards near 1e308 overflow
+	// (issue 16, finding 1).
+	MaxRewardAbs = 1e12
 )
 
 // More domain errors (see errors.go).
@@ -60,15 +74,22 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 // Shorten cuts s to at most n bytes, on a rune boundary, marking the
 // cut with "...": for messages that quote what a client sent.
-func Shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
+func Shorten(s string, n int) string { return strictjson.Shorten(s, n) }
+
+// CheckJSON checks the raw bytes of a JSON document for what decoding
+// would hide (strictjson.Check: invalid UTF-8, NUL, lone surrogates,
+// duplicate keys, nesting deeper than strictjson.MaxDepth, numbers no
+// float64 holds) and returns a *ValidationError naming the field, or
+// nil. Malformed JSON is left to the decoder.
+func CheckJSON(data []byte) error { return checkJSON("", data) }
+
+// checkJSON is CheckJSON for a document found at the path prefix.
+func checkJSON(prefix string, data []byte) error {
+	var e *strictjson.Error
+	if err := strictjson.CheckAt(prefix, data); errors.As(err, &e) {
+		return invalid(e.Field, e.Detail)
 	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "..."
+	return nil
 }
 
 // invalid returns a *ValidationError with one field error.

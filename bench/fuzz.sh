@@ -10,11 +10,11 @@ TARGETS="
 ./api FuzzRewardBody reward bodies (POST .../reward) through the handler, retraining on each
 ./bandit FuzzParseConfig bandit configurations (POST /v1/bandits, stored configurations)
 ./bandit FuzzParsePatch bandit patches (PATCH /v1/bandits/{name}) applied to a configuration
-./bandit FuzzCheckJSON the raw JSON check of every body (duplicate keys, NUL, surrogates, UTF-8, depth)
+./internal/strictjson FuzzCheck the raw JSON check of every body (duplicate keys, NUL, surrogates, UTF-8, depth)
 ./bandit FuzzEncodeAndTrain contexts and rewards through the encoder and training (step mode)
 ./bandit FuzzEncodeFast contexts through the encoder's one-pass reader, against its general path
-./bandit FuzzParseDecisionBody decision bodies through the one-pass reader, against DecodeStrict
-./bandit FuzzParseRewardBody reward bodies through the one-pass reader, against DecodeStrict
+./internal/strictjson FuzzParseDecisionBody decision bodies through the one-pass reader, against bandit.DecodeStrict
+./internal/strictjson FuzzParseRewardBody reward bodies through the one-pass reader, against bandit.DecodeStrict
 ./bandit FuzzLoadSnapshot stored posterior snapshots, loaded on restart
 ./internal/logfmt FuzzReadDSJSON DSJSON decision logs (refinery evaluate --log), bounded lines, the API's strictness
 ./internal/logfmt FuzzReadOBP OBP CSV decision logs (refinery evaluate --log), bounded lines, finite numbers

@@ -1,4 +1,13 @@
-package bandit
+// Package strictjson checks and reads JSON documents that come from
+// outside more strictly than encoding/json: it refuses what decoding
+// would hide (duplicate keys, invalid UTF-8, NUL characters, lone
+// surrogates, deep nesting, numbers no float64 holds), names keys that
+// match no field of the Go type they decode into, and reads the narrow
+// shapes of the request path's bodies in one pass. It knows nothing of
+// bandits: package bandit turns its errors into *bandit.ValidationError
+// (bandit.CheckJSON, bandit.DecodeStrict), and api and bandit's encoder
+// use its one-pass readers.
+package strictjson
 
 import (
 	"bytes"
@@ -16,17 +25,8 @@ import (
 // silently keeps only the last of duplicate keys, so a body with either
 // could pass validation and fail (or be stored differently) later.
 const (
-	// MaxJSONDepth is the deepest nesting of objects and arrays accepted.
-	MaxJSONDepth = 32
-	// MaxNumericAbs bounds the magnitude of a numeric context value, of a
-	// numeric feature's center and of its standardized value: larger
-	// finite numbers overflow the network's arithmetic (issue 16,
-	// finding 2).
-	MaxNumericAbs = 1e12
-	// MaxRewardAbs bounds the magnitude of a reward and of a default
-	// reward: the mean and variance of rewards near 1e308 overflow
-	// (issue 16, finding 1).
-	MaxRewardAbs = 1e12
+	// MaxDepth is the deepest nesting of objects and arrays accepted.
+	MaxDepth = 32
 	// MaxNumberBytes bounds the text of any JSON number. A float64 needs
 	// at most 24 characters ("-2.2250738585072014e-308"); PostgreSQL's
 	// jsonb stores numbers as numeric, which refuses more than 16,383
@@ -36,32 +36,47 @@ const (
 	MaxNumberBytes = 64
 )
 
-// CheckJSON checks the raw bytes of a JSON document for what decoding
+// Error is one problem with one member of a JSON document.
+type Error struct {
+	// Field is the member's path, such as "context.color" or
+	// "features[2].name"; empty for the document as a whole.
+	Field  string
+	Detail string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Detail
+	}
+	return e.Field + ": " + e.Detail
+}
+
+// Check checks the raw bytes of a JSON document for what decoding
 // would hide: invalid UTF-8, the escapes \u0000 and lone surrogates,
 // raw NUL bytes, duplicate keys in any object, nesting deeper than
-// MaxJSONDepth, and numbers that no float64 holds or the store cannot
-// keep as sent (numberProblem). It returns a *ValidationError naming the field (as a
+// MaxDepth, and numbers that no float64 holds or the store cannot
+// keep as sent (numberProblem). It returns an *Error naming the field (as a
 // JSON path such as "context.color" or "features[2].name"), or nil. It
 // does not check the syntax otherwise: malformed JSON it cannot follow
 // is left to the decoder, which reports it.
-func CheckJSON(data []byte) error { return checkJSON("", data) }
+func Check(data []byte) error { return CheckAt("", data) }
 
-// checkJSON is CheckJSON for a document found at the path prefix.
-func checkJSON(prefix string, data []byte) error {
-	c := jsonChecker{data: data}
+// CheckAt is Check for a document found at the path prefix, which starts
+// the path of every field it names.
+func CheckAt(prefix string, data []byte) error {
+	c := jsonChecker{Scanner: NewScanner(data)}
 	c.value(prefix, 0)
 	if c.err != "" {
-		return invalid(c.field, c.err)
+		return &Error{Field: c.field, Detail: c.err}
 	}
 	return nil
 }
 
 type jsonChecker struct {
-	data  []byte
-	pos   int
-	err   string // first problem found; checking stops there
-	field string
-	stop  bool // malformed: leave it to the decoder
+	Scanner        // the document and the position in it
+	err     string // first problem found; checking stops there
+	field   string
+	stop    bool // malformed: leave it to the decoder
 }
 
 func (c *jsonChecker) fail(field, msg string) {
@@ -71,40 +86,29 @@ func (c *jsonChecker) fail(field, msg string) {
 	c.stop = true
 }
 
-func (c *jsonChecker) ws() {
-	for c.pos < len(c.data) {
-		switch c.data[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
-	}
-}
-
 // value checks one value at path field, nested depth levels deep.
 func (c *jsonChecker) value(field string, depth int) {
 	c.ws()
-	if c.stop || c.pos >= len(c.data) {
+	if c.stop || c.i >= len(c.b) {
 		c.stop = true
 		return
 	}
-	switch c.data[c.pos] {
+	switch c.b[c.i] {
 	case '{':
-		if depth >= MaxJSONDepth {
-			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxJSONDepth))
+		if depth >= MaxDepth {
+			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxDepth))
 			return
 		}
-		c.pos++
+		c.i++
 		seen := map[string]bool{}
 		c.ws()
-		if c.pos < len(c.data) && c.data[c.pos] == '}' {
-			c.pos++
+		if c.i < len(c.b) && c.b[c.i] == '}' {
+			c.i++
 			return
 		}
 		for !c.stop {
 			c.ws()
-			if c.pos >= len(c.data) || c.data[c.pos] != '"' {
+			if c.i >= len(c.b) || c.b[c.i] != '"' {
 				c.stop = true
 				return
 			}
@@ -122,25 +126,25 @@ func (c *jsonChecker) value(field string, depth int) {
 			}
 			seen[key] = true
 			c.ws()
-			if c.pos >= len(c.data) || c.data[c.pos] != ':' {
+			if c.i >= len(c.b) || c.b[c.i] != ':' {
 				c.stop = true
 				return
 			}
-			c.pos++
+			c.i++
 			c.value(at, depth+1)
 			if !c.next('}') {
 				return
 			}
 		}
 	case '[':
-		if depth >= MaxJSONDepth {
-			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxJSONDepth))
+		if depth >= MaxDepth {
+			c.fail(field, fmt.Sprintf("nested deeper than %d levels", MaxDepth))
 			return
 		}
-		c.pos++
+		c.i++
 		c.ws()
-		if c.pos < len(c.data) && c.data[c.pos] == ']' {
-			c.pos++
+		if c.i < len(c.b) && c.b[c.i] == ']' {
+			c.i++
 			return
 		}
 		for i := 0; !c.stop; i++ {
@@ -153,19 +157,19 @@ func (c *jsonChecker) value(field string, depth int) {
 		c.str(field)
 	default:
 		// A number or literal: skip to the next delimiter.
-		start := c.pos
-		for c.pos < len(c.data) {
-			switch b := c.data[c.pos]; {
+		start := c.i
+		for c.i < len(c.b) {
+			switch b := c.b[c.i]; {
 			case b == ',' || b == '}' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r':
-				c.number(field, c.data[start:c.pos])
+				c.number(field, c.b[start:c.i])
 				return
 			case b == 0:
 				c.fail(field, "contains a NUL byte")
 				return
 			}
-			c.pos++
+			c.i++
 		}
-		c.number(field, c.data[start:c.pos])
+		c.number(field, c.b[start:c.i])
 	}
 }
 
@@ -176,7 +180,7 @@ func (c *jsonChecker) number(field string, tok []byte) {
 	if len(tok) == 0 || (tok[0] != '-' && (tok[0] < '0' || tok[0] > '9')) {
 		return
 	}
-	s := scanner{b: tok}
+	s := Scanner{b: tok}
 	if _, ok := s.numberText(); !ok || s.i != len(tok) {
 		return // malformed: the decoder reports it
 	}
@@ -218,6 +222,19 @@ func numberProblem(num []byte) string {
 	return ""
 }
 
+// Shorten cuts s to at most n bytes, on a rune boundary, marking the
+// cut with "...": for messages that quote what a client sent.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
+
 // exponentDigits counts the digits of a JSON number's exponent, without
 // its sign and leading zeros.
 func exponentDigits(exp []byte) int {
@@ -244,40 +261,40 @@ func nonZeroMantissa(num []byte) bool {
 // check, false).
 func (c *jsonChecker) next(closing byte) bool {
 	c.ws()
-	if c.stop || c.pos >= len(c.data) {
+	if c.stop || c.i >= len(c.b) {
 		c.stop = true
 		return false
 	}
-	switch c.data[c.pos] {
+	switch c.b[c.i] {
 	case ',':
-		c.pos++
+		c.i++
 		return true
 	case closing:
-		c.pos++
+		c.i++
 		return false
 	}
 	c.stop = true
 	return false
 }
 
-// str reads the string at c.pos (its opening quote) and returns it
+// str reads the string at c.i (its opening quote) and returns it
 // decoded; ok is false if checking must stop. Strings are reported at
 // field.
 func (c *jsonChecker) str(field string) (string, bool) {
-	c.pos++ // the quote
+	c.i++ // the quote
 	var b strings.Builder
-	for c.pos < len(c.data) {
-		ch := c.data[c.pos]
+	for c.i < len(c.b) {
+		ch := c.b[c.i]
 		switch {
 		case ch == '"':
-			c.pos++
+			c.i++
 			return b.String(), true
 		case ch == '\\':
-			if c.pos+1 >= len(c.data) {
+			if c.i+1 >= len(c.b) {
 				c.stop = true
 				return "", false
 			}
-			e := c.data[c.pos+1]
+			e := c.b[c.i+1]
 			if e != 'u' {
 				switch e {
 				case 'n':
@@ -293,23 +310,23 @@ func (c *jsonChecker) str(field string) (string, bool) {
 				default:
 					b.WriteByte(e)
 				}
-				c.pos += 2
+				c.i += 2
 				continue
 			}
-			r, ok := c.hex4(c.pos + 2)
+			r, ok := c.hex4(c.i + 2)
 			if !ok {
 				c.stop = true
 				return "", false
 			}
-			c.pos += 6
+			c.i += 6
 			switch {
 			case r == 0:
 				c.fail(field, `contains the NUL character \u0000`)
 				return "", false
 			case utf16.IsSurrogate(r):
 				var r2 rune = -1
-				if r < 0xdc00 && c.pos+1 < len(c.data) && c.data[c.pos] == '\\' && c.data[c.pos+1] == 'u' {
-					r2, ok = c.hex4(c.pos + 2)
+				if r < 0xdc00 && c.i+1 < len(c.b) && c.b[c.i] == '\\' && c.b[c.i+1] == 'u' {
+					r2, ok = c.hex4(c.i + 2)
 					if !ok {
 						r2 = -1
 					}
@@ -319,7 +336,7 @@ func (c *jsonChecker) str(field string) (string, bool) {
 					c.fail(field, fmt.Sprintf(`contains a lone surrogate \u%04x`, r))
 					return "", false
 				}
-				c.pos += 6
+				c.i += 6
 				b.WriteRune(d)
 			default:
 				b.WriteRune(r)
@@ -329,15 +346,15 @@ func (c *jsonChecker) str(field string) (string, bool) {
 			return "", false
 		case ch < utf8.RuneSelf:
 			b.WriteByte(ch)
-			c.pos++
+			c.i++
 		default:
-			r, size := utf8.DecodeRune(c.data[c.pos:])
+			r, size := utf8.DecodeRune(c.b[c.i:])
 			if r == utf8.RuneError && size <= 1 {
 				c.fail(field, "not valid UTF-8")
 				return "", false
 			}
 			b.WriteRune(r)
-			c.pos += size
+			c.i += size
 		}
 	}
 	c.stop = true
@@ -346,10 +363,10 @@ func (c *jsonChecker) str(field string) (string, bool) {
 
 // hex4 reads four hex digits at i.
 func (c *jsonChecker) hex4(i int) (rune, bool) {
-	if i+4 > len(c.data) {
+	if i+4 > len(c.b) {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(string(c.data[i:i+4]), 16, 32)
+	v, err := strconv.ParseUint(string(c.b[i:i+4]), 16, 32)
 	if err != nil {
 		return 0, false
 	}

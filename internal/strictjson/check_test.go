@@ -1,4 +1,4 @@
-package bandit
+package strictjson
 
 import (
 	"errors"
@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// TestCheckJSONRefusesNumbersTheStoreCannotHold: every JSON number must
+// TestCheckRefusesNumbersTheStoreCannotHold: every JSON number must
 // fit a float64 and be one PostgreSQL's jsonb keeps; the refusal names
 // the member (issue 31, finding 3). The readers of the request path's
 // fast path refuse the same numbers, so that the general path reports
 // them.
-func TestCheckJSONRefusesNumbersTheStoreCannotHold(t *testing.T) {
+func TestCheckRefusesNumbersTheStoreCannotHold(t *testing.T) {
 	for _, tc := range []struct {
 		name, num string
 		ok        bool
@@ -32,19 +32,19 @@ func TestCheckJSONRefusesNumbersTheStoreCannotHold(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := `{"context": {"x": [1, ` + tc.num + `]}}`
-			err := CheckJSON([]byte(doc))
-			var ve *ValidationError
+			err := Check([]byte(doc))
+			var je *Error
 			switch {
 			case tc.ok && err != nil:
-				t.Errorf("CheckJSON(%.40s) = %v, want nil", tc.num, err)
-			case !tc.ok && !errors.As(err, &ve):
-				t.Errorf("CheckJSON(%.40s) = %v, want a *ValidationError", tc.num, err)
-			case !tc.ok && (ve.Errors[0].Field != "context.x[1]" || len(ve.Errors[0].Detail) > 200):
-				t.Errorf("CheckJSON(%.40s) names %q with %d bytes of detail, want context.x[1] and at most 200", tc.num, ve.Errors[0].Field, len(ve.Errors[0].Detail))
+				t.Errorf("Check(%.40s) = %v, want nil", tc.num, err)
+			case !tc.ok && !errors.As(err, &je):
+				t.Errorf("Check(%.40s) = %v, want an *Error", tc.num, err)
+			case !tc.ok && (je.Field != "context.x[1]" || len(je.Detail) > 200):
+				t.Errorf("Check(%.40s) names %q with %d bytes of detail, want context.x[1] and at most 200", tc.num, je.Field, len(je.Detail))
 			}
-			s := scanner{b: []byte(tc.num)}
-			if _, ok := s.number(); ok != tc.ok {
-				t.Errorf("scanner.number(%.40s) ok = %v, want %v", tc.num, ok, tc.ok)
+			s := NewScanner([]byte(tc.num))
+			if _, ok := s.Number(); ok != tc.ok {
+				t.Errorf("Scanner.Number(%.40s) ok = %v, want %v", tc.num, ok, tc.ok)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package bandit
+package strictjson
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// checkFields reports every key of data that names no field of the Go
+// UnknownFields reports every key of data that names no field of the Go
 // type t where t expects an object of fixed fields (a struct), with its
 // full path ("policy.kindd", "features[1].Name"), and matches keys to
 // fields case-sensitively: encoding/json accepts "NAME" for "name" and
@@ -17,21 +17,35 @@ import (
 // that differs from a field only in case is named in the detail. Values
 // the type does not expect as objects or arrays, json.RawMessage and
 // types with their own UnmarshalJSON are left to the decoder. data must
-// have passed CheckJSON.
-func checkFields(data []byte, t reflect.Type) error {
+// have passed Check. It lists at most limit keys, sorted by path (the
+// first limit found, in the order of the document's sorted keys), and
+// counts the others in omitted.
+func UnknownFields(data []byte, t reflect.Type, limit int) (errs []Error, omitted int) {
 	var doc any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
-		return nil // malformed: the decoder reports it
+		return nil, 0 // malformed: the decoder reports it
 	}
-	var v validator
+	v := fieldErrors{limit: limit}
 	walkFields(&v, "", doc, t)
-	if len(v.errs) == 0 {
-		return nil
-	}
 	sort.SliceStable(v.errs, func(i, j int) bool { return v.errs[i].Field < v.errs[j].Field })
-	return v.err()
+	return v.errs, v.omitted
+}
+
+// fieldErrors collects at most limit errors and counts the others.
+type fieldErrors struct {
+	errs    []Error
+	limit   int
+	omitted int
+}
+
+func (v *fieldErrors) add(field, detail string) {
+	if len(v.errs) >= v.limit {
+		v.omitted++
+		return
+	}
+	v.errs = append(v.errs, Error{Field: field, Detail: detail})
 }
 
 var (
@@ -39,7 +53,7 @@ var (
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
 )
 
-func walkFields(v *validator, path string, doc any, t reflect.Type) {
+func walkFields(v *fieldErrors, path string, doc any, t reflect.Type) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}

@@ -1,4 +1,4 @@
-package bandit
+package strictjson
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 )
 
 // The request path's bodies (a decision's context, a reward) are read
-// twice over by the general path: CheckJSON, then encoding/json through
+// twice over by the general path: Check, then encoding/json through
 // reflection into maps and pointers, then once more per context value.
 // The readers here take one pass, without reflection, over the narrow
 // shape such bodies almost always have: objects of plain members (keys
@@ -20,14 +20,19 @@ import (
 // accepted nor how a refusal reads, only how long an accepted body takes
 // (the fuzz tests compare them with the general path).
 
-// scanner reads JSON from b at i.
-type scanner struct {
+// Scanner reads JSON from a byte slice, one token at a time, for the
+// one-pass readers: each method skips whitespace, reads what it names if
+// it is next and reports whether it did.
+type Scanner struct {
 	b []byte
 	i int
 }
 
+// NewScanner returns a Scanner at the start of b.
+func NewScanner(b []byte) Scanner { return Scanner{b: b} }
+
 // ws skips JSON whitespace.
-func (s *scanner) ws() {
+func (s *Scanner) ws() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -38,8 +43,8 @@ func (s *scanner) ws() {
 	}
 }
 
-// eat skips whitespace and then c, if c is next.
-func (s *scanner) eat(c byte) bool {
+// Eat skips whitespace and then c, if c is next.
+func (s *Scanner) Eat(c byte) bool {
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == c {
 		s.i++
@@ -48,8 +53,8 @@ func (s *scanner) eat(c byte) bool {
 	return false
 }
 
-// peek skips whitespace and returns the next byte, or 0 at the end.
-func (s *scanner) peek() byte {
+// Peek skips whitespace and returns the next byte, or 0 at the end.
+func (s *Scanner) Peek() byte {
 	s.ws()
 	if s.i < len(s.b) {
 		return s.b[s.i]
@@ -57,10 +62,10 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
-// plainString reads a string without escapes whose bytes are valid UTF-8
+// PlainString reads a string without escapes whose bytes are valid UTF-8
 // with no control characters, and returns its contents.
-func (s *scanner) plainString() ([]byte, bool) {
-	if !s.eat('"') {
+func (s *Scanner) PlainString() ([]byte, bool) {
+	if !s.Eat('"') {
 		return nil, false
 	}
 	start, ascii := s.i, true
@@ -82,9 +87,9 @@ func (s *scanner) plainString() ([]byte, bool) {
 	return nil, false
 }
 
-// number reads a number as JSON's grammar has it that CheckJSON accepts
+// Number reads a number as JSON's grammar has it that Check accepts
 // (numberProblem) and returns its text.
-func (s *scanner) number() ([]byte, bool) {
+func (s *Scanner) Number() ([]byte, bool) {
 	num, ok := s.numberText()
 	if !ok || numberProblem(num) != "" {
 		return nil, false
@@ -94,7 +99,7 @@ func (s *scanner) number() ([]byte, bool) {
 
 // numberText reads a number as JSON's grammar has it and returns its
 // text.
-func (s *scanner) numberText() ([]byte, bool) {
+func (s *Scanner) numberText() ([]byte, bool) {
 	s.ws()
 	start := s.i
 	digits := func() int {
@@ -132,8 +137,8 @@ func (s *scanner) numberText() ([]byte, bool) {
 	return s.b[start:s.i], true
 }
 
-// literal reads the literal lit (null, true, false).
-func (s *scanner) literal(lit string) bool {
+// Literal reads the literal lit (null, true, false).
+func (s *Scanner) Literal(lit string) bool {
 	s.ws()
 	if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
 		s.i += len(lit)
@@ -142,8 +147,8 @@ func (s *scanner) literal(lit string) bool {
 	return false
 }
 
-// end reports whether only whitespace is left.
-func (s *scanner) end() bool {
+// End reports whether only whitespace is left.
+func (s *Scanner) End() bool {
 	s.ws()
 	return s.i == len(s.b)
 }
@@ -151,13 +156,13 @@ func (s *scanner) end() bool {
 // flatObject reads an object of plain members whose values are plain
 // strings, numbers or literals, with no key twice, and returns its
 // extent; at most 64 members.
-func (s *scanner) flatObject() ([]byte, bool) {
+func (s *Scanner) flatObject() ([]byte, bool) {
 	s.ws()
 	start := s.i
-	if !s.eat('{') {
+	if !s.Eat('{') {
 		return nil, false
 	}
-	if s.eat('}') {
+	if s.Eat('}') {
 		return s.b[start:s.i], true
 	}
 	var keys [64][]byte
@@ -165,8 +170,8 @@ func (s *scanner) flatObject() ([]byte, bool) {
 		if n == len(keys) {
 			return nil, false
 		}
-		k, ok := s.plainString()
-		if !ok || !s.eat(':') {
+		k, ok := s.PlainString()
+		if !ok || !s.Eat(':') {
 			return nil, false
 		}
 		for _, prev := range keys[:n] {
@@ -175,25 +180,25 @@ func (s *scanner) flatObject() ([]byte, bool) {
 			}
 		}
 		keys[n] = k
-		switch s.peek() {
+		switch s.Peek() {
 		case '"':
-			_, ok = s.plainString()
+			_, ok = s.PlainString()
 		case 'n':
-			ok = s.literal("null")
+			ok = s.Literal("null")
 		case 't':
-			ok = s.literal("true")
+			ok = s.Literal("true")
 		case 'f':
-			ok = s.literal("false")
+			ok = s.Literal("false")
 		default:
-			_, ok = s.number()
+			_, ok = s.Number()
 		}
 		if !ok {
 			return nil, false
 		}
-		if s.eat('}') {
+		if s.Eat('}') {
 			return s.b[start:s.i], true
 		}
-		if !s.eat(',') {
+		if !s.Eat(',') {
 			return nil, false
 		}
 	}
@@ -203,25 +208,25 @@ func (s *scanner) flatObject() ([]byte, bool) {
 // {"event_id": "...", "context": {...}, "excluded_arms": [...]}, when it
 // has the plain shape described above (the context a flat object, the
 // event ID and the arms plain strings, no member twice); ok is false
-// otherwise, and the caller decodes the body in full (DecodeStrict),
+// otherwise, and the caller decodes the body in full (bandit.DecodeStrict),
 // which accepts it or says why not. eventID is nil when the body has
 // none. It does not validate the values: the event ID's characters, the
 // context against the schema, the arms.
 func ParseDecisionBody(body []byte) (eventID *string, context json.RawMessage, excluded []string, ok bool) {
-	s := scanner{b: body}
-	if !s.eat('{') {
+	s := Scanner{b: body}
+	if !s.Eat('{') {
 		return nil, nil, nil, false
 	}
 	var haveContext, haveExcluded bool
-	if !s.eat('}') {
+	if !s.Eat('}') {
 		for {
-			key, ok := s.plainString()
-			if !ok || !s.eat(':') {
+			key, ok := s.PlainString()
+			if !ok || !s.Eat(':') {
 				return nil, nil, nil, false
 			}
 			switch string(key) {
 			case "event_id":
-				v, ok := s.plainString()
+				v, ok := s.PlainString()
 				if !ok || eventID != nil {
 					return nil, nil, nil, false
 				}
@@ -234,21 +239,21 @@ func ParseDecisionBody(body []byte) (eventID *string, context json.RawMessage, e
 				}
 				context, haveContext = v, true
 			case "excluded_arms":
-				if !s.eat('[') || haveExcluded {
+				if !s.Eat('[') || haveExcluded {
 					return nil, nil, nil, false
 				}
 				haveExcluded, excluded = true, []string{}
-				if !s.eat(']') {
+				if !s.Eat(']') {
 					for {
-						v, ok := s.plainString()
+						v, ok := s.PlainString()
 						if !ok {
 							return nil, nil, nil, false
 						}
 						excluded = append(excluded, string(v))
-						if s.eat(']') {
+						if s.Eat(']') {
 							break
 						}
-						if !s.eat(',') {
+						if !s.Eat(',') {
 							return nil, nil, nil, false
 						}
 					}
@@ -256,15 +261,15 @@ func ParseDecisionBody(body []byte) (eventID *string, context json.RawMessage, e
 			default:
 				return nil, nil, nil, false
 			}
-			if s.eat('}') {
+			if s.Eat('}') {
 				break
 			}
-			if !s.eat(',') {
+			if !s.Eat(',') {
 				return nil, nil, nil, false
 			}
 		}
 	}
-	if !s.end() {
+	if !s.End() {
 		return nil, nil, nil, false
 	}
 	return eventID, context, excluded, true
@@ -272,17 +277,17 @@ func ParseDecisionBody(body []byte) (eventID *string, context json.RawMessage, e
 
 // ParseRewardBody reads the body of a reward, {"value": <number>}, when
 // it is just that and the number is a finite float64; ok is false
-// otherwise, and the caller decodes the body in full (DecodeStrict).
+// otherwise, and the caller decodes the body in full (bandit.DecodeStrict).
 func ParseRewardBody(body []byte) (value float64, ok bool) {
-	s := scanner{b: body}
-	if !s.eat('{') {
+	s := Scanner{b: body}
+	if !s.Eat('{') {
 		return 0, false
 	}
-	if k, ok := s.plainString(); !ok || string(k) != "value" || !s.eat(':') {
+	if k, ok := s.PlainString(); !ok || string(k) != "value" || !s.Eat(':') {
 		return 0, false
 	}
-	num, ok := s.number()
-	if !ok || !s.eat('}') || !s.end() {
+	num, ok := s.Number()
+	if !ok || !s.Eat('}') || !s.End() {
 		return 0, false
 	}
 	v, err := strconv.ParseFloat(string(num), 64)
@@ -290,82 +295,4 @@ func ParseRewardBody(body []byte) (value float64, ok bool) {
 		return 0, false
 	}
 	return v, true
-}
-
-// encodeFast is Encode for a context of the plain shape (see above)
-// that Encode accepts; ok is false for anything else, including every
-// context Encode refuses (the caller then runs Encode's general path for
-// its errors).
-func (e *Encoder) encodeFast(raw []byte) ([]float64, bool) {
-	s := scanner{b: raw}
-	if !s.eat('{') {
-		return nil, false
-	}
-	var seenBuf [64]bool
-	seen := seenBuf[:0]
-	if len(e.features) <= len(seenBuf) {
-		seen = seenBuf[:len(e.features)]
-	} else {
-		seen = make([]bool, len(e.features))
-	}
-	x := make([]float64, e.dim)
-	if !s.eat('}') {
-		for {
-			key, ok := s.plainString()
-			if !ok || !s.eat(':') {
-				return nil, false
-			}
-			fi, known := e.byName[string(key)]
-			if !known || seen[fi] {
-				return nil, false
-			}
-			seen[fi] = true
-			f := &e.features[fi]
-			switch {
-			case s.peek() == 'n':
-				// null: the feature is missing.
-				if !s.literal("null") || !f.Optional {
-					return nil, false
-				}
-			case f.Type == Categorical:
-				v, ok := s.plainString()
-				if !ok {
-					return nil, false
-				}
-				j, ok := f.index[string(v)]
-				if !ok {
-					return nil, false
-				}
-				x[f.offset+j] = 1
-			default:
-				v, ok := s.number()
-				if !ok {
-					return nil, false
-				}
-				n, err := strconv.ParseFloat(string(v), 64)
-				if err != nil || !(math.Abs(n) <= MaxNumericAbs) {
-					return nil, false
-				}
-				x[f.offset] = (n - f.center) / f.scale
-				if !(math.Abs(x[f.offset]) <= MaxNumericAbs) {
-					return nil, false
-				}
-			}
-			if s.eat('}') {
-				break
-			}
-			if !s.eat(',') {
-				return nil, false
-			}
-		}
-	}
-	if !s.end() {
-		return nil, false
-	}
-	for i := range e.features {
-		if !seen[i] && !e.features[i].Optional {
-			return nil, false
-		}
-	}
-	return x, true
 }
