@@ -45,7 +45,8 @@ type refinedUse struct {
 // uses), the effects do not say the bank starts empty, the new
 // max_sample_uses is enforced on the decisions that follow (each acts
 // on samples that served at most 2 decisions, or says it went beyond
-// the bounds), and a restart loads the new bounds. On both stores.
+// the bounds), an exported snapshot carries the new bounds, and a
+// restart loads them. On both stores.
 func TestPatchBankBoundsInPlace(t *testing.T) {
 	onBothStores(t, func(t *testing.T, st bandit.Store) {
 		l := startLive(t, st)
@@ -123,6 +124,17 @@ func TestPatchBankBoundsInPlace(t *testing.T) {
 			if d.Sample == bandit.SampleRefined && !d.Propensity.BeyondBounds && d.Propensity.SampleUses > 2 {
 				t.Errorf("decision %d after the PATCH acted on samples of %g uses within the bounds, want at most 2", i, d.Propensity.SampleUses)
 			}
+		}
+
+		// An exported snapshot carries the bounds the bandit has now.
+		var exported struct {
+			Bandit boundsView `json:"bandit"`
+		}
+		if err := json.Unmarshal(f.must(t, http.StatusOK, "GET", "/v1/bandits/bounds/snapshot", ""), &exported); err != nil {
+			t.Fatal(err)
+		}
+		if p := exported.Bandit.Policy; p.MaxSampleUses != 2 || p.MaxSampleAge != "2h0m0s" || p.MaxVersionsBehind != 500 {
+			t.Errorf("the exported snapshot's policy is %+v, want the PATCH's bounds", p)
 		}
 
 		l.close()

@@ -53,7 +53,7 @@ func (a *Agent) ExportSnapshot() (*SnapshotFile, error) {
 	if a.caps.PosteriorInRows {
 		return nil, fmt.Errorf("bandit %s: a %s posterior is rebuilt from the stored rewards, which a snapshot does not carry: %w", a.name, a.cfg.Policy.Kind, ErrConflict)
 	}
-	cfg, err := json.Marshal(a.cfg)
+	cfg, err := json.Marshal(a.Config()) // as changed in place, with its candidate
 	if err != nil {
 		return nil, err
 	}
