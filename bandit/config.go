@@ -277,12 +277,18 @@ func Candidate(c *Config) *Config {
 		Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement}
 }
 
+// shadowOf is the inverse of Candidate: the ShadowConfig of the
+// candidate's configuration cand, set at since.
+func shadowOf(cand *Config, since time.Time) *ShadowConfig {
+	return &ShadowConfig{Policy: cand.Policy, Model: cand.Model, Training: cand.Training, Refinement: cand.Refinement, Since: since}
+}
+
 // SetDefaults fills in zero fields with their defaults, the shadow's
 // (Config.Shadow) as the bandit's own.
 func SetDefaults(c *Config) {
 	if cand := Candidate(c); cand != nil {
 		setDefaults(cand)
-		c.Shadow = &ShadowConfig{Policy: cand.Policy, Model: cand.Model, Training: cand.Training, Refinement: cand.Refinement, Since: c.Shadow.Since}
+		c.Shadow = shadowOf(cand, c.Shadow.Since)
 	}
 	setDefaults(c)
 }

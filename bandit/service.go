@@ -199,7 +199,6 @@ func (s *Service) loadAgent(ctx context.Context, b *Bandit, cfg *Config) (*Agent
 	if err != nil {
 		return nil, err
 	}
-	a.cfg.Shadow = nil // the candidate agent's configuration is the one (Config)
 	if s.fleet != nil {
 		a.fl = &agentFleet{fleet: s.fleet, elected: make(chan struct{})}
 	}

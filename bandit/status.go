@@ -84,8 +84,7 @@ func (a *Agent) Config() Config {
 	c := *a.current.Load()
 	c.Shadow = nil // the candidate agent's configuration is the one
 	if sh := a.shadow.Load(); sh != nil {
-		s := &sh.cfg
-		c.Shadow = &ShadowConfig{Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement, Since: sh.shadowSince}
+		c.Shadow = shadowOf(&sh.cfg, sh.shadowSince)
 	}
 	return c
 }
