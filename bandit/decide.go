@@ -167,11 +167,12 @@ type pendingDecision struct {
 }
 
 // decideAll makes the decisions ps with one random source and one model
-// version, asks the candidate (if any, shadow.go) for its choice at each, stores them together (Store.InsertDecisions: handed to the
-// store at once) and returns their outcomes in order: Decide's batch of
-// one and DecideBatch's many. A replayed event ID whose
-// context encodes differently, or whose stored arm is now excluded, is
-// ErrConflict, naming field[i] when field is not empty.
+// version, asks the candidate (if any, shadow.go) for its choice at
+// each, stores them together (Store.InsertDecisions: handed to the store
+// at once) and returns their outcomes in order: Decide's batch of one
+// and DecideBatch's many. A replayed event ID whose context encodes
+// differently, or whose stored arm is now excluded, is ErrConflict,
+// naming field[i] when field is not empty.
 func (a *Agent) decideAll(ctx context.Context, ps []pendingDecision, excluded []bool, field string) ([]*Outcome, error) {
 	rng := a.acquireRNG()
 	defer a.releaseRNG(rng)
