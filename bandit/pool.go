@@ -234,3 +234,40 @@ func (p *refinePool) refine(a *Agent, m *model, refiners map[*Agent]*workerRefin
 	a.obs.Refined(a.name, st.Duration) // the service's observer, NopObserver for a candidate
 	return w, nil
 }
+
+// refineFrom returns the posterior refinement starts from: m.q with the
+// prior of the model the trainer fitted it to. Under the ELBO that is
+// q's own prior. A collapsed bound (Tomczak et al. 2021, Eqs. 9 and 10)
+// learns the prior's means (and, Eq. 10, its variances) given q in
+// closed form; at the bound's optimum q is the ELBO's optimum under that
+// learned prior, an empirical-Bayes prior, so refinement targets the
+// posterior under it: PriorMean and PriorVar are the learned prior's
+// (posterior.Trainer.CollapsedPrior), and posterior.Refine starts the
+// auxiliary variables' sum at its mean.
+func (a *Agent) refineFrom(m *model) *posterior.MeanField {
+	if a.tcfg.Bound == posterior.BoundELBO {
+		return m.q
+	}
+	m.refOnce.Do(func() {
+		q := m.q.Clone()
+		q.PriorMean = make([]float64, q.Len())
+		posterior.LearnedPrior(a.tcfg, q, q.PriorMean, q.PriorVar)
+		m.refQ = q
+	})
+	return m.refQ
+}
+
+// refineLikelihood is the likelihood refinement uses: the trainer's lik
+// under local reparameterization, otherwise the same data and options
+// with nn.LocalReparam. Refinement's objective, ELBO_aux (Havasi et al.
+// 2021, Eq. 13), is an ELBO, which the RIS trainer's moment-propagation
+// objective is not; training.estimator chooses the trainer's estimator
+// only.
+func refineLikelihood(lik *nn.Likelihood) *nn.Likelihood {
+	opt := lik.Options()
+	if opt.Estimator == nn.LocalReparam {
+		return lik
+	}
+	opt.Estimator = nn.LocalReparam
+	return nn.NewLikelihood(lik.Arch(), lik.Data(), opt)
+}
