@@ -219,45 +219,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 	a.data = nn.NewData(dim, arms)
 	m := &model{elbo: math.NaN(), superseded: make(chan struct{}), std: nn.Standardization{Scale: 1}}
 	if a.caps.Network {
-		a.arch = modelArch(cfg.Model, dim, arms)
-		batch := min(cfg.Policy.Samples*cfg.Policy.PropensitySamples, 256)
-		a.predictors.New = func() any { return nn.NewPredictor(a.arch, batch) }
-		n := a.arch.NumParams()
-		switch {
-		case cfg.Model.Likelihood == LikelihoodBernoulli && a.likelihoodChoice():
-			a.fam, a.famSet = nn.Bernoulli, true
-		case cfg.Model.Likelihood == LikelihoodGaussian || !a.likelihoodChoice():
-			a.fam, a.famSet = nn.Gaussian, true
-		}
-		a.q = a.freshPosterior()
-		a.std = nn.Standardization{Scale: 1}
-		a.sigma = make([]float64, n)
-		point := a.caps.MAP
-		tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
-		if !point { // a point estimate has no collapsed bound
-			b, err := posteriorBound(cfg.Training.Bound)
-			if err != nil {
-				return nil, fmt.Errorf("bandit %s: training.bound: %w", cfg.Name, err)
-			}
-			tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
-			o, err := posteriorOptimizer(cfg.Training.Optimizer)
-			if err != nil {
-				return nil, fmt.Errorf("bandit %s: training.optimizer: %w", cfg.Name, err)
-			}
-			tcfg.Optimizer, tcfg.NGVIStep, tcfg.SigmaLR = o, cfg.Training.NGVIStep, cfg.Training.SigmaLR
-		}
-		a.tcfg = tcfg
-		if err := a.newTrainer(a.data.View()); err != nil {
-			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
-		}
-		a.refineCfg = posterior.RefineConfig{
-			Fractions:  cfg.Refinement.Fractions,
-			Iterations: cfg.Refinement.Iterations,
-			LR:         cfg.Refinement.LR,
-			BatchSize:  cfg.Refinement.BatchSize,
-		}
-		a.setPosterior(m)
-		if err := a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood)); err != nil {
+		if err := a.initNetwork(m); err != nil {
 			return nil, fmt.Errorf("bandit %s: %w", cfg.Name, err)
 		}
 	}
@@ -341,6 +303,12 @@ func (a *Agent) publish(m *model) {
 }
 
 // trainLoop waits for rewards and retrains on them until close.
+//
+// Contract: start runs it once, in the agent's one trainer goroutine
+// (never in step mode), and stop ends it (closing a.done) and waits for
+// it. Only it (and load, before start) touches the trainer's state
+// (a.q, a.tr, a.data, ...); it shares only the models it publishes,
+// immutable from then on, through a.model.
 func (a *Agent) trainLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

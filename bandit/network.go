@@ -84,6 +84,55 @@ func (a *Agent) freshPosterior() *posterior.MeanField {
 	return q
 }
 
+// initNetwork sets up the network of a new agent (newAgent) of a kind
+// that has one: its architecture and predictors, the likelihood family
+// when the configuration settles it, the trainer's starting point and
+// configuration, refinement's configuration, and m, the model published
+// before any training, with the kind's posterior fitted at it.
+func (a *Agent) initNetwork(m *model) error {
+	cfg := &a.cfg
+	dim, arms := a.enc.Dim(), len(cfg.Arms)
+	a.arch = modelArch(cfg.Model, dim, arms)
+	batch := min(cfg.Policy.Samples*cfg.Policy.PropensitySamples, 256)
+	a.predictors.New = func() any { return nn.NewPredictor(a.arch, batch) }
+	n := a.arch.NumParams()
+	switch {
+	case cfg.Model.Likelihood == LikelihoodBernoulli && a.likelihoodChoice():
+		a.fam, a.famSet = nn.Bernoulli, true
+	case cfg.Model.Likelihood == LikelihoodGaussian || !a.likelihoodChoice():
+		a.fam, a.famSet = nn.Gaussian, true
+	}
+	a.q = a.freshPosterior()
+	a.std = nn.Standardization{Scale: 1}
+	a.sigma = make([]float64, n)
+	point := a.caps.MAP
+	tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
+	if !point { // a point estimate has no collapsed bound
+		b, err := posteriorBound(cfg.Training.Bound)
+		if err != nil {
+			return fmt.Errorf("training.bound: %w", err)
+		}
+		tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
+		o, err := posteriorOptimizer(cfg.Training.Optimizer)
+		if err != nil {
+			return fmt.Errorf("training.optimizer: %w", err)
+		}
+		tcfg.Optimizer, tcfg.NGVIStep, tcfg.SigmaLR = o, cfg.Training.NGVIStep, cfg.Training.SigmaLR
+	}
+	a.tcfg = tcfg
+	if err := a.newTrainer(a.data.View()); err != nil {
+		return err
+	}
+	a.refineCfg = posterior.RefineConfig{
+		Fractions:  cfg.Refinement.Fractions,
+		Iterations: cfg.Refinement.Iterations,
+		LR:         cfg.Refinement.LR,
+		BatchSize:  cfg.Refinement.BatchSize,
+	}
+	a.setPosterior(m)
+	return a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood))
+}
+
 // likelihood is the bandit likelihood of the network on v: the agent's
 // family (Bernoulli, or Gaussian under the current standardization with
 // the noise variance learned per model.noise under model.noise_prior)
