@@ -508,7 +508,7 @@ func validateModel(c *Config, v *validator) {
 	v.positive("model.prior_variance", m.PriorVariance, 1e6)
 	v.positive("model.init_sigma", m.InitSigma, 1e3)
 	v.oneOf("model.prior", m.Prior, PriorFanIn, PriorFixed)
-	if _, err := ParseLikelihood(string(m.Likelihood)); err != nil {
+	if _, err := spec.ParseLikelihood(string(m.Likelihood)); err != nil {
 		v.add("model.likelihood", fmt.Sprintf("%q, %v", m.Likelihood, err))
 	}
 	v.oneOf("model.noise", m.Noise, NoisePerArm, NoiseShared)
@@ -530,16 +530,16 @@ func validateModel(c *Config, v *validator) {
 	if t.MinInterval != nil && (*t.MinInterval < 0 || time.Duration(*t.MinInterval) > time.Hour) {
 		v.add("training.min_interval", "want a duration between 0s and 1h")
 	}
-	if _, err := nnEstimator(t.Estimator); err != nil {
+	if _, err := spec.ParseEstimator(string(t.Estimator)); err != nil {
 		v.add("training.estimator", err.Error())
 	}
 	v.intRange("training.ris_samples", t.RISSamples, 1, MaxRISSamples)
-	if _, err := ParseBound(string(t.Bound)); err != nil {
+	if _, err := spec.ParseBound(string(t.Bound)); err != nil {
 		v.add("training.bound", fmt.Sprintf("%q, %v", t.Bound, err))
 	}
 	v.positive("training.collapsed_reg", t.CollapsedReg, 1)
 	v.positive("training.collapsed_shape", t.CollapsedShape, 1000)
-	if _, err := ParseOptimizer(string(t.Optimizer)); err != nil {
+	if _, err := spec.ParseOptimizer(string(t.Optimizer)); err != nil {
 		v.add("training.optimizer", fmt.Sprintf("%q, %v", t.Optimizer, err))
 	}
 	v.positive("training.ngvi_step", t.NGVIStep, 1)

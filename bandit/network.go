@@ -108,14 +108,14 @@ func (a *Agent) initNetwork(m *model) error {
 	point := a.caps.MAP
 	tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 	if !point { // a point estimate has no collapsed bound
-		b, err := posteriorBound(cfg.Training.Bound)
-		if err != nil {
-			return fmt.Errorf("training.bound: %w", err)
+		b, ok := trainerBounds[cfg.Training.Bound]
+		if !ok {
+			return fmt.Errorf("training.bound: unknown bound %q", cfg.Training.Bound)
 		}
 		tcfg.Bound, tcfg.CollapsedReg, tcfg.CollapsedShape = b, cfg.Training.CollapsedReg, cfg.Training.CollapsedShape
-		o, err := posteriorOptimizer(cfg.Training.Optimizer)
-		if err != nil {
-			return fmt.Errorf("training.optimizer: %w", err)
+		o, ok := trainerOptimizers[cfg.Training.Optimizer]
+		if !ok {
+			return fmt.Errorf("training.optimizer: unknown optimizer %q", cfg.Training.Optimizer)
 		}
 		tcfg.Optimizer, tcfg.NGVIStep, tcfg.SigmaLR = o, cfg.Training.NGVIStep, cfg.Training.SigmaLR
 	}
@@ -138,7 +138,7 @@ func (a *Agent) initNetwork(m *model) error {
 // the noise variance learned per model.noise under model.noise_prior)
 // and training.estimator's estimator (validated with the configuration).
 func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
-	est, _ := nnEstimator(a.cfg.Training.Estimator)
+	est := trainerEstimators[a.cfg.Training.Estimator]
 	if a.caps.MAP {
 		est = nn.Deterministic // a point estimate: the MAP under the prior
 	}

@@ -4,20 +4,46 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
+	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/posterior"
 )
 
-// TestEstimatorsAreNNs: every name training.estimator takes is the
-// name of the nn.Estimator the trainer uses, in the same order.
-func TestEstimatorsAreNNs(t *testing.T) {
-	if len(Estimators) != len(trainingEstimators) {
-		t.Fatalf("%d estimator names, %d nn estimators", len(Estimators), len(trainingEstimators))
-	}
-	for i, e := range Estimators {
-		got, err := nnEstimator(e)
-		if err != nil || got != trainingEstimators[i] {
-			t.Errorf("nnEstimator(%q) = %v, %v; want %v", e, got, err, trainingEstimators[i])
+// TestSettingsMapOntoTheTrainer: every name training.bound,
+// training.optimizer and training.estimator take (spec.Bounds, ...) maps
+// onto the trainer's value of that name, and nothing else does.
+func TestSettingsMapOntoTheTrainer(t *testing.T) {
+	check := func(setting string, names []string, values map[string]string) {
+		t.Helper()
+		if len(values) != len(names) {
+			t.Errorf("%s: %d names, %d trainer values", setting, len(names), len(values))
+		}
+		for _, n := range names {
+			if got, ok := values[n]; !ok || got != n {
+				t.Errorf("%s %q maps onto %q (mapped: %v), want the trainer's %q", setting, n, got, ok, n)
+			}
 		}
 	}
+	check("training.bound", names(spec.Bounds), printed(trainerBounds, posterior.Bound.String))
+	check("training.optimizer", names(spec.Optimizers), printed(trainerOptimizers, posterior.Optimizer.String))
+	check("training.estimator", names(spec.Estimators), printed(trainerEstimators, nn.Estimator.Name))
+}
+
+// names returns the settings' names.
+func names[T ~string](s []T) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// printed returns the name of each value of m, by its key.
+func printed[K ~string, V any](m map[K]V, name func(V) string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[string(k)] = name(v)
+	}
+	return out
 }
 
 // TestKindTableIsSpecsKinds: the deciders of kindTable are those of the

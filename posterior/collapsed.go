@@ -53,16 +53,6 @@ func (b Bound) String() string {
 	return fmt.Sprintf("Bound(%d)", int(b))
 }
 
-// ParseBound returns the Bound that name spells.
-func ParseBound(name string) (Bound, error) {
-	for i, n := range boundNames {
-		if n == name {
-			return Bound(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown bound %q, want one of %q", name, boundNames[:])
-}
-
 // MarginalPriorVar returns the variance of the zero-mean Gaussian prior of
 // one weight that the bound's model implies once its prior parameters are
 // integrated out, and whether that marginal is Gaussian; s2 is the

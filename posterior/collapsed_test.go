@@ -273,15 +273,11 @@ func TestCollapsedRunReportsTheBound(t *testing.T) {
 	})
 }
 
-func TestBoundNames(t *testing.T) {
-	for _, b := range []Bound{BoundELBO, BoundCollapsedMean, BoundCollapsedMeanVar} {
-		if got, err := ParseBound(b.String()); err != nil || got != b {
-			t.Errorf("ParseBound(%q) = %v, %v", b.String(), got, err)
-		}
-	}
-	if _, err := ParseBound("collapsed"); err == nil {
-		t.Error("ParseBound(collapsed) = nil error")
-	}
+// TestInvalidBoundConfigs: NewTrainer refuses an unknown bound, a
+// collapsed bound with a point estimate and a collapsed regularization
+// or hyperprior shape out of range. (bandit's
+// TestSettingsMapOntoTheTrainer checks the bounds' names.)
+func TestInvalidBoundConfigs(t *testing.T) {
 	lik := noData{1}
 	for _, c := range []TrainConfig{{Bound: 3}, {Bound: BoundCollapsedMean, Point: true}, {CollapsedReg: 1.5}, {CollapsedReg: -0.1}, {CollapsedShape: -1}, {CollapsedReg: math.NaN()}} {
 		if _, err := NewTrainer(lik, c); err == nil {

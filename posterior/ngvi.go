@@ -45,16 +45,6 @@ func (o Optimizer) String() string {
 	return fmt.Sprintf("Optimizer(%d)", int(o))
 }
 
-// ParseOptimizer returns the Optimizer that name spells.
-func ParseOptimizer(name string) (Optimizer, error) {
-	for i, n := range optimizerNames {
-		if n == name {
-			return Optimizer(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown optimizer %q, want one of %q", name, optimizerNames[:])
-}
-
 // ngviUpdate is one natural-gradient step of OptimizerNGVI on parameter
 // j's factor q_j = N(mu, sigma^2) under the prior N(m, 1/prec) (under a
 // collapsed bound, the learned prior given q, collapsed.prior), given

@@ -165,18 +165,6 @@ func TestNGVIUpdateFixedPoint(t *testing.T) {
 	}
 }
 
-func TestOptimizerNames(t *testing.T) {
-	for o := OptimizerAdam; o <= OptimizerNGVI; o++ {
-		got, err := ParseOptimizer(o.String())
-		if err != nil || got != o {
-			t.Errorf("ParseOptimizer(%q) = %v, %v; want %v", o.String(), got, err, o)
-		}
-	}
-	if _, err := ParseOptimizer("vogn"); err == nil {
-		t.Error(`ParseOptimizer("vogn") = nil error, want one`)
-	}
-}
-
 // TestNGVIWithCollapsedBoundsIsStationary: under the collapsed bounds
 // the natural-gradient trainer steps towards the learned prior given q
 // (collapsed.prior). On the analytic linear regression, after it settles,
