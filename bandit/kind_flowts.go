@@ -42,19 +42,13 @@ func (flowTS) sampleKinds() []SampleKind { return []SampleKind{SampleFlow} }
 
 func (flowTS) options() []string { return []string{"flow"} }
 
+// setDefaults fills in policy.flow's zero members with FitFlow's
+// defaults (posterior.FlowConfig.WithDefaults).
 func (flowTS) setDefaults(p *PolicyConfig) {
 	if p.Flow == nil {
 		p.Flow = &FlowConfig{}
 	}
-	if p.Flow.Length == 0 {
-		p.Flow.Length = posterior.DefaultFlowLength
-	}
-	if p.Flow.Iterations == 0 {
-		p.Flow.Iterations = posterior.DefaultFlowIterations
-	}
-	if p.Flow.LR == 0 {
-		p.Flow.LR = posterior.DefaultFlowLR
-	}
+	*p.Flow = FlowConfig(posterior.FlowConfig(*p.Flow).WithDefaults())
 }
 
 func (flowTS) validate(p PolicyConfig, v *validator) {
@@ -86,9 +80,8 @@ func (flowTS) fit(a *Agent, m *model, lik *nn.Likelihood) error {
 	if lik.NumRows() == 0 {
 		return nil
 	}
-	ll, f := m.ll, a.cfg.Policy.Flow
-	fc := posterior.FlowConfig{Length: f.Length, Iterations: f.Iterations, LR: f.LR}
-	flow, st, err := posterior.FitFlow(ll.Base, ll.Target(flowTargetShape, ll.NoiseVar), fc, a.trng)
+	ll := m.ll
+	flow, st, err := posterior.FitFlow(ll.Base, ll.Target(flowTargetShape, ll.NoiseVar), posterior.FlowConfig(*a.cfg.Policy.Flow), a.trng)
 	if err != nil {
 		return fmt.Errorf("fit the flow on %d rows: %w", lik.NumRows(), err)
 	}

@@ -47,7 +47,9 @@ type FlowConfig struct {
 	LR float64 `json:"lr"`
 }
 
-func (c *FlowConfig) setDefaults() {
+// WithDefaults returns c with its zero fields set to their defaults:
+// FitFlow's, and flow-ts's policy.flow (bandit fills it in with this).
+func (c FlowConfig) WithDefaults() FlowConfig {
 	if c.Length == 0 {
 		c.Length = DefaultFlowLength
 	}
@@ -57,6 +59,7 @@ func (c *FlowConfig) setDefaults() {
 	if c.LR == 0 {
 		c.LR = DefaultFlowLR
 	}
+	return c
 }
 
 // Flow is a Gaussian base q(theta) = N(m, R R^T) refined by a normalizing
@@ -259,7 +262,7 @@ type FlowStats struct {
 // iterate wandering. It returns an error if an
 // estimate becomes non-finite.
 func FitFlow(base *Gaussian, target LogDensity, cfg FlowConfig, rng *rand.Rand) (*Flow, FlowStats, error) {
-	cfg.setDefaults()
+	cfg = cfg.WithDefaults()
 	switch {
 	case cfg.Length < 0 || cfg.Length > 100:
 		return nil, FlowStats{}, fmt.Errorf("posterior: flow length %d, want 0..100", cfg.Length)
