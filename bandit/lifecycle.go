@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
+	"github.com/refinery-bandits/refinery/internal/mergepatch"
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
@@ -114,36 +115,6 @@ func isObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{'
 }
 
-// mergePatch applies the JSON merge patch patch to target (RFC 7396,
-// Section 2).
-func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
-	if !isObject(patch) {
-		return patch, nil
-	}
-	var p map[string]json.RawMessage
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, err
-	}
-	t := map[string]json.RawMessage{}
-	if isObject(target) {
-		if err := json.Unmarshal(target, &t); err != nil {
-			return nil, err
-		}
-	}
-	for k, v := range p {
-		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			delete(t, k)
-			continue
-		}
-		m, err := mergePatch(t[k], v)
-		if err != nil {
-			return nil, err
-		}
-		t[k] = m
-	}
-	return json.Marshal(t)
-}
-
 // ApplyPatch returns cur changed by p, defaults filled in and
 // validated, and the effects of the change on the live agent in words.
 func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
@@ -166,7 +137,7 @@ func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
 		if sec.raw == nil {
 			continue
 		}
-		if doc[sec.name], err = mergePatch(doc[sec.name], sec.raw); err != nil {
+		if doc[sec.name], err = mergepatch.Apply(doc[sec.name], sec.raw); err != nil {
 			return nil, nil, invalid(sec.name, err.Error())
 		}
 	}

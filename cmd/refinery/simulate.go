@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/internal/mergepatch"
 	"github.com/refinery-bandits/refinery/internal/plural"
 	"github.com/refinery-bandits/refinery/nn/kern"
 	"github.com/refinery-bandits/refinery/simulators"
@@ -293,16 +294,15 @@ func (s *setFlags) Set(v string) error {
 // apply sets each PATH=VALUE in c, a preset's bandit configuration, by
 // way of its JSON: PATH names nested object members with dots
 // ("model.noise"), VALUE is JSON (a number, true, an object) or else a
-// string. The result is decoded strictly, so an unknown field or a value
-// of the wrong type is an error naming it; validation comes later, with
-// the policy's defaults filled in.
+// string. Each is two JSON merge patches (internal/mergepatch): one that
+// removes the member at PATH, one that sets it to VALUE, so that an
+// object VALUE replaces the member whole. The result is decoded
+// strictly, so an unknown field or a value of the wrong type is an error
+// naming it; validation comes later, with the policy's defaults filled
+// in.
 func (s setFlags) apply(c *bandit.Config) error {
 	raw, err := json.Marshal(c)
 	if err != nil {
-		return err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
 	for _, kv := range s {
@@ -312,23 +312,20 @@ func (s setFlags) apply(c *bandit.Config) error {
 			v = val
 		}
 		keys := strings.Split(path, ".")
-		obj := m
-		for _, k := range keys[:len(keys)-1] {
-			next, ok := obj[k].(map[string]any)
-			if !ok {
-				if obj[k] != nil {
-					return fmt.Errorf("--set %s: %s is not an object", kv, k)
-				}
-				next = map[string]any{}
-				obj[k] = next
+		for _, leaf := range []any{nil, v} {
+			patch, err := json.Marshal(leaf)
+			if err != nil {
+				return err
 			}
-			obj = next
+			for i := len(keys) - 1; i >= 0; i-- {
+				if patch, err = json.Marshal(map[string]json.RawMessage{keys[i]: patch}); err != nil {
+					return err
+				}
+			}
+			if raw, err = mergepatch.Apply(raw, patch); err != nil {
+				return err
+			}
 		}
-		obj[keys[len(keys)-1]] = v
-	}
-	raw, err = json.Marshal(m)
-	if err != nil {
-		return err
 	}
 	var out bandit.Config
 	if err := bandit.DecodeStrict(raw, &out); err != nil {

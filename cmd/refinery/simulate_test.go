@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/refinery-bandits/refinery/bandit"
 )
 
 // simulate --bandit-config plays a POST /v1/bandits body on the
@@ -142,5 +145,41 @@ func TestSimulateCountsInEnglish(t *testing.T) {
 	runCases(t, []runCase{
 		{"the plan", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "1", "--quiet"}, 0, "(2 features, 5 arms); 1 policy x 1 seed x 1 step\n", ""},
 		{"the summary's title", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--steps", "1", "--quiet"}, 0, "# Regret: wheel:delta=0.95, 1 step, 1 seed (1)\n", ""},
+	})
+}
+
+// --set PATH=VALUE sets the member at PATH to VALUE: an object replaces
+// the member whole (model.noise_prior {"shape": 3} leaves no rate), a
+// null removes it, a path through a member that is not an object is an
+// error naming the field, and a number is read as JSON
+// ("training.iterations=1e2" is 100).
+func TestSetReplacesTheMemberAtItsPath(t *testing.T) {
+	base := func() bandit.Config {
+		return bandit.Config{Model: bandit.ModelConfig{NoisePrior: &bandit.NoisePrior{Shape: 2, Rate: 0.5}, Hidden: []int{8}}}
+	}
+	t.Run("an object replaces the member whole", func(t *testing.T) {
+		c := base()
+		if err := (setFlags{`model.noise_prior={"shape": 3}`}).apply(&c); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := *c.Model.NoisePrior, (bandit.NoisePrior{Shape: 3}); got != want {
+			t.Errorf("model.noise_prior = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("null removes it and a number is JSON", func(t *testing.T) {
+		c := base()
+		if err := (setFlags{"model.noise_prior=null", "training.iterations=1e2", "model.hidden=[4,4]"}).apply(&c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Model.NoisePrior != nil || c.Training.Iterations != 100 || !slices.Equal(c.Model.Hidden, []int{4, 4}) {
+			t.Errorf("noise_prior %v, iterations %d, hidden %v; want nil, 100, [4 4]", c.Model.NoisePrior, c.Training.Iterations, c.Model.Hidden)
+		}
+	})
+	t.Run("a path through a string is an error naming the field", func(t *testing.T) {
+		c := base()
+		err := (setFlags{"model.noise.x=1"}).apply(&c)
+		if err == nil || !strings.Contains(err.Error(), "model.noise") {
+			t.Errorf("apply = %v, want an error naming model.noise", err)
+		}
 	})
 }

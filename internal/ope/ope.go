@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/logfmt"
+	"github.com/refinery-bandits/refinery/internal/mergepatch"
 	"github.com/refinery-bandits/refinery/simulators"
 )
 
@@ -225,18 +227,15 @@ func Candidates(base *bandit.Config, list string, extra []string) ([]simulators.
 	return out, nil
 }
 
-// candidateConfig merges overlay over base's configuration: its
-// "policy" replaces base's whole (the kind's defaults fill the rest),
-// other objects merge member by member. A refined-ts candidate keeps its
+// candidateConfig merges overlay over base's configuration as a JSON
+// merge patch (internal/mergepatch): its "policy" replaces base's whole
+// (the kind's defaults fill the rest), other objects merge member by
+// member. A refined-ts candidate keeps its
 // first bank of refined samples for the whole evaluation
 // (policy.max_sample_uses 1,000,000 unless the overlay sets it).
 func candidateConfig(base *bandit.Config, overlay map[string]any) (*bandit.Config, error) {
 	b, err := json.Marshal(base)
 	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
 	pol := overlay["policy"].(map[string]any)
@@ -245,26 +244,20 @@ func candidateConfig(base *bandit.Config, overlay map[string]any) (*bandit.Confi
 			pol["max_sample_uses"] = 1_000_000
 		}
 	}
-	merge(m, overlay)
-	m["policy"] = pol
-	m["name"] = "candidate"
-	if b, err = json.Marshal(m); err != nil {
+	// The overlay's policy replaces base's whole: base's goes first.
+	if b, err = mergepatch.Apply(b, json.RawMessage(`{"policy":null}`)); err != nil {
+		return nil, err
+	}
+	patch := maps.Clone(overlay)
+	patch["name"] = "candidate"
+	p, err := json.Marshal(patch)
+	if err != nil {
+		return nil, err
+	}
+	if b, err = mergepatch.Apply(b, p); err != nil {
 		return nil, err
 	}
 	return bandit.ParseConfig(b)
-}
-
-// merge sets src's members in dst, recursively for objects in both.
-func merge(dst, src map[string]any) {
-	for k, v := range src {
-		if sv, ok := v.(map[string]any); ok {
-			if dv, ok := dst[k].(map[string]any); ok {
-				merge(dv, sv)
-				continue
-			}
-		}
-		dst[k] = v
-	}
 }
 
 // PropensityNote says how the logged propensities were estimated, by the
