@@ -512,7 +512,7 @@ func Fit(ctx context.Context, c Candidate, rows []LoggedRow, trainEvery int, see
 		return f, nil
 	}
 	f.svc = bandit.NewService(store.NewMemory(), bandit.ServiceConfig{
-		Seed: seed, Step: &bandit.StepConfig{TrainEvery: max(trainEvery, 1)},
+		Seed: seed, Step: &bandit.StepConfig{TrainEvery: trainEvery},
 	})
 	if err := f.svc.Load(ctx); err != nil {
 		return nil, err

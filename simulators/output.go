@@ -192,10 +192,7 @@ func (s Summary) InterruptedSteps() (lo, hi int) {
 func Summarize(cfg RunConfig, results []*RunResult) Summary {
 	s := Summary{Env: cfg.Env.Name(), Steps: cfg.Steps, Seeds: cfg.Seeds, FirstSeed: max(cfg.FirstSeed, 1), Preset: cfg.Preset}
 	for _, p := range cfg.Policies {
-		ps := PolicySummary{Policy: p.Name, RewardDelay: cfg.RewardDelay, TrainEvery: max(cfg.Preset.TrainEvery, 1)}
-		if cfg.TrainEvery > 0 {
-			ps.TrainEvery = cfg.TrainEvery
-		}
+		ps := PolicySummary{Policy: p.Name, RewardDelay: cfg.RewardDelay, TrainEvery: cfg.Preset.Retraining(cfg.TrainEvery)}
 		if bc, err := BanditConfig(p, cfg.Env, cfg.Preset); err == nil {
 			bc.Features = nil
 			ps.Bandit = bc
@@ -385,7 +382,7 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		fmt.Fprintf(&b, "# Regret: %s, %s, %s (%s)\n\n", s.Env, plural.Count(s.Steps, "step", "steps"), plural.Count(s.Seeds, "seed", "seeds"), seeds)
 	}
 	if s.BanditConfig != "" {
-		fmt.Fprintf(&b, "Bandit configuration `%s` (the preset `%s` gives only the retraining schedule: every %d rewards).\n\n", s.BanditConfig, s.Preset.Name, max(s.Preset.TrainEvery, 1))
+		fmt.Fprintf(&b, "Bandit configuration `%s` (the preset `%s` gives only the retraining schedule: every %d rewards).\n\n", s.BanditConfig, s.Preset.Name, s.Preset.Retraining(0))
 	} else {
 		fmt.Fprintf(&b, "Preset `%s`: %s.\n\n", s.Preset.Name, s.Preset.Description)
 	}

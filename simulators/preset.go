@@ -29,6 +29,17 @@ type Preset struct {
 	Epsilons []float64 `json:"epsilons"`
 }
 
+// Retraining returns after how many rewards the simulated agents
+// retrain: override when positive (--train-every), otherwise the
+// preset's TrainEvery, at least 1 (a zero bandit.StepConfig.TrainEvery
+// is 1).
+func (p Preset) Retraining(override int) int {
+	if override > 0 {
+		return override
+	}
+	return max(p.TrainEvery, 1)
+}
+
 // Presets returns the built-in presets by name.
 //
 //   - paper: Havasi et al. (2021), Section 4.3, exactly: two hidden layers
@@ -95,8 +106,15 @@ func Presets() map[string]Preset {
 	return map[string]Preset{"paper": paper, "fast": fast}
 }
 
-// PolicyNames lists the policy names ParsePolicies accepts.
-var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-ts", "linear-ts", "laplace-ts", "flow-ts", "neural-linear"}
+// PolicyNames lists the policy names ParsePolicies accepts: the policy
+// kinds (bandit.PolicyKinds), in their order.
+var PolicyNames = func() []string {
+	var names []string
+	for _, k := range bandit.PolicyKinds() {
+		names = append(names, string(k))
+	}
+	return names
+}()
 
 // TrainingMethods are the training settings a mean-field policy may be
 // played under within one simulation, as "mf-ts@NAME" or
@@ -116,12 +134,12 @@ var PolicyNames = []string{"uniform", "greedy", "eps-greedy", "mf-ts", "refined-
 //   - ngvi: training.optimizer "ngvi" (Khan 2018, Section 5)
 var TrainingMethods = map[string]func(*bandit.TrainingConfig){
 	"elbo": func(t *bandit.TrainingConfig) {
-		t.Bound, t.Estimator, t.Optimizer = "elbo", "local-reparam", "adam"
+		t.Bound, t.Estimator, t.Optimizer = bandit.BoundELBO, bandit.DefaultEstimator, bandit.DefaultOptimizer
 	},
-	"ris":                func(t *bandit.TrainingConfig) { t.Estimator = "ris" },
-	"collapsed-mean":     func(t *bandit.TrainingConfig) { t.Bound = "collapsed-mean" },
-	"collapsed-mean-var": func(t *bandit.TrainingConfig) { t.Bound = "collapsed-mean-var" },
-	"ngvi":               func(t *bandit.TrainingConfig) { t.Optimizer = "ngvi" },
+	"ris":                func(t *bandit.TrainingConfig) { t.Estimator = bandit.EstimatorRIS },
+	"collapsed-mean":     func(t *bandit.TrainingConfig) { t.Bound = bandit.BoundCollapsedMean },
+	"collapsed-mean-var": func(t *bandit.TrainingConfig) { t.Bound = bandit.BoundCollapsedMeanVar },
+	"ngvi":               func(t *bandit.TrainingConfig) { t.Optimizer = bandit.OptimizerNGVI },
 }
 
 // methodNames returns the names of TrainingMethods, sorted.
@@ -172,13 +190,29 @@ func SupplyConfig(c *bandit.Config) {
 }
 
 // BanditConfig returns the configuration of the bandit that plays spec
-// on env: spec.Config if set, otherwise the preset's with the policy's
-// kind and epsilon, the environment's arm names and one numeric feature
-// x0, x1, ... per encoded input (center 0, scale 1: the encoding is the
-// environment's vector itself). Defaults are filled in and the result is
-// validated; a --bandit-config must have the environment's arms, in
-// order, and features that encode to its number of inputs.
+// on env (banditConfig) with its defaults filled in and validated: what
+// a run plays, for the summary and the command's checks before the runs.
 func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
+	c, err := banditConfig(spec, env, p)
+	if err != nil {
+		return nil, err
+	}
+	bandit.SetDefaults(c)
+	if err := bandit.Validate(c); err != nil {
+		return nil, fmt.Errorf("bandit configuration: %w", err)
+	}
+	return c, nil
+}
+
+// banditConfig returns the configuration of the bandit that plays spec
+// on env as it is given to bandit.Service.Create, which fills in the
+// defaults and validates it: spec.Config if set, otherwise the preset's
+// with the policy's kind and epsilon, the environment's arm names and
+// one numeric feature x0, x1, ... per encoded input (center 0, scale 1:
+// the encoding is the environment's vector itself). A --bandit-config
+// must have the environment's arms, in order, and features that encode
+// to its number of inputs.
+func banditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 	var c bandit.Config
 	if spec.Config != nil {
 		b, err := json.Marshal(spec.Config)
@@ -217,7 +251,7 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 		if len(spec.Methods) > 0 && c.Training.Bound == "" {
 			// The methods are compared against the ELBO (the baseline of
 			// bench/mushroom-methods), not the service's default bound.
-			c.Training.Bound = "elbo"
+			c.Training.Bound = bandit.BoundELBO
 		}
 		for _, m := range spec.Methods {
 			set, ok := TrainingMethods[m]
@@ -226,10 +260,6 @@ func BanditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 			}
 			set(&c.Training)
 		}
-	}
-	bandit.SetDefaults(&c)
-	if err := bandit.Validate(&c); err != nil {
-		return nil, fmt.Errorf("bandit configuration: %w", err)
 	}
 	if !slices.Equal(c.Arms, env.ArmNames()) {
 		// The same arms in another order are the same bandit: a fresh
@@ -273,10 +303,8 @@ func ParsePolicies(list string, p Preset) ([]PolicySpec, error) {
 		item = strings.TrimSpace(item)
 		item, methods, hasMethods := strings.Cut(item, "@")
 		kind, arg, hasArg := strings.Cut(item, ":")
-		if !slices.Contains(PolicyNames, kind) {
-			return nil, fmt.Errorf("unknown policy %q (want one of %s)", item, strings.Join(PolicyNames, ", "))
-		}
-		// KIND:ARG is bandit.ParsePolicySpec's grammar, as evaluate's.
+		// KIND:ARG is bandit.ParsePolicySpec's grammar, as evaluate's;
+		// it refuses an unknown kind.
 		ps, err := bandit.ParsePolicySpec(item)
 		if err != nil {
 			return nil, err

@@ -291,19 +291,16 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 			r.Err = ctx.Err()
 		}
 	}()
-	bc, err := BanditConfig(spec, cfg.Env, cfg.Preset)
+	// Create fills in the defaults and validates, once.
+	bc, err := banditConfig(spec, cfg.Env, cfg.Preset)
 	if err != nil {
 		r.Err = err
 		return
 	}
-	trainEvery := cfg.Preset.TrainEvery
-	if cfg.TrainEvery > 0 {
-		trainEvery = cfg.TrainEvery
-	}
 	clock := bandit.NewManualClock(time.Unix(0, 0).UTC())
 	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{
 		Seed: ServiceSeed(r.Seed, spec.seedName()),
-		Step: &bandit.StepConfig{Clock: clock, TrainEvery: trainEvery},
+		Step: &bandit.StepConfig{Clock: clock, TrainEvery: cfg.Preset.Retraining(cfg.TrainEvery)},
 	})
 	defer svc.Close(context.WithoutCancel(ctx))
 	if err := svc.Load(ctx); err != nil {

@@ -197,10 +197,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "env %s (%s, %s); %s x %s x %s\n", env.Name(), plural.Count(env.NumFeatures(), "feature", "features"), plural.Count(env.NumArms(), "arm", "arms"),
 		plural.Count(len(specs), "policy", "policies"), plural.Count(*seeds, "seed", "seeds"), plural.Count(*steps, "step", "steps"))
-	retrain := max(1, preset.TrainEvery)
-	if *trainEvery > 0 {
-		retrain = *trainEvery
-	}
+	retrain := preset.Retraining(*trainEvery)
 	if *banditConfig != "" {
 		// The file decides everything but the retraining schedule.
 		fmt.Fprintf(stdout, "bandit configuration %s, retrained every %d rewards; its settings beside the service's defaults:\n", *banditConfig, retrain)
