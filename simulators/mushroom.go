@@ -347,24 +347,29 @@ func (m *Mushroom) FeatureNames() []string { return m.features }
 // Len returns the number of mushrooms in the data set.
 func (m *Mushroom) Len() int { return len(m.x) }
 
+// At returns mushroom i of the data set (0 <= i < Len): its encoded
+// context and every arm's expected reward. Next draws i uniformly, so a
+// policy's value is the mean over every i. The slices are fresh; the
+// caller owns them.
+func (m *Mushroom) At(i int) (x, expected []float64) {
+	rw := m.rewards
+	expected = make([]float64, 2)
+	expected[MushroomPass], expected[MushroomEat] = rw.Pass, rw.EatPoisonous()
+	if m.edible[i] {
+		expected[MushroomEat] = rw.EatEdible
+	}
+	return slices.Clone(m.x[i]), expected
+}
+
 // Next draws a mushroom uniformly with replacement and the poisonous
 // coin.
 func (m *Mushroom) Next(rng *rand.Rand) Step {
 	i := rng.IntN(len(m.x))
 	loss := rng.Float64() < m.rewards.LossProb
-	rw := m.rewards
-	var ex, re [2]float64
-	ex[MushroomPass], ex[MushroomEat] = rw.Pass, rw.EatPoisonous()
-	if m.edible[i] {
-		ex[MushroomEat] = rw.EatEdible
-	}
+	x, ex := m.At(i)
+	re := make([]float64, 2)
 	for a := range re {
-		re[a] = rw.Realized(a, m.edible[i], loss)
+		re[a] = m.rewards.Realized(a, m.edible[i], loss)
 	}
-	return Step{
-		X:        slices.Clone(m.x[i]),
-		Expected: ex[:],
-		Realized: re[:],
-		Best:     argmax(ex[:]),
-	}
+	return Step{X: x, Expected: ex, Realized: re, Best: argmax(ex)}
 }

@@ -179,30 +179,6 @@ func envInt(t *testing.T, name string, def int) int {
 	return v
 }
 
-// opeEnumerable is an environment whose contexts are finitely many and
-// equally likely: a candidate's true value is then the mean over all of
-// them, without sampling error.
-type opeEnumerable interface {
-	size() int
-	// context returns context k and every arm's expected reward there.
-	context(k int) (map[string]any, []float64)
-}
-
-// The mushroom bandit draws one of its 8,124 mushrooms uniformly.
-func (m *mushroomSim) size() int { return len(m.data.Rows) }
-
-func (m *mushroomSim) context(k int) (map[string]any, []float64) {
-	ctx := make(map[string]any, len(simulators.MushroomAttributes))
-	for j, attr := range simulators.MushroomAttributes {
-		ctx[attr] = m.data.Rows[k][j]
-	}
-	ex := []float64{m.rw.EatEdible, m.rw.Pass}
-	if !m.data.Edible[k] {
-		ex[0] = m.rw.EatPoisonous()
-	}
-	return ctx, ex
-}
-
 // opeBenchLoggers are the logging policies of OPE_LOGGING.
 var opeBenchLoggers = map[string]map[string]any{
 	"eps-greedy": {"kind": "eps-greedy", "epsilon": 0.1},
@@ -228,9 +204,9 @@ type opeBenchResult struct {
 // opeBenchRun logs decisions of a fresh bandit of the logging policy
 // through the service, evaluates the candidates from the log and
 // measures their truth.
-func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *store.Postgres, env simEnv, logging string, rep, decisions, truthN int) opeBenchResult {
-	name := fmt.Sprintf("%s-%s-%d", env.name(), logging, rep)
-	cfg := map[string]any{"name": name, "arms": env.arms(), "features": env.features(),
+func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *store.Postgres, env *simEnv, logging string, rep, decisions, truthN int) opeBenchResult {
+	name := fmt.Sprintf("%s-%s-%d", env.name, logging, rep)
+	cfg := map[string]any{"name": name, "arms": env.env.ArmNames(), "features": env.features,
 		"policy": opeBenchLoggers[logging]}
 	for k, v := range opeBenchModel {
 		cfg[k] = v
@@ -238,19 +214,23 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 	if _, err := cl.CreateBandit(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	res := opeBenchResult{env: env.name(), logging: logging, rep: rep, truth: map[string]float64{}, truthSE: map[string]float64{}, onLog: map[string]float64{}}
+	res := opeBenchResult{env: env.name, logging: logging, rep: rep, truth: map[string]float64{}, truthSE: map[string]float64{}, onLog: map[string]float64{}}
 	t0 := time.Now()
 	const clients = 4
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	expectedOf := map[string][]float64{}
 	errs := make(chan error, clients)
-	arms := env.arms()
+	arms := env.env.ArmNames()
 	for c := range clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(rep), uint64(c)))
 			for i := c; i < decisions; i += clients {
-				x, expected, realized := env.next(rng)
+				x, expected, realized, err := env.next(rng)
+				if err != nil {
+					errs <- err
+					return
+				}
 				mu.Lock()
 				expectedOf["e"+strconv.Itoa(i)] = expected
 				mu.Unlock()
@@ -318,19 +298,23 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 		rng := rand.New(rand.NewPCG(uint64(rep), 1<<40))
 		var sum, sum2 float64
 		draws := truthN
-		all, exact := env.(opeEnumerable)
+		// The mushroom bandit draws one of its mushrooms uniformly: its
+		// truth is the mean over all of them, without sampling error.
+		all, exact := env.env.(*simulators.Mushroom)
 		if exact {
-			draws = all.size()
+			draws = all.Len()
 		}
 		for k := range draws {
-			var raw map[string]any
+			var js json.RawMessage
 			var expected []float64
+			var err error
 			if exact {
-				raw, expected = all.context(k)
+				var x []float64
+				x, expected = all.At(k)
+				js, err = env.enc.Decode(x)
 			} else {
-				raw, expected, _ = env.next(rng)
+				js, expected, _, err = env.next(rng)
 			}
-			js, err := json.Marshal(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -367,7 +351,7 @@ func opeBenchRun(t *testing.T, ctx context.Context, cl *apiclient.Client, st *st
 		c.Fitted, c.EvalRows = nil, nil
 	}
 	res.truthSeconds = time.Since(t0).Seconds()
-	t.Logf("%s, %s log, rep %d: logged in %.0fs, evaluated in %.0fs, truth in %.0fs", env.name(), logging, rep, res.logSeconds, res.evalSeconds, res.truthSeconds)
+	t.Logf("%s, %s log, rep %d: logged in %.0fs, evaluated in %.0fs, truth in %.0fs", env.name, logging, rep, res.logSeconds, res.evalSeconds, res.truthSeconds)
 	return res
 }
 

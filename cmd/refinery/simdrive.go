@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -40,64 +41,22 @@ func simModel(c *bandit.Config) {
 	c.Refinement.Iterations = 40
 }
 
-// simEnv is an environment the simulator drives the service with: raw
-// contexts as the API takes them, and the oracle's expected rewards.
-type simEnv interface {
-	name() string
-	arms() []string
-	features() []bandit.Feature
-	// next draws a context, every arm's expected reward and every arm's
-	// realized reward.
-	next(rng *rand.Rand) (ctx map[string]any, expected, realized []float64)
+// simEnv is an environment of package simulators with the schema serve
+// --simulate gives its bandits: the schema's encoder decodes each step's
+// context into the JSON object a client sends.
+type simEnv struct {
+	name     string // in the bandits' names
+	env      simulators.Env
+	features []bandit.Feature
+	enc      *bandit.Encoder
 }
 
-// mushroomSim is the UCI mushroom bandit on raw categorical rows.
-type mushroomSim struct {
-	data *simulators.MushroomData
-	rw   simulators.MushroomRewards
-}
-
-func (m *mushroomSim) name() string   { return "mushroom" }
-func (m *mushroomSim) arms() []string { return []string{"eat", "pass"} }
-
-func (m *mushroomSim) features() []bandit.Feature { return mushroomFeatures(m.data) }
-
-func (m *mushroomSim) next(rng *rand.Rand) (map[string]any, []float64, []float64) {
-	i := rng.IntN(len(m.data.Rows))
-	loss := rng.Float64() < m.rw.LossProb
-	ctx := make(map[string]any, len(simulators.MushroomAttributes))
-	for j, attr := range simulators.MushroomAttributes {
-		ctx[attr] = m.data.Rows[i][j]
-	}
-	ex := []float64{m.rw.EatEdible, m.rw.Pass}
-	re := []float64{m.rw.EatEdible, m.rw.Pass}
-	if !m.data.Edible[i] {
-		ex[0] = m.rw.EatPoisonous()
-		re[0] = m.rw.EatPoisonousWin
-		if loss {
-			re[0] = m.rw.EatPoisonousLoss
-		}
-	}
-	return ctx, ex, re
-}
-
-// wheelSim is the wheel bandit: arms a1..a5, features x1 and x2.
-type wheelSim struct{ env simulators.Env }
-
-func (w *wheelSim) name() string   { return "wheel" }
-func (w *wheelSim) arms() []string { return w.env.ArmNames() }
-
-func (w *wheelSim) features() []bandit.Feature {
-	return []bandit.Feature{{Name: "x1", Type: bandit.Numeric}, {Name: "x2", Type: bandit.Numeric}}
-}
-
-func (w *wheelSim) next(rng *rand.Rand) (map[string]any, []float64, []float64) {
-	s := w.env.Next(rng)
-	return map[string]any{"x1": s.X[0], "x2": s.X[1]}, s.Expected, s.Realized
-}
-
-// newSimEnv returns the environment serve --simulate names.
-func newSimEnv(name, data string) (simEnv, error) {
+// newSimEnv returns the environment serve --simulate names: the UCI
+// mushroom bandit (one-hot) with its attributes as categorical features,
+// or the wheel bandit with features x1 and x2.
+func newSimEnv(name, data string) (*simEnv, error) {
+	var env simulators.Env
+	var features []bandit.Feature
 	switch name {
 	case "mushroom":
 		p, err := simulators.ResolveMushroom(data)
@@ -108,18 +67,34 @@ func newSimEnv(name, data string) (simEnv, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &mushroomSim{data: d, rw: simulators.DefaultMushroomRewards()}, nil
-	case "wheel":
-		env, err := simulators.ParseEnv("wheel", "")
-		if err != nil {
+		if env, err = simulators.NewMushroom(d, simulators.MushroomOneHot, simulators.DefaultMushroomRewards()); err != nil {
 			return nil, err
 		}
-		if env.NumFeatures() != 2 {
-			return nil, fmt.Errorf("wheel: %d features, want 2", env.NumFeatures())
+		features = mushroomFeatures(d)
+	case "wheel":
+		var err error
+		if env, err = simulators.ParseEnv("wheel", ""); err != nil {
+			return nil, err
 		}
-		return &wheelSim{env: env}, nil
+		features = []bandit.Feature{{Name: "x1", Type: bandit.Numeric}, {Name: "x2", Type: bandit.Numeric}}
+	default:
+		return nil, fmt.Errorf("--simulate %q: want mushroom or wheel", name)
 	}
-	return nil, fmt.Errorf("--simulate %q: want mushroom or wheel", name)
+	enc := bandit.NewEncoder(features)
+	if enc.Dim() != env.NumFeatures() {
+		return nil, fmt.Errorf("%s: %d inputs, its schema encodes %d", name, env.NumFeatures(), enc.Dim())
+	}
+	return &simEnv{name: name, env: env, features: features, enc: enc}, nil
+}
+
+// next draws a context as a client sends it, every arm's expected reward
+// and every arm's realized reward.
+func (e *simEnv) next(rng *rand.Rand) (ctx json.RawMessage, expected, realized []float64, err error) {
+	st := e.env.Next(rng)
+	if ctx, err = e.enc.Decode(st.X); err != nil {
+		return nil, nil, nil, err
+	}
+	return ctx, st.Expected, st.Realized, nil
 }
 
 // parseRate reads --rate: decisions per second per bandit, "20" or
@@ -140,7 +115,7 @@ func parseRate(s string) (float64, error) {
 // each bandit's cumulative expected regret: it is the dashboard's
 // api.RegretSource.
 type simDriver struct {
-	env  simEnv
+	env  *simEnv
 	rate float64
 	seed uint64
 	log  *slog.Logger
@@ -163,7 +138,7 @@ type simTally struct {
 
 var _ api.RegretSource = (*simDriver)(nil)
 
-func newSimDriver(env simEnv, rate float64, seed uint64, log *slog.Logger) *simDriver {
+func newSimDriver(env *simEnv, rate float64, seed uint64, log *slog.Logger) *simDriver {
 	return &simDriver{env: env, rate: rate, seed: seed, log: log, regret: map[string]*simTally{},
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
 }
@@ -183,7 +158,7 @@ func (s *simDriver) Regret(bandit string) (float64, int64, bool) {
 func (s *simDriver) bandits() []string {
 	out := make([]string, len(simPolicies))
 	for i, p := range simPolicies {
-		out[i] = s.env.name() + "-" + p
+		out[i] = s.env.name + "-" + p
 	}
 	return out
 }
@@ -217,7 +192,7 @@ func (s *simDriver) start(base string) {
 			s.drive(ctx, cl, name, rand.New(rand.NewPCG(seed, 1)))
 		})
 	}
-	s.log.Info("simulator started", "env", s.env.name(), "bandits", strings.Join(s.bandits(), ","), "rate_per_bandit", s.rate)
+	s.log.Info("simulator started", "env", s.env.name, "bandits", strings.Join(s.bandits(), ","), "rate_per_bandit", s.rate)
 }
 
 // stop stops the traffic and waits for the requests in flight.
@@ -231,7 +206,7 @@ func (s *simDriver) stop() {
 // create makes the bandit, retrying while the service loads; a bandit
 // of that name left by an earlier run (PostgreSQL) is driven as it is.
 func (s *simDriver) create(ctx context.Context, cl *apiclient.Client, name, policy string) error {
-	cfg := bandit.Config{Name: name, Arms: s.env.arms(), Features: s.env.features(), Policy: bandit.PolicyConfig{Kind: bandit.PolicyKind(policy)}}
+	cfg := bandit.Config{Name: name, Arms: slices.Clone(s.env.env.ArmNames()), Features: s.env.features, Policy: bandit.PolicyConfig{Kind: bandit.PolicyKind(policy)}}
 	simModel(&cfg)
 	for {
 		_, err := cl.CreateBandit(ctx, cfg)
@@ -256,7 +231,7 @@ func (s *simDriver) create(ctx context.Context, cl *apiclient.Client, name, poli
 func (s *simDriver) drive(ctx context.Context, cl *apiclient.Client, name string, rng *rand.Rand) {
 	t := time.NewTicker(time.Duration(float64(time.Second) / s.rate))
 	defer t.Stop()
-	arms := s.env.arms()
+	arms := s.env.env.ArmNames()
 	var failures int
 	for {
 		select {
@@ -264,8 +239,10 @@ func (s *simDriver) drive(ctx context.Context, cl *apiclient.Client, name string
 			return
 		case <-t.C:
 		}
-		c, expected, realized := s.env.next(rng)
-		err := s.step(ctx, cl, name, arms, c, expected, realized)
+		c, expected, realized, err := s.env.next(rng)
+		if err == nil {
+			err = s.step(ctx, cl, name, arms, c, expected, realized)
+		}
 		if err != nil && ctx.Err() == nil {
 			if failures++; failures == 1 || failures%100 == 0 {
 				s.log.Warn("simulator: step failed", "bandit", name, "failures", failures, "err", err)
@@ -274,7 +251,7 @@ func (s *simDriver) drive(ctx context.Context, cl *apiclient.Client, name string
 	}
 }
 
-func (s *simDriver) step(ctx context.Context, cl *apiclient.Client, name string, arms []string, c map[string]any, expected, realized []float64) error {
+func (s *simDriver) step(ctx context.Context, cl *apiclient.Client, name string, arms []string, c json.RawMessage, expected, realized []float64) error {
 	d, err := cl.Decide(ctx, name, apiclient.DecisionRequest{Context: c})
 	if err != nil {
 		return err
