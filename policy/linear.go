@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -46,18 +47,10 @@ type LinearConfig struct {
 }
 
 func (c *LinearConfig) setDefaults() {
-	if c.Lambda == 0 {
-		c.Lambda = DefaultLinearLambda
-	}
-	if c.A0 == 0 {
-		c.A0 = DefaultLinearA0
-	}
-	if c.B0 == 0 {
-		c.B0 = DefaultLinearB0
-	}
-	if c.ProbabilitySamples == 0 {
-		c.ProbabilitySamples = DefaultLinearProbabilitySamples
-	}
+	c.Lambda = cmp.Or(c.Lambda, DefaultLinearLambda)
+	c.A0 = cmp.Or(c.A0, DefaultLinearA0)
+	c.B0 = cmp.Or(c.B0, DefaultLinearB0)
+	c.ProbabilitySamples = cmp.Or(c.ProbabilitySamples, DefaultLinearProbabilitySamples)
 }
 
 func (c *LinearConfig) validate() error {

@@ -2,6 +2,7 @@ package posterior
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -50,15 +51,9 @@ type FlowConfig struct {
 // WithDefaults returns c with its zero fields set to their defaults:
 // FitFlow's, and flow-ts's policy.flow (bandit fills it in with this).
 func (c FlowConfig) WithDefaults() FlowConfig {
-	if c.Length == 0 {
-		c.Length = DefaultFlowLength
-	}
-	if c.Iterations == 0 {
-		c.Iterations = DefaultFlowIterations
-	}
-	if c.LR == 0 {
-		c.LR = DefaultFlowLR
-	}
+	c.Length = cmp.Or(c.Length, DefaultFlowLength)
+	c.Iterations = cmp.Or(c.Iterations, DefaultFlowIterations)
+	c.LR = cmp.Or(c.LR, DefaultFlowLR)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package posterior
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -98,18 +99,10 @@ func (c RefineConfig) Schedule() ([]float64, error) {
 }
 
 func (c RefineConfig) withDefaults() RefineConfig {
-	if c.Iterations == 0 {
-		c.Iterations = DefaultRefineIterations
-	}
-	if c.LR == 0 {
-		c.LR = DefaultLR
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.DiagnosticSamples == 0 {
-		c.DiagnosticSamples = 1
-	}
+	c.Iterations = cmp.Or(c.Iterations, DefaultRefineIterations)
+	c.LR = cmp.Or(c.LR, DefaultLR)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.DiagnosticSamples = cmp.Or(c.DiagnosticSamples, 1)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package posterior
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -78,21 +79,11 @@ type TrainConfig struct {
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.LR == 0 {
-		c.LR = DefaultLR
-	}
-	if c.CollapsedReg == 0 {
-		c.CollapsedReg = DefaultCollapsedReg
-	}
-	if c.CollapsedShape == 0 {
-		c.CollapsedShape = DefaultCollapsedShape
-	}
-	if c.NGVIStep == 0 {
-		c.NGVIStep = DefaultNGVIStep
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.LR = cmp.Or(c.LR, DefaultLR)
+	c.CollapsedReg = cmp.Or(c.CollapsedReg, DefaultCollapsedReg)
+	c.CollapsedShape = cmp.Or(c.CollapsedShape, DefaultCollapsedShape)
+	c.NGVIStep = cmp.Or(c.NGVIStep, DefaultNGVIStep)
 	return c
 }
 
