@@ -144,7 +144,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var f evalFlags
-	fs.StringVar(&f.databaseURL, "database-url", "", "")
+	databaseURLFlag(fs, &f.databaseURL, "")
 	fs.StringVar(&f.name, "bandit", "", "")
 	fs.StringVar(&f.logFile, "log", "", "")
 	fs.StringVar(&f.configFile, "bandit-config", "", "")
@@ -175,9 +175,6 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if f.to, err = parseTime("--to", *toS); err != nil {
 		return err
-	}
-	if f.databaseURL == "" && f.logFile == "" {
-		f.databaseURL = os.Getenv("DATABASE_URL")
 	}
 	switch {
 	case f.logFile != "" && f.configFile == "":

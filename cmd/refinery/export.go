@@ -63,7 +63,8 @@ flags:
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	databaseURL := fs.String("database-url", "", "")
+	var url string
+	databaseURLFlag(fs, &url, "")
 	name := fs.String("bandit", "", "")
 	format := fs.String("format", "dsjson", "")
 	fromS := fs.String("from", "", "")
@@ -78,10 +79,6 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	url := *databaseURL
-	if url == "" {
-		url = os.Getenv("DATABASE_URL")
 	}
 	from, err := parseTime("--from", *fromS)
 	if err != nil {

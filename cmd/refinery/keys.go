@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,7 +43,8 @@ flags:
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "")
+	var databaseURL string
+	databaseURLFlag(fs, &databaseURL, "")
 	name := fs.String("name", "", "")
 	scopeList := fs.String("scopes", "", "")
 	pos, err := parseInterleaved(fs, args, keysUsage, stdout)
@@ -84,10 +84,10 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if action != "create" && (*name != "" || *scopeList != "") {
 		return usageError{fmt.Errorf("--name and --scopes go with create, not %s", action)}
 	}
-	if *databaseURL == "" {
+	if databaseURL == "" {
 		return usageError{errors.New("no database: pass --database-url or set DATABASE_URL (the in-memory store of serve makes its own admin key)")}
 	}
-	pg, err := store.OpenPostgres(ctx, *databaseURL, store.Config{})
+	pg, err := store.OpenPostgres(ctx, databaseURL, store.Config{})
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,13 @@ flags:
   --yes               with down and goto: confirm deleting the stored data
 `
 
+// databaseURLFlag defines --database-url on fs into p: the PostgreSQL
+// URL, $DATABASE_URL unless given, of every command that opens the
+// database (serve, migrate, keys, export, evaluate).
+func databaseURLFlag(fs *flag.FlagSet, p *string, usage string) {
+	fs.StringVar(p, "database-url", os.Getenv("DATABASE_URL"), usage)
+}
+
 // parseInterleaved parses fs's flags wherever they come among args and
 // returns the other arguments in order; -h prints usage to stdout and
 // returns flag.ErrHelp, a bad flag is a usageError.
@@ -67,7 +74,8 @@ func parseInterleaved(fs *flag.FlagSet, args []string, usage string, stdout io.W
 func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	databaseURL := fs.String("database-url", "", "")
+	var url string
+	databaseURLFlag(fs, &url, "")
 	all := fs.Bool("all", false, "")
 	yes := fs.Bool("yes", false, "")
 	// A negative version (force -1) would parse as a flag: take such
@@ -85,10 +93,6 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	pos = append(pos, negative...)
-	url := *databaseURL
-	if url == "" {
-		url = os.Getenv("DATABASE_URL")
-	}
 	if len(pos) == 0 {
 		return usageError{errors.New("missing action: up, down, goto, force or version")}
 	}

@@ -180,7 +180,7 @@ func (m *Main) ParseFlags(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&m.Addr, "addr", m.Addr, "listen address (host:port)")
-	fs.StringVar(&m.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL); empty: the in-memory store")
+	databaseURLFlag(fs, &m.DatabaseURL, "PostgreSQL URL (default $DATABASE_URL); empty: the in-memory store")
 	fs.BoolVar(&m.NoMigrate, "no-migrate", false, "do not apply the database migrations on start")
 	fs.IntVar(&m.Workers, "workers", 0, "refinement workers shared by every refined-ts bandit (default one per core less one, at least one)")
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
