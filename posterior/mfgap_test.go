@@ -117,6 +117,8 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 		mw    = make([]float64, n)
 		mrng  = rand.New(rand.NewPCG(9, 29))
 		mtrng = rand.New(rand.NewPCG(10, 29))
+		mref  *posterior.Refiner
+		mq0   *posterior.MeanField
 	)
 	initSigma := 0.1
 	if s := os.Getenv("MFGAP_INIT_SIGMA"); s != "" {
@@ -137,7 +139,7 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 	}
 	logOpt := shared
 	logOpt.NoisePerArm = os.Getenv("MFGAP_PER_ARM") == "1"
-	if logging == "mf-ts" {
+	if logging == "mf-ts" || logging == "refined-ts" {
 		mq = posterior.NewMeanField(n, nn.NewLikelihood(arch, nn.View{}, logOpt).NumHyper(), fanIn, 1)
 		arch.InitHe(mq.Mu, rand.New(rand.NewPCG(2, 29)))
 		for j, v := range fanIn {
@@ -160,8 +162,14 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 				t.Fatal(err)
 			}
 			a = dec.Arm
-		case "mf-ts":
-			mq.Sample(mw, mrng)
+		case "mf-ts", "refined-ts":
+			if logging == "refined-ts" && mref != nil {
+				if _, _, err := mref.Refine(context.Background(), mw, mq0, mrng); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				mq.Sample(mw, mrng)
+			}
 			f := mw[ly.B+simulators.MushroomEat] - mw[ly.B+simulators.MushroomPass]
 			for j, xj := range xs[i] {
 				f += (mw[ly.W+simulators.MushroomEat*dim+j] - mw[ly.W+simulators.MushroomPass*dim+j]) * xj
@@ -171,7 +179,7 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 				a = simulators.MushroomEat
 			}
 		default:
-			t.Fatalf("MFGAP_LOG=%s: want uniform, linear-ts or mf-ts", logging)
+			t.Fatalf("MFGAP_LOG=%s: want uniform, linear-ts, mf-ts or refined-ts", logging)
 		}
 		y := rw.Realized(a, d.Edible[i], loss)
 		played += regretOf(rw, d.Edible[i], a)
@@ -182,7 +190,7 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 		if err := lin.Observe(context.Background(), xs[i], a, y); err != nil {
 			t.Fatal(err)
 		}
-		if logging == "mf-ts" && (t0+1)%every == 0 {
+		if mq != nil && (t0+1)%every == 0 {
 			v := data.View()
 			s := nn.FitStandardization(v)
 			if mtr == nil {
@@ -221,6 +229,19 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 			mtr.SetLikelihood(lik)
 			if _, err := mtr.Run(context.Background(), mq, iters, mtrng); err != nil {
 				t.Fatal(err)
+			}
+			if logging == "refined-ts" { // refine from the learned prior, as bandit.Agent.refineFrom
+				mq0 = mq.Clone()
+				if mtr.Config().Bound != posterior.BoundELBO {
+					mq0.PriorMean = make([]float64, n)
+					posterior.LearnedPrior(mtr.Config(), mq0, mq0.PriorMean, mq0.PriorVar)
+				}
+				if mref == nil {
+					if mref, err = posterior.NewRefiner(lik, posterior.RefineConfig{Fractions: []float64{0.7, 0.3}, Iterations: 200}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				mref.SetLikelihood(lik)
 			}
 		}
 	}

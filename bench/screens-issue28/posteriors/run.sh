@@ -23,6 +23,7 @@ one() { # one VARIANT-NAME ENV...: a row of the logging table
 	echo "|---|---:|---:|---:|---:|---:|---:|"
 	one "linear TS" MFGAP_LOG=linear-ts
 	one "mean-field TS, the service's model (fast preset)" MFGAP_LOG=mf-ts
+	one "refined TS, the same (a fresh refined sample a decision)" MFGAP_LOG=refined-ts
 	one "model.init_sigma 1" MFGAP_LOG=mf-ts MFGAP_INIT_SIGMA=1
 	one "per-arm noise" MFGAP_LOG=mf-ts MFGAP_PER_ARM=1
 	one "prior v/22 (one-hot: 22 inputs are 1)" MFGAP_LOG=mf-ts MFGAP_FAN_IN=22
