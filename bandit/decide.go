@@ -277,9 +277,10 @@ func (a *Agent) releaseRNG(rng *mrand.Rand) {
 	a.rngs.Put(rng)
 }
 
-// excluded turns arm names into flags.
+// excluded turns arm names into flags, the retired arms'
+// (Config.Retired) set too.
 func (a *Agent) excluded(names []string, v *validator) []bool {
-	ex := make([]bool, len(a.cfg.Arms))
+	ex := retiredMask(&a.cfg)
 	for i, n := range names {
 		j := slices.Index(a.cfg.Arms, n)
 		if j < 0 {

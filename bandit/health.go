@@ -542,7 +542,11 @@ func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64
 	defer a.predictors.Put(pred)
 	buf := make([]float64, LockInDraws*arms)
 	for i, x := range xs {
-		pred.SampleLocal(buf, mu, sig2, x, LockInDraws, m.std, rng)
+		if a.pairs != nil {
+			buf = a.weightPool(m, mu, sig2, x, LockInDraws, rng) // joint draws over the arms' pairs
+		} else {
+			pred.SampleLocal(buf, mu, sig2, x, LockInDraws, m.std, rng)
+		}
 		for s := range LockInDraws {
 			pb[argmaxAllowed(buf[s*arms:(s+1)*arms], ex[i])]++
 		}

@@ -42,7 +42,7 @@ func (laplaceTS) caps(p PolicyConfig) Capabilities {
 	if p.Laplace == LaplaceLastLayer {
 		c.LastLayer, c.FixedLikelihood = true, true
 	} else {
-		c.WeightSpread = true
+		c.WeightSpread, c.ArmFeatures = true, true
 	}
 	return c
 }

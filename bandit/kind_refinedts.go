@@ -22,7 +22,7 @@ type refinedTS struct{ noFit }
 func (refinedTS) kind() PolicyKind { return RefinedTS }
 
 func (refinedTS) caps(PolicyConfig) Capabilities {
-	return Capabilities{Model: true, Network: true, Posterior: true, MeanField: true, WeightSpread: true, SampleBank: true, Cost: 0}
+	return Capabilities{Model: true, Network: true, Posterior: true, MeanField: true, WeightSpread: true, SampleBank: true, ArmFeatures: true, Cost: 0}
 }
 
 func (refinedTS) sampleKinds() []SampleKind { return []SampleKind{SampleRefined, SampleMeanField} }
@@ -116,8 +116,9 @@ func (a *Agent) refinedPool(ctx context.Context, m *model, x []float64, rng *mra
 	defer a.predictors.Put(p)
 	pool = make([]float64, len(t.pool)*arms)
 	version = t.got[0].version
+	X := a.scoreInput(x)
 	for i, r := range t.pool {
-		p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, x, r.std)
+		p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, X, r.std)
 		if i < S {
 			version = min(version, r.version)
 		}

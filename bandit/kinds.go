@@ -128,6 +128,11 @@ type Capabilities struct {
 	// stored rows at load, which a snapshot does not carry (linear-ts,
 	// neural-linear).
 	PosteriorInRows bool
+	// ArmFeatures: the kind takes arm features (Config.ArmFeatures,
+	// armfeatures.go), scoring (context, arm) pairs with one network
+	// output (refined-ts, mf-ts, greedy, eps-greedy, laplace-ts
+	// "diagonal"), or choosing without a model (uniform).
+	ArmFeatures bool
 	// Structures lists the values policy.laplace takes (laplace-ts).
 	Structures []string
 	// Cost ranks the kinds by the work of a run, 0 the most: the

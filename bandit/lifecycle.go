@@ -61,12 +61,12 @@ func ParsePatch(data []byte) (*Patch, error) {
 		switch {
 		case !*p.PromoteShadow:
 			v.add("promote_shadow", "want true to promote the shadow (false changes nothing)")
-		case p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.AddArms != nil || p.AddValues != nil || p.Shadow != nil:
+		case p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.AddArms != nil || p.AddValues != nil || p.Shadow != nil || p.ArmValues != nil || p.RetireArms != nil:
 			v.add("promote_shadow", "promote the shadow in a patch of its own (with archived at most): its policy, model, training and refinement replace the bandit's")
 		}
 	}
-	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && p.PromoteShadow == nil && len(v.errs) == 0 {
-		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values, archived, shadow or promote_shadow")
+	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && p.PromoteShadow == nil && p.RetireArms == nil && p.ArmValues == nil && len(v.errs) == 0 {
+		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms (with arm_values), retire_arms, add_values, archived, shadow or promote_shadow")
 	}
 	if err := v.err(); err != nil {
 		return nil, err
@@ -195,6 +195,7 @@ func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
 	default:
 		c.Arms = addNames(&v, "add_arms", "arm %q exists", c.Arms, cur.Arms, p.AddArms)
 	}
+	patchArms(&v, &c, cur, p)
 	// New values of categorical features, in feature-name order.
 	names := make([]string, 0, len(p.AddValues))
 	for k := range p.AddValues {
@@ -333,6 +334,8 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	}
 	if n := len(c.Arms) - len(cur.Arms); n > 0 {
 		switch {
+		case len(c.ArmFeatures) > 0 && caps.Network:
+			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are scored by the network on their features from the next decision, as the arms like them; the network is unchanged", n))
 		case caps.Network:
 			out = append(out, fmt.Sprintf("add_arms: the output layer grew by %d unit(s) whose weights and bias start at their prior (model.prior %s; before any reward of theirs, exactly the posterior); every other parameter is kept", n, c.Model.Prior))
 		case caps.Model:
@@ -340,6 +343,9 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 		default:
 			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are drawn uniformly from now", n))
 		}
+	}
+	if n := len(c.Retired) - len(cur.Retired); n > 0 {
+		out = append(out, fmt.Sprintf("retire_arms: %d arm(s) are never chosen from now; their decisions and rewards stay, and are trained on", n))
 	}
 	if added > 0 {
 		switch {
@@ -397,9 +403,17 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 		return nil, nil
 	}
 	enc := NewEncoder(cfg.Features)
-	b := modelArch(cfg.Model, enc.Dim(), len(cfg.Arms))
+	in, out := netShape(cfg)
+	b := modelArch(cfg.Model, in, out)
 	n := b.NumParams()
 	inputs := inputMap(a.enc, enc)
+	if a.pairs != nil {
+		// The arms' inputs follow the context's, unchanged (a patch
+		// adds values to context features only).
+		for j := range a.pairs.armDim {
+			inputs = append(inputs, enc.Dim()+j)
+		}
+	}
 	q := posterior.NewMeanField(n, len(m.q.Hyper), priorVars(b, cfg.Model), 1)
 	pv := q.PriorVar
 	sd := make([]float64, n)
@@ -426,7 +440,7 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 		return nil, err
 	}
 	meta := snapshotMeta{Kind: cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit,
-		Inputs: enc.Dim(), Arms: len(cfg.Arms), Hidden: cfg.Model.Hidden, Likelihood: m.fam.String()}
+		Inputs: in, Arms: out, Hidden: cfg.Model.Hidden, Likelihood: m.fam.String()}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		meta.ELBO = &m.elbo
 	}
@@ -492,14 +506,14 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		archivedAt = time.Time{}
 		effects = append(effects, "archived: false: the bandit decides again")
 	}
-	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil && p.PromoteShadow == nil
+	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil && p.PromoteShadow == nil && p.RetireArms == nil && p.ArmValues == nil
 	if !onlyArchive && !archivedAt.IsZero() && p.Archived == nil {
 		return nil, nil, fmt.Errorf("bandit %s is archived: unarchive it (\"archived\": false, in the same patch or first) to change it: %w", name, ErrArchived)
 	}
 	// A change of the candidate alone keeps the live agent: the new
 	// candidate is built and loaded first (nothing is stored if that
 	// fails), then takes the old one's place.
-	onlyShadow := p.Shadow != nil && p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil
+	onlyShadow := p.Shadow != nil && p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.RetireArms == nil && p.ArmValues == nil
 	var sh *Agent
 	if onlyShadow {
 		if sh, err = s.loadShadow(ctx, &Bandit{Name: name, CreatedAt: old.CreatedAt()}, cfg); err != nil {

@@ -10,8 +10,9 @@ import "encoding/json"
 // stay. The result is validated as at creation. policy.kind cannot
 // change (bandit.Service.Update says why).
 //
-// AddArms appends arms; AddValues appends declared values to categorical
-// features (feature name -> new values). The model grows without losing
+// AddArms appends arms (with their ArmValues in a bandit with arm
+// features); RetireArms retires arms. AddValues appends declared values
+// to categorical features (feature name -> new values). The model grows without losing
 // what it learned (bandit.Service.Update).
 //
 // Archived, when set, archives the bandit (true: no new decisions,
@@ -35,6 +36,12 @@ type Patch struct {
 	AddValues  map[string][]string `json:"add_values,omitempty"`
 	Archived   *bool               `json:"archived,omitempty"`
 	Shadow     json.RawMessage     `json:"shadow,omitempty"`
+
+	// ArmValues gives the features of the arms of AddArms, keyed by arm
+	// name, in a bandit with arm features (Config.ArmValues).
+	ArmValues map[string]json.RawMessage `json:"arm_values,omitempty"`
+	// RetireArms names arms never to be chosen again (Config.Retired).
+	RetireArms []string `json:"retire_arms,omitempty"`
 
 	PromoteShadow *bool `json:"promote_shadow,omitempty"`
 
