@@ -31,13 +31,30 @@ import (
 // one draw are a joint Thompson sample. Adding an arm adds a row, not an
 // output: its first scores are the network's on its features, learned
 // from the arms like it.
+//
+// A linear model on [x; a] cannot make the best arm depend on the
+// context: x's part of the score is the same for every arm. linear-ts,
+// which has no network, therefore takes the pair with its interactions,
+// Vowpal Wabbit's -q between the context's and the arm's namespaces:
+//
+//	z(x, a) = [enc(x); enc_arm(a); vec(enc(x) enc_arm(a)^T)],
+//
+// the products x_i a_j in row-major order (x_1 a_1, x_1 a_2, ...), and
+// one policy.Linear posterior on it (policy.Linear.DrawRows draws one
+// coefficient vector per draw and scores every arm with it). The neural
+// kinds' hidden layers make the interactions; the linear heads of
+// neural-linear, laplace-ts "last-layer" and flow-ts act on the hidden
+// features of the pair, which carry them.
 
 // armInputs is the input side of a bandit with arm features: the
 // encoded features of each arm, in the order of Config.Arms.
 type armInputs struct {
 	ctxDim int
 	armDim int
-	arms   [][]float64
+	// interact: the pair carries the products of the context's and the
+	// arm's inputs (linear-ts).
+	interact bool
+	arms     [][]float64
 }
 
 // newArmInputs returns the arm inputs of a validated configuration,
@@ -47,7 +64,7 @@ func newArmInputs(c *Config) *armInputs {
 		return nil
 	}
 	enc := NewEncoder(c.ArmFeatures)
-	p := &armInputs{ctxDim: encodedDim(c), armDim: enc.Dim(), arms: make([][]float64, len(c.Arms))}
+	p := &armInputs{ctxDim: encodedDim(c), armDim: enc.Dim(), interact: interacts(c), arms: make([][]float64, len(c.Arms))}
 	for k, name := range c.Arms {
 		x, err := enc.Encode(c.ArmValues[name])
 		if err != nil {
@@ -59,7 +76,20 @@ func newArmInputs(c *Config) *armInputs {
 }
 
 // dim is the length of a pair's input, z(x, a).
-func (p *armInputs) dim() int { return p.ctxDim + p.armDim }
+func (p *armInputs) dim() int { return pairDim(p.ctxDim, p.armDim, p.interact) }
+
+// pairDim is the length of z(x, a) for contexts of cx inputs and arms
+// of ca, with the interactions or without.
+func pairDim(cx, ca int, interact bool) int {
+	if interact {
+		return cx + ca + cx*ca
+	}
+	return cx + ca
+}
+
+// interacts reports whether the pairs of c's kind carry the
+// interactions: a model without a network.
+func interacts(c *Config) bool { return !CapabilitiesOf(c.Policy).Network }
 
 // row writes z(x, arm) into dst (allocated when nil) and returns it.
 func (p *armInputs) row(dst, x []float64, arm int) []float64 {
@@ -67,7 +97,16 @@ func (p *armInputs) row(dst, x []float64, arm int) []float64 {
 		dst = make([]float64, p.dim())
 	}
 	copy(dst, x)
-	copy(dst[p.ctxDim:], p.arms[arm])
+	av := p.arms[arm]
+	copy(dst[p.ctxDim:], av)
+	if p.interact {
+		q := dst[p.ctxDim+p.armDim:]
+		for i, xi := range x {
+			for j, aj := range av {
+				q[i*p.armDim+j] = xi * aj
+			}
+		}
+	}
 	return dst
 }
 
@@ -82,14 +121,14 @@ func (p *armInputs) rows(x []float64) []float64 {
 	return out
 }
 
-// netShape returns the network's inputs and outputs under configuration
+// netShape returns the model's inputs and outputs under configuration
 // c: the encoded context and one output per arm, or with arm features
-// the encoded pair and one output.
+// the encoded pair (with its interactions for linear-ts) and one output.
 func netShape(c *Config) (in, out int) {
 	if len(c.ArmFeatures) == 0 {
 		return encodedDim(c), len(c.Arms)
 	}
-	return encodedDim(c) + schemaDim(c.ArmFeatures), 1
+	return pairDim(encodedDim(c), schemaDim(c.ArmFeatures), interacts(c)), 1
 }
 
 // schemaDim is the length of an encoding of the schema fs.
@@ -294,4 +333,70 @@ func patchArms(v *validator, c *Config, cur *Config, p *Patch) {
 		}
 		c.Retired = retired
 	}
+}
+
+// linearArmPool returns n joint draws of every arm's score under the
+// linear posterior lin (its one model, policy.Linear.DrawRows) on phi,
+// the features of every arm's pair (rows of arms), from rng (nil: lin's
+// own, as decisions draw).
+func (a *Agent) linearArmPool(lin *policy.Linear, phi []float64, n int, rng *mrand.Rand) ([]float64, error) {
+	a.linMu.Lock()
+	defer a.linMu.Unlock()
+	return lin.DrawRows(nil, phi, len(a.cfg.Arms), 0, n, rng)
+}
+
+// linearArmThompson is linear Thompson sampling with arm features
+// (linear-ts on the pairs with their interactions, neural-linear on the
+// pairs' hidden features): policy.ThompsonVote on policy.propensity_samples
+// joint draws of one coefficient vector each, the first deciding. The
+// arms' scores share the draw, so the probabilities are estimated from
+// the draws, not computed as for independent per-arm posteriors.
+func (a *Agent) linearArmThompson(pd *policy.Decision, lin *policy.Linear, phi []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	M := a.cfg.Policy.PropensitySamples
+	pool, err := a.linearArmPool(lin, phi, M, nil)
+	if err != nil {
+		return nil, err
+	}
+	groups, exact := policy.ThompsonVote(pd, policy.Votes{Pool: pool, Arms: len(a.cfg.Arms), S: 1, M: M}, excluded, rng)
+	pd.Sample = SampleExact
+	return &Propensity{Estimator: "linear-posterior", Samples: M, Groups: groups, Exact: exact}, nil
+}
+
+// linearArmRanking ranks by the first of linearArmThompson's draws, the
+// slots' probabilities counted over all of them (voteRanking).
+func (a *Agent) linearArmRanking(lin *policy.Linear, phi []float64, excluded []bool, k int) (*ranking, error) {
+	arms, M := len(a.cfg.Arms), a.cfg.Policy.PropensitySamples
+	pool, err := a.linearArmPool(lin, phi, M, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := voteRanking(pool[:arms], pool, arms, excluded, k, Propensity{Estimator: "linear-posterior", Samples: M})
+	r.sample = SampleExact
+	return r, nil
+}
+
+// linearArmBest is linearBest with arm features: LockInDraws joint
+// draws of every arm's score per context (linearArmPool, from rng).
+func (a *Agent) linearArmBest(m *model, lin *policy.Linear, xs [][]float64, ex [][]bool, rng *mrand.Rand) []float64 {
+	arms := len(a.cfg.Arms)
+	pb := make([]float64, arms)
+	for i, x := range xs {
+		phi := a.scoreInput(x)
+		if a.caps.Network {
+			p := a.predictor()
+			phi = p.Features(nil, m.q.Mu, phi)
+			a.predictors.Put(p)
+		}
+		pool, err := a.linearArmPool(lin, phi, LockInDraws, rng)
+		if err != nil {
+			return nil
+		}
+		for s := range LockInDraws {
+			pb[argmaxAllowed(pool[s*arms:(s+1)*arms], ex[i])]++
+		}
+	}
+	for k := range pb {
+		pb[k] /= float64(LockInDraws * len(xs))
+	}
+	return pb
 }

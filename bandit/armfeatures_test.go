@@ -53,23 +53,29 @@ func armSlant(t *testing.T, c bandit.Config, name string) float64 {
 }
 
 // TestArmFeaturesLearnAndGeneralize: on the catalogue, where the best
-// arm is "hi" when u = 1 and "lo" when u = -1, each kind that takes arm
-// features learns from 300 rewarded decisions (step mode, seeded) to
+// arm is "hi" when u = 1 and "lo" when u = -1, every kind with a model
+// learns from 300 rewarded decisions (step mode, seeded) to
 // play the context's best arm on most of the last 100 (a policy blind
 // to the context plays it on at most about half); an arm added by PATCH
 // with slant 0.9 is scored, before any reward of its own, near "hi"
 // (slant 1) and far from "lo" (slant -1) at u = 1; a retired arm is
 // never chosen again.
 func TestArmFeaturesLearnAndGeneralize(t *testing.T) {
-	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.LaplaceTS} {
-		t.Run(string(kind), func(t *testing.T) {
+	for _, p := range []bandit.PolicyConfig{
+		{Kind: bandit.RefinedTS}, {Kind: bandit.MeanFieldTS}, {Kind: bandit.EpsGreedy}, {Kind: bandit.Greedy},
+		{Kind: bandit.LinearTS}, {Kind: bandit.LaplaceTS}, {Kind: bandit.LaplaceTS, Laplace: bandit.LaplaceLastLayer},
+		{Kind: bandit.FlowTS}, {Kind: bandit.NeuralLinear},
+	} {
+		t.Run(strings.TrimSuffix(string(p.Kind)+" "+p.Laplace, " "), func(t *testing.T) {
 			ctx := context.Background()
 			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 3, Step: &bandit.StepConfig{TrainEvery: 20}})
 			defer svc.Close(ctx)
 			if err := svc.Load(ctx); err != nil {
 				t.Fatal(err)
 			}
-			a, err := svc.Create(ctx, armFeatureConfig(kind))
+			cfg := armFeatureConfig(p.Kind)
+			cfg.Policy = p
+			a, err := svc.Create(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +165,6 @@ func TestArmFeaturesValidation(t *testing.T) {
 		{"an unknown arm feature", func(c *bandit.Config) { c.ArmValues["hi"] = json.RawMessage(`{"slant": 1, "colour": 2}`) }, "arm_values.hi.colour"},
 		{"features of an arm the bandit lacks", func(c *bandit.Config) { c.ArmValues["ghost"] = json.RawMessage(`{"slant": 1}`) }, "arm_values.ghost"},
 		{"arm values without arm features", func(c *bandit.Config) { c.ArmFeatures = nil }, "arm_values"},
-		{"a kind that does not take them", func(c *bandit.Config) { c.Policy.Kind = bandit.LinearTS }, "policy.kind"},
 		{"an arm feature without a type", func(c *bandit.Config) { c.ArmFeatures[0].Type = "" }, "arm_features[0].type"},
 		{"an unknown retired arm", func(c *bandit.Config) { c.Retired = []string{"ghost"} }, "retired[0]"},
 		{"every arm retired", func(c *bandit.Config) { c.Retired = slices.Clone(c.Arms) }, "retired"},

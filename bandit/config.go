@@ -571,7 +571,7 @@ func validateModel(c *Config, v *validator) {
 func validateCost(c *Config, v *validator) {
 	p := c.Policy
 	caps := CapabilitiesOf(p)
-	dim, arms := encodedDim(c), len(c.Arms)
+	arms := len(c.Arms)
 	in, out := netShape(c)
 	draws := p.Samples * p.PropensitySamples
 	// The Thompson samplers on the network's weights draw samples x
@@ -600,11 +600,11 @@ func validateCost(c *Config, v *validator) {
 		}
 		// The output layer's inputs: its Gram matrices (last-layer
 		// Laplace, flow-ts) and NeuralLinear's per-arm posteriors are
-		// arms x (inputs+1)^2.
+		// outputs x (inputs+1)^2 (one output with arm features).
 		last := float64(arch.Layer(arch.NumLayers()-1).In + 1)
 		if caps.LastLayer || caps.LinearHead {
-			if fl := float64(arms) * last * last; fl > MaxLinearFloats {
-				v.add("model.hidden", fmt.Sprintf("%d arms x %.0f^2 last-layer inputs = %.3g numbers, want at most %d (a narrower last hidden layer or fewer arms)", arms, last, fl, MaxLinearFloats))
+			if fl := float64(out) * last * last; fl > MaxLinearFloats {
+				v.add("model.hidden", fmt.Sprintf("%d outputs x %.0f^2 last-layer inputs = %.3g numbers, want at most %d (a narrower last hidden layer or fewer arms)", out, last, fl, MaxLinearFloats))
 			}
 		}
 		switch {
@@ -638,11 +638,13 @@ func validateCost(c *Config, v *validator) {
 			v.add("refinement.iterations", fmt.Sprintf("%d iterations x %d fractions x batch %d x %.0f parameters = %.3g per refined sample, want at most %.3g", r.Iterations, len(r.Fractions), r.BatchSize, params, cost, float64(MaxRefineCost)))
 		}
 	case caps.LinearHead:
-		sq := float64(dim) * float64(dim)
-		if fl := float64(arms) * sq; fl > MaxLinearFloats {
-			v.add("features", fmt.Sprintf("linear-ts keeps %d arms x %d^2 inputs = %.3g numbers, want at most %d (fewer inputs or arms)", arms, dim, fl, MaxLinearFloats))
-		} else if cost := float64(p.PropensitySamples) * float64(arms) * sq; cost > MaxLinearCost {
-			v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d arms x %d^2 inputs = %.3g per decision, want at most %.3g", p.PropensitySamples, arms, dim, cost, float64(MaxLinearCost)))
+		// One posterior per arm on the context, or with arm features
+		// one on the pair with its interactions.
+		sq := float64(in) * float64(in)
+		if fl := float64(out) * sq; fl > MaxLinearFloats {
+			v.add("features", fmt.Sprintf("linear-ts keeps %d posteriors x %d^2 inputs = %.3g numbers, want at most %d (fewer inputs or arms)", out, in, fl, MaxLinearFloats))
+		} else if cost := float64(p.PropensitySamples) * float64(out) * sq; cost > MaxLinearCost {
+			v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d posteriors x %d^2 inputs = %.3g per decision, want at most %.3g", p.PropensitySamples, out, in, cost, float64(MaxLinearCost)))
 		}
 	}
 }

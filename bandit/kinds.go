@@ -114,7 +114,9 @@ type Capabilities struct {
 	LastLayer bool
 	// LinearHead: decisions are policy.Linear's exact linear Thompson
 	// sampling (linear-ts on the inputs, neural-linear on the network's
-	// last hidden features); propensities computed, not estimated.
+	// last hidden features); propensities computed, not estimated, but
+	// with arm features, where one draw scores every arm
+	// (linearArmThompson).
 	LinearHead bool
 	// FitsAtMAP: a posterior is fitted at the network's MAP after every
 	// retraining (laplace-ts, flow-ts, neural-linear).
@@ -129,9 +131,11 @@ type Capabilities struct {
 	// neural-linear).
 	PosteriorInRows bool
 	// ArmFeatures: the kind takes arm features (Config.ArmFeatures,
-	// armfeatures.go), scoring (context, arm) pairs with one network
-	// output (refined-ts, mf-ts, greedy, eps-greedy, laplace-ts
-	// "diagonal"), or choosing without a model (uniform).
+	// armfeatures.go): its model scores (context, arm) pairs with one
+	// output (every kind with a model; linear-ts on the pair with its
+	// interactions), or it chooses without a model (uniform). Every kind
+	// takes them now; a kind added without them is refused under
+	// policy.kind.
 	ArmFeatures bool
 	// Structures lists the values policy.laplace takes (laplace-ts).
 	Structures []string

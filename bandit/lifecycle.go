@@ -334,8 +334,8 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	}
 	if n := len(c.Arms) - len(cur.Arms); n > 0 {
 		switch {
-		case len(c.ArmFeatures) > 0 && caps.Network:
-			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are scored by the network on their features from the next decision, as the arms like them; the network is unchanged", n))
+		case len(c.ArmFeatures) > 0 && caps.Model:
+			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are scored by the model on their features from the next decision, as the arms like them; the model is unchanged", n))
 		case caps.Network:
 			out = append(out, fmt.Sprintf("add_arms: the output layer grew by %d unit(s) whose weights and bias start at their prior (model.prior %s; before any reward of theirs, exactly the posterior); every other parameter is kept", n, c.Model.Prior))
 		case caps.Model:

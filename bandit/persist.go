@@ -273,15 +273,15 @@ func (a *Agent) readRows(ctx context.Context) (int, error) {
 			a.log.Warn("skipping a malformed training row", "seq", r.Seq, "dim", len(r.Encoded), "arm", r.Arm)
 			return nil
 		}
-		if a.pairs != nil {
+		z, k := r.Encoded, r.Arm
+		if a.pairs != nil { // the pair's row, output 0
 			pair = a.pairs.row(pair, r.Encoded, r.Arm)
-			a.data.Append(pair, 0, r.Reward)
-		} else {
-			a.data.Append(r.Encoded, r.Arm, r.Reward)
+			z, k = pair, 0
 		}
+		a.data.Append(z, k, r.Reward)
 		if a.lin != nil {
 			a.linMu.Lock()
-			err := a.lin.Observe(ctx, r.Encoded, r.Arm, r.Reward)
+			err := a.lin.Observe(ctx, z, k, r.Reward)
 			a.linMu.Unlock()
 			if err != nil {
 				return err
