@@ -90,7 +90,7 @@ bench-newuser: ## the new user's 4-arm problem of TestNewUserBanditLearns in ste
 	@uptime
 
 .PHONY: bench-arm-features
-bench-arm-features: ## a new arm's regret over its first 200 decisions on the synthetic catalogue, with and without arm features (refined-ts, mf-ts, eps-greedy; NEWARM_SEEDS seeds, default 5; about 2 CPU-minutes; see bench/arm-features)
+bench-arm-features: ## a new arm's regret over its first 200 decisions on the synthetic catalogue, with and without arm features (refined-ts, mf-ts, eps-greedy, linear-ts; NEWARM_SEEDS seeds, default 5; about 2 CPU-minutes; see bench/arm-features)
 	@$(BENCH_HEADER)
 	NEWARM_SEEDS=$(NEWARM_SEEDS) $(GO) test -run '^TestNewArmScreen$$' -count 1 -v -timeout 60m ./simulators/
 	@uptime

@@ -48,7 +48,7 @@ func TestNewArmScreen(t *testing.T) {
 	}
 	ctx := context.Background()
 	fmt.Println("kind\tseed\tfeatures\tregret_200\tnew_best\tnew_chosen")
-	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy} {
+	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.LinearTS} {
 		for seed := uint64(1); seed <= uint64(n); seed++ {
 			for _, features := range []bool{true, false} {
 				r, err := simulators.NewArmRegret(ctx, simulators.DefaultCatalogue, simulators.NewArmRun{Kind: kind, Features: features, Seed: seed, Warmup: 300, After: 200, TrainEvery: 10})
