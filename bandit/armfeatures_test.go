@@ -181,3 +181,60 @@ func TestArmFeaturesValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestArmFeaturesShadowRankReplay: on a bandit with arm features, a
+// candidate of another kind is asked at every decision and ranking
+// (each slot logs its choice), a ranking orders distinct live arms,
+// and a decision whose arm was retired since replays as made.
+func TestArmFeaturesShadowRankReplay(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 4, Step: &bandit.StepConfig{TrainEvery: 10}})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := armFeatureConfig(bandit.MeanFieldTS)
+	cfg.Shadow = &bandit.ShadowConfig{Policy: bandit.PolicyConfig{Kind: bandit.LinearTS}}
+	a, err := svc.Create(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := rand.New(rand.NewPCG(8, 9))
+	var first *bandit.Decision
+	for i := range 40 {
+		u := float64(2*env.IntN(2) - 1)
+		o, err := a.Decide(ctx, bandit.DecideRequest{EventID: fmt.Sprint("e", i), Context: json.RawMessage(fmt.Sprintf(`{"u": %g}`, u))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Decision.ShadowPropensities == nil {
+			t.Fatalf("decision %d has no shadow choice", i)
+		}
+		if first == nil {
+			first = o.Decision
+		}
+		name := a.Config().Arms[o.Decision.Arm]
+		if err := a.Reward(ctx, o.Decision.EventID, armReward(u, armSlant(t, a.Config(), name), env)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outs, err := a.Rank(ctx, bandit.RankRequest{Context: json.RawMessage(`{"u": 1}`), Slots: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for j, o := range outs {
+		if seen[o.Decision.Arm] || o.Decision.ShadowPropensities == nil {
+			t.Errorf("slot %d: arm %d (seen before: %v), shadow probabilities %v", j, o.Decision.Arm, seen[o.Decision.Arm], o.Decision.ShadowPropensities)
+		}
+		seen[o.Decision.Arm] = true
+	}
+	b, _, err := svc.Update(ctx, "catalogue", &bandit.Patch{RetireArms: []string{a.Config().Arms[first.Arm]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := b.Decide(ctx, bandit.DecideRequest{EventID: first.EventID, Context: first.Context})
+	if err != nil || o.Created || o.Decision.Arm != first.Arm {
+		t.Errorf("replaying %s after its arm was retired: %+v, %v; want the stored decision", first.EventID, o, err)
+	}
+}

@@ -246,7 +246,9 @@ func (a *Agent) settle(d, stored *Decision, created bool, prop *Propensity, excl
 		if !slices.Equal(enc, d.Encoded) {
 			return nil, fmt.Errorf("event %s was decided for another context: %w", d.EventID, ErrConflict)
 		}
-		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] {
+		// A replay of a decision whose arm was retired since returns it:
+		// only the request's own exclusions conflict.
+		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] && !slices.Contains(a.cfg.Retired, a.cfg.Arms[stored.Arm]) {
 			return nil, fmt.Errorf("event %s was decided with arm %s, which is now excluded: %w", d.EventID, a.cfg.Arms[stored.Arm], ErrConflict)
 		}
 		return &Outcome{Decision: stored, Created: false}, nil
