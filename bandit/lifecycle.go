@@ -38,7 +38,7 @@ func ParsePatch(data []byte) (*Patch, error) {
 		v.add("name", "a bandit cannot be renamed: decisions, rewards and URLs refer to it by name")
 	}
 	if p.Arms != nil {
-		v.add("arms", "use add_arms to add arms; arms cannot be removed, renamed or reordered (stored decisions refer to arms by position)")
+		v.add("arms", "use add_arms to add arms and retire_arms to stop choosing them; arms cannot be removed, renamed or reordered (stored decisions refer to arms by position)")
 	}
 	if p.Features != nil {
 		v.add("features", "use add_values to add values to categorical features; features cannot be added, removed or retyped (the model's inputs follow them)")

@@ -26,7 +26,8 @@ import "encoding/json"
 // shadow after. It goes in a patch of its own (with Archived at most).
 //
 // Name, Arms, Features and Model cannot be patched; they are here to
-// say so by name.
+// say so by name. Nor can ArmFeatures, or the ArmValues of an arm that
+// exists (its rewards were learned on them).
 type Patch struct {
 	Policy     json.RawMessage     `json:"policy,omitempty"`
 	Training   json.RawMessage     `json:"training,omitempty"`
