@@ -238,3 +238,57 @@ func TestArmFeaturesShadowRankReplay(t *testing.T) {
 		t.Errorf("replaying %s after its arm was retired: %+v, %v; want the stored decision", first.EventID, o, err)
 	}
 }
+
+// TestArmFeaturesGrowInputs: adding values to a categorical context
+// feature of a bandit with arm features grows the network's inputs
+// between the context's and the arms' (the arms' inputs move up): the
+// point estimate scores every arm on an earlier context exactly as
+// before, to rounding, and takes contexts with the new value.
+func TestArmFeaturesGrowInputs(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 2, Step: &bandit.StepConfig{TrainEvery: 20}})
+	defer svc.Close(ctx)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := armFeatureConfig(bandit.Greedy)
+	cfg.Features = append(cfg.Features, bandit.Feature{Name: "site", Type: bandit.Categorical, Values: []string{"web", "app"}})
+	a, err := svc.Create(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := rand.New(rand.NewPCG(1, 1))
+	for i := range 60 {
+		u := float64(2*env.IntN(2) - 1)
+		raw := json.RawMessage(fmt.Sprintf(`{"u": %g, "site": %q}`, u, []string{"web", "app"}[i%2]))
+		o, err := a.Decide(ctx, bandit.DecideRequest{EventID: fmt.Sprint("e", i), Context: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Reward(ctx, o.Decision.EventID, armReward(u, armSlant(t, a.Config(), a.Config().Arms[o.Decision.Arm]), env)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := json.RawMessage(`{"u": 1, "site": "app"}`)
+	before, err := a.Decide(ctx, bandit.DecideRequest{EventID: "p0", Context: probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := svc.Update(ctx, "catalogue", &bandit.Patch{AddValues: map[string][]string{"site": {"kiosk"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := b.Decide(ctx, bandit.DecideRequest{EventID: "p1", Context: probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tolerance: the fast engine predicts in float32.
+	for k, s := range before.Decision.Scores {
+		if d := math.Abs(after.Decision.Scores[k] - s); d > 1e-5 {
+			t.Errorf("arm %d scored %g before adding a value, %g after", k, s, after.Decision.Scores[k])
+		}
+	}
+	if _, err := b.Decide(ctx, bandit.DecideRequest{EventID: "p2", Context: json.RawMessage(`{"u": 1, "site": "kiosk"}`)}); err != nil {
+		t.Errorf("a context with the new value: %v", err)
+	}
+}
