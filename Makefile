@@ -72,9 +72,9 @@ bench-nn: ## one ExpectedLogLik of the paper's bandit network per estimator: flo
 	@uptime
 
 .PHONY: bench-decision-cost
-bench-decision-cost: ## one mf-ts decision, and one of each last-layer policy, at the sizes the per-decision budgets allowed before issue 31 and allow now: ns/op, B/op, allocs, allowed (see bench/decision-cost.md)
+bench-decision-cost: ## one mf-ts decision, one of each last-layer policy and decisions with arm features, at the sizes the per-decision budgets allowed before issue 31 and allow now: ns/op, B/op, allocs, allowed (see bench/decision-cost.md)
 	@$(BENCH_HEADER)
-	$(GO) test -run '^$$' -bench '^BenchmarkHeaviest(LastLayer)?Decision$$' -benchtime 5x -count 1 -timeout 20m ./bandit/
+	$(GO) test -run '^$$' -bench '^(BenchmarkHeaviest(LastLayer)?Decision|BenchmarkArmFeatureDecision)$$' -benchtime 5x -count 1 -timeout 20m ./bandit/
 	@uptime
 
 NEWARM_SEEDS ?= 5
