@@ -131,8 +131,8 @@ func decisionCost(c *Config) decisionWeight {
 		// Each draw is one weight vector (the sampled weights counted)
 		// and a forward pass over every arm's pair, which the budget
 		// MaxDecisionCost bounds (Validate: draws x parameters x arms
-		// multiply-adds; 1.0e8 of them took 15.8 ms on the fast engine,
-		// BenchmarkArmFeatureDecision); the draws' scores are kept.
+		// multiply-adds; 1.0e8 of them took 11-16 ms on the fast engine,
+		// BenchmarkArmFeatureDecision, bench/decision-cost.md); the draws' scores are kept.
 		w.floats += draws * arms
 	}
 	return w
