@@ -82,8 +82,8 @@ func (f *fixture) meanScores(t *testing.T, u float64, n int) map[string]float64 
 
 // TestArmFeatures: through the HTTP API, a bandit with arm features
 // (eps-greedy, refined-ts, mf-ts and linear-ts) is created, decides and
-// takes rewards, learns the catalogue (the mean score of 10 decisions is
-// highest for "hi" at u = 1 and for "lo" at u = -1 after 200 rewards),
+// takes rewards, learns the catalogue (after 200 rewards the mean score
+// of 20 decisions puts "hi" above "lo" at u = 1 and below at u = -1),
 // takes a new arm by PATCH whose first scores are near those of the arm
 // like it (slant 0.9 next to hi's 1, far from lo's -1), retires an arm
 // that is then never chosen, and keeps all of it across a restart. On
@@ -115,19 +115,19 @@ func testArmFeatures(t *testing.T, st bandit.Store, kind string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	argmax := func(s map[string]float64) string {
-		k := "lo"
-		for j, v := range s {
-			if v > s[k] {
-				k = j
-			}
-		}
-		return k
-	}
-	up, down := f.meanScores(t, 1, 10), f.meanScores(t, -1, 10)
-	t.Logf("mean scores at u = 1: %v, at u = -1: %v", up, down)
-	if argmax(up) != "hi" || argmax(down) != "lo" {
-		t.Errorf("highest mean score %s at u = 1 and %s at u = -1, want hi and lo", argmax(up), argmax(down))
+	// The order of the extreme arms turns with the context; tolerance:
+	// an eighth of their true gap of 2. The policies rarely play the
+	// worse of the two at either context, whose score stays uncertain
+	// (a Thompson sampler's draws of it are wide) or loosely fitted (the
+	// greedy kind's point estimate): over 64 runs (the four kinds, both
+	// stores, 8 times) the smaller of the two differences was 0.49 at its
+	// least. A model blind to the arms'
+	// features scores hi and lo alike; one blind to the context orders
+	// them alike at both.
+	up, down := f.meanScores(t, 1, 20), f.meanScores(t, -1, 20)
+	t.Logf("mean scores at u = 1: %v, at u = -1: %v; hi - lo %.3f, lo - hi %.3f", up, down, up["hi"]-up["lo"], down["lo"]-down["hi"])
+	if up["hi"]-up["lo"] < 0.25 || down["lo"]-down["hi"] < 0.25 {
+		t.Errorf("mean scores hi - lo %.3f at u = 1 and lo - hi %.3f at u = -1, want at least 0.25 each", up["hi"]-up["lo"], down["lo"]-down["hi"])
 	}
 
 	v := f.catalogue(t, "PATCH", "/v1/bandits/catalogue", `{"add_arms": ["new"], "arm_values": {"new": {"slant": 0.9, "shelf": "top"}}}`)
