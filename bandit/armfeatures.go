@@ -2,13 +2,11 @@ package bandit
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
 	mrand "math/rand/v2"
 	"slices"
-	"strings"
 
 	"github.com/refinery-bandits/refinery/policy"
 )
@@ -235,14 +233,11 @@ func validateArms(c *Config, v *validator) {
 	}
 }
 
-// validateArmFeatures checks the arms' schema, that the policy kind
-// scores pairs, and every arm's features against the schema.
+// validateArmFeatures checks the arms' schema and every arm's features
+// against it. Every policy kind takes arm features.
 func validateArmFeatures(c *Config, v *validator) {
 	if !validateSchema("arm_features", c.ArmFeatures, v) {
 		return
-	}
-	if d := deciderOf(c.Policy.Kind); d != nil && !CapabilitiesOf(c.Policy).ArmFeatures {
-		v.add("policy.kind", fmt.Sprintf("%s does not take arm_features: want one of %s", c.Policy.Kind, armFeatureKinds()))
 	}
 	enc := NewEncoder(c.ArmFeatures)
 	for _, name := range c.Arms {
@@ -252,16 +247,8 @@ func validateArmFeatures(c *Config, v *validator) {
 			v.add(at, "missing: every arm of a bandit with arm_features needs its features")
 			continue
 		}
-		if _, err := enc.Encode(raw); err != nil {
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				v.add(at, err.Error())
-				continue
-			}
-			for _, fe := range ve.Errors {
-				v.add(at+strings.TrimPrefix(fe.Field, "context"), fe.Detail)
-			}
-			v.omitted += ve.Omitted
+		if _, err := encodeField(enc, raw, at, v); err != nil {
+			v.add(at, err.Error())
 		}
 	}
 	names := make([]string, 0, len(c.ArmValues))
@@ -274,21 +261,6 @@ func validateArmFeatures(c *Config, v *validator) {
 	for _, n := range names {
 		v.add("arm_values."+n, "not an arm of the bandit")
 	}
-}
-
-// armFeatureKinds lists the policy kinds that take arm features.
-func armFeatureKinds() string {
-	var b strings.Builder
-	for _, k := range PolicyKinds() {
-		if !KindCapabilities(k).ArmFeatures {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(string(k))
-	}
-	return b.String()
 }
 
 // patchArms applies a patch's arm_values (the features of the arms it

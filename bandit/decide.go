@@ -140,7 +140,13 @@ func (a *Agent) checkArchived() error {
 // encoder's "context" and "context.<feature>" become field and
 // field.<feature>); nil when it is invalid. Other errors are returned.
 func (a *Agent) encode(raw json.RawMessage, field string, v *validator) ([]float64, error) {
-	x, err := a.enc.Encode(raw)
+	return encodeField(a.enc, raw, field, v)
+}
+
+// encodeField is Agent.encode with the encoder enc: the context's, or an
+// arm's features (arm_values.<arm>) with the arms' schema.
+func encodeField(enc *Encoder, raw json.RawMessage, field string, v *validator) ([]float64, error) {
+	x, err := enc.Encode(raw)
 	if err != nil {
 		var ve *ValidationError
 		if !errors.As(err, &ve) {

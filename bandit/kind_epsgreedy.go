@@ -33,7 +33,7 @@ func (e epsGreedy) kind() PolicyKind {
 }
 
 func (e epsGreedy) caps(PolicyConfig) Capabilities {
-	return Capabilities{Model: true, Network: true, MAP: true, PointEstimate: true, Explores: !e.greedy, ArmFeatures: true, Cost: 2}
+	return Capabilities{Model: true, Network: true, MAP: true, PointEstimate: true, Explores: !e.greedy, Cost: 2}
 }
 
 func (epsGreedy) sampleKinds() []SampleKind { return []SampleKind{SamplePoint} }

@@ -35,7 +35,7 @@ type flowTS struct{}
 func (flowTS) kind() PolicyKind { return FlowTS }
 
 func (flowTS) caps(PolicyConfig) Capabilities {
-	return Capabilities{Model: true, Network: true, MAP: true, Posterior: true, LastLayer: true, FitsAtMAP: true, FixedLikelihood: true, ArmFeatures: true, Cost: 1}
+	return Capabilities{Model: true, Network: true, MAP: true, Posterior: true, LastLayer: true, FitsAtMAP: true, FixedLikelihood: true, Cost: 1}
 }
 
 func (flowTS) sampleKinds() []SampleKind { return []SampleKind{SampleFlow} }

@@ -44,7 +44,6 @@ func (laplaceTS) caps(p PolicyConfig) Capabilities {
 	} else {
 		c.WeightSpread = true
 	}
-	c.ArmFeatures = true
 	return c
 }
 

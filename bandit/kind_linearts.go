@@ -20,7 +20,7 @@ type linearTS struct{ noFit }
 func (linearTS) kind() PolicyKind { return LinearTS }
 
 func (linearTS) caps(PolicyConfig) Capabilities {
-	return Capabilities{Model: true, Posterior: true, LinearHead: true, PosteriorInRows: true, ArmFeatures: true, Cost: 3}
+	return Capabilities{Model: true, Posterior: true, LinearHead: true, PosteriorInRows: true, Cost: 3}
 }
 
 func (linearTS) sampleKinds() []SampleKind { return []SampleKind{SampleExact} }

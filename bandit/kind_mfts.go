@@ -20,7 +20,7 @@ type meanFieldTS struct{ noFit }
 func (meanFieldTS) kind() PolicyKind { return MeanFieldTS }
 
 func (meanFieldTS) caps(PolicyConfig) Capabilities {
-	return Capabilities{Model: true, Network: true, Posterior: true, MeanField: true, WeightSpread: true, ArmFeatures: true, Cost: 1}
+	return Capabilities{Model: true, Network: true, Posterior: true, MeanField: true, WeightSpread: true, Cost: 1}
 }
 
 func (meanFieldTS) sampleKinds() []SampleKind { return []SampleKind{SampleMeanField} }

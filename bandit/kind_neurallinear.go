@@ -22,7 +22,7 @@ type neuralLinear struct{ noFit }
 func (neuralLinear) kind() PolicyKind { return NeuralLinear }
 
 func (neuralLinear) caps(PolicyConfig) Capabilities {
-	return Capabilities{Model: true, Network: true, MAP: true, Posterior: true, LinearHead: true, FitsAtMAP: true, FixedLikelihood: true, PosteriorInRows: true, ArmFeatures: true, Cost: 1}
+	return Capabilities{Model: true, Network: true, MAP: true, Posterior: true, LinearHead: true, FitsAtMAP: true, FixedLikelihood: true, PosteriorInRows: true, Cost: 1}
 }
 
 func (neuralLinear) sampleKinds() []SampleKind { return []SampleKind{SampleExact} }

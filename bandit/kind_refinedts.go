@@ -22,7 +22,7 @@ type refinedTS struct{ noFit }
 func (refinedTS) kind() PolicyKind { return RefinedTS }
 
 func (refinedTS) caps(PolicyConfig) Capabilities {
-	return Capabilities{Model: true, Network: true, Posterior: true, MeanField: true, WeightSpread: true, SampleBank: true, ArmFeatures: true, Cost: 0}
+	return Capabilities{Model: true, Network: true, Posterior: true, MeanField: true, WeightSpread: true, SampleBank: true, Cost: 0}
 }
 
 func (refinedTS) sampleKinds() []SampleKind { return []SampleKind{SampleRefined, SampleMeanField} }

@@ -17,7 +17,7 @@ type uniform struct{ noFit }
 
 func (uniform) kind() PolicyKind { return Uniform }
 
-func (uniform) caps(PolicyConfig) Capabilities { return Capabilities{ArmFeatures: true, Cost: 4} }
+func (uniform) caps(PolicyConfig) Capabilities { return Capabilities{Cost: 4} }
 
 func (uniform) sampleKinds() []SampleKind { return []SampleKind{SampleNone} }
 

@@ -130,13 +130,6 @@ type Capabilities struct {
 	// stored rows at load, which a snapshot does not carry (linear-ts,
 	// neural-linear).
 	PosteriorInRows bool
-	// ArmFeatures: the kind takes arm features (Config.ArmFeatures,
-	// armfeatures.go): its model scores (context, arm) pairs with one
-	// output (every kind with a model; linear-ts on the pair with its
-	// interactions), or it chooses without a model (uniform). Every kind
-	// takes them now; a kind added without them is refused under
-	// policy.kind.
-	ArmFeatures bool
 	// Structures lists the values policy.laplace takes (laplace-ts).
 	Structures []string
 	// Cost ranks the kinds by the work of a run, 0 the most: the
