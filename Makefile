@@ -72,11 +72,12 @@ bench-nn: ## one ExpectedLogLik of the paper's bandit network per estimator: flo
 	@uptime
 
 .PHONY: bench-decision-cost
-bench-decision-cost: ## one mf-ts decision, and one of each last-layer policy, at the sizes the per-decision budgets allowed before issue 31 and allow now: ns/op, B/op, allocs, allowed (see bench/decision-cost.md)
+bench-decision-cost: ## one mf-ts decision, one of each last-layer policy and decisions with arm features, at the sizes the per-decision budgets allowed before issue 31 and allow now: ns/op, B/op, allocs, allowed (see bench/decision-cost.md)
 	@$(BENCH_HEADER)
-	$(GO) test -run '^$$' -bench '^BenchmarkHeaviest(LastLayer)?Decision$$' -benchtime 5x -count 1 -timeout 20m ./bandit/
+	$(GO) test -run '^$$' -bench '^(BenchmarkHeaviest(LastLayer)?Decision|BenchmarkArmFeatureDecision)$$' -benchtime 5x -count 1 -timeout 20m ./bandit/
 	@uptime
 
+NEWARM_SEEDS ?= 5
 NEWUSER_SEEDS ?= 8
 NEWUSER_FIRST ?= 0
 NEWUSER_REG ?= 0
@@ -86,6 +87,12 @@ NEWUSER_SET ?=
 bench-newuser: ## the new user's 4-arm problem of TestNewUserBanditLearns in step mode (deterministic): refined TS with the service's defaults (training.collapsed_reg NEWUSER_REG and policy.samples NEWUSER_SAMPLES when not 0, and NEWUSER_SET: PATH=VALUE settings separated by spaces, as simulate's --set) beside linear TS on NEWUSER_SEEDS streams after NEWUSER_FIRST; regret per decision over the last 500 of 2,000, arms per device (1.5-3 CPU-minutes a stream; see bench/newuser-step)
 	@$(BENCH_HEADER)
 	NU_SEEDS=$(NEWUSER_SEEDS) NU_FIRST=$(NEWUSER_FIRST) NU_REG=$(NEWUSER_REG) NU_SAMPLES=$(NEWUSER_SAMPLES) NU_SET='$(NEWUSER_SET)' NU_VERBOSE=1 $(GO) test -run '^TestNewUserStepScreen$$' -count 1 -v -timeout 120m ./cmd/refinery/
+	@uptime
+
+.PHONY: bench-arm-features
+bench-arm-features: ## a new arm's regret over its first 200 decisions on the synthetic catalogue, with and without arm features (refined-ts, mf-ts, eps-greedy, linear-ts; NEWARM_SEEDS seeds, default 5; about 2 CPU-minutes; see bench/arm-features)
+	@$(BENCH_HEADER)
+	NEWARM_SEEDS=$(NEWARM_SEEDS) $(GO) test -run '^TestNewArmScreen$$' -count 1 -v -timeout 60m ./simulators/
 	@uptime
 
 .PHONY: bench-kern

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,4 +276,39 @@ func getStrictly(t *testing.T, url string, v any) {
 	buf.ReadFrom(resp.Body)
 	resp.Body.Close()
 	strictly(t, buf.Bytes(), v)
+}
+
+// TestClientArmFeatures: the client's types carry arm features, the
+// patch's new arms with theirs and the retired arms (issue 32).
+func TestClientArmFeatures(t *testing.T) {
+	srv := newFixture(t, store.NewMemory()).srv
+	ctx := context.Background()
+	c, err := client.New(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.CreateBandit(ctx, &bandit.Config{
+		Name: "shop", Arms: []string{"a", "b"},
+		Features:    []bandit.Feature{{Name: "x", Type: bandit.Numeric}},
+		ArmFeatures: []bandit.Feature{{Name: "price", Type: bandit.Numeric}},
+		ArmValues:   map[string]json.RawMessage{"a": json.RawMessage(`{"price": 1}`), "b": json.RawMessage(`{"price": 2}`)},
+		Policy:      bandit.PolicyConfig{Kind: bandit.MeanFieldTS},
+		Model:       bandit.ModelConfig{Hidden: []int{4}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.ArmFeatures) != 1 || len(b.ArmValues) != 2 {
+		t.Errorf("created: arm features %+v, arm values %s", b.ArmFeatures, b.ArmValues)
+	}
+	up, err := c.UpdateBandit(ctx, "shop", &bandit.Patch{AddArms: []string{"c"}, ArmValues: map[string]json.RawMessage{"c": json.RawMessage(`{"price": 3}`)}, RetireArms: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(up.Arms, []string{"a", "b", "c"}) || !slices.Equal(up.Retired, []string{"a"}) || string(up.ArmValues["c"]) != `{"price":3}` {
+		t.Errorf("after the patch: arms %q, retired %q, arm values %s", up.Arms, up.Retired, up.ArmValues)
+	}
+	if _, err := c.UpdateBandit(ctx, "shop", &bandit.Patch{AddArms: []string{"d"}}); client.StatusCode(err) != http.StatusBadRequest {
+		t.Errorf("a new arm without its features: %v, want a 400", err)
+	}
 }

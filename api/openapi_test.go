@@ -476,7 +476,9 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		{"POST", "/v1/bandits", "", ts, 201},
 		{"POST", "/v1/bandits", "", ts, 409},
 		{"POST", "/v1/bandits", "", `{"name": "eps", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "eps-greedy", "epsilon": 0.1}, "model": {"hidden": [4]}, "shadow": {"policy": {"kind": "uniform"}}}`, 201},
-		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "diag", `"a", "b", "c"`, `"kind": "laplace-ts", "laplace": "diagonal"`), 201},
+		// diag's arms are described by features (issue 32).
+		{"POST", "/v1/bandits", "", strings.Replace(fmt.Sprintf(posteriorBandit, "diag", `"a", "b", "c"`, `"kind": "laplace-ts", "laplace": "diagonal"`), `"policy"`,
+			`"arm_features": [{"name": "w", "type": "numeric"}], "arm_values": {"a": {"w": 0}, "b": {"w": 1}, "c": {"w": 2}}, "retired": ["c"], "policy"`, 1), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"a", "b"`, `"kind": "laplace-ts", "laplace": "last-layer"`), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "flow", `"a", "b"`, `"kind": "flow-ts", "flow": {"length": 2, "iterations": 20, "lr": 0.03}`), 201},
 		{"POST", "/v1/bandits", "", `{"name": "sixth", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`, 403},
@@ -605,6 +607,8 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["c"], "add_values": {"color": ["green"]}}`, 200})
 	do(exchange{"POST", "/v1/bandits/ts/decisions", "", `{"context": {"color": "green"}}`, 201})
 	do(exchange{"PATCH", "/v1/bandits/ts", "", `{"add_arms": ["a"]}`, 400})
+	do(exchange{"PATCH", "/v1/bandits/diag", "", `{"add_arms": ["d"], "arm_values": {"d": {"w": 3}}, "retire_arms": ["a"]}`, 200})
+	do(exchange{"PATCH", "/v1/bandits/diag", "", `{"add_arms": ["e"], "arm_values": {"e": {"w": "heavy"}}}`, 400})
 	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 0.3}, "model": {"hidden": [3]}}}`, 200})
 	do(exchange{"PATCH", "/v1/bandits/eps", "", `{"shadow": {"policy": {"kind": "eps-greedy", "epsilon": 3}}}`, 400})
 	do(exchange{"GET", "/v1/bandits/eps", "", "", 200}) // the shadow estimate says why it has no values (no decision since)

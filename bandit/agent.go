@@ -93,6 +93,10 @@ type Agent struct {
 	current   atomic.Pointer[Config]
 	createdAt time.Time
 	enc       *Encoder
+	// pairs is the arms' encoded features of a bandit with arm
+	// features (armfeatures.go), whose network scores (context, arm)
+	// pairs with one output; nil: one output per arm.
+	pairs     *armInputs
 	arch      nn.Arch
 	refineCfg posterior.RefineConfig
 	store     Store
@@ -214,7 +218,8 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		a.stepRNG = mrand.New(mrand.NewPCG(seed, 1<<61))
 		a.refRNG = mrand.New(mrand.NewPCG(seed, 1<<60))
 	}
-	dim, arms := a.enc.Dim(), len(cfg.Arms)
+	a.pairs = newArmInputs(cfg)
+	dim, arms := netShape(cfg)
 	a.rngs.New = func() any { return mrand.New(mrand.NewPCG(a.seed, a.seeds.Add(1))) }
 	a.data = nn.NewData(dim, arms)
 	m := &model{elbo: math.NaN(), superseded: make(chan struct{}), std: nn.Standardization{Scale: 1}}

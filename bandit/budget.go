@@ -109,16 +109,33 @@ func decisionCost(c *Config) decisionWeight {
 		return decisionWeight{}
 	}
 	draws := float64(p.Samples) * float64(p.PropensitySamples)
-	arch := modelArch(c.Model, encodedDim(c), len(c.Arms))
+	in, out := netShape(c)
+	arch := modelArch(c.Model, in, out)
+	arms := float64(len(c.Arms))
+	pairs := len(c.ArmFeatures) > 0
 	if caps.LastLayer {
 		last := float64(arch.Layer(arch.NumLayers()-1).In + 1)
-		return decisionWeight{lastLayer: draws * float64(len(c.Arms)) * last * last}
+		if pairs {
+			// One output's weights drawn per draw, scored on every
+			// arm's pair.
+			return decisionWeight{lastLayer: draws * (last*last + arms*last)}
+		}
+		return decisionWeight{lastLayer: draws * arms * last * last}
 	}
-	units := len(c.Arms)
+	units := out
 	for _, h := range c.Model.Hidden {
 		units += h
 	}
-	return decisionWeight{sampled: draws * float64(arch.NumParams()), floats: draws * float64(units)}
+	w := decisionWeight{sampled: draws * float64(arch.NumParams()), floats: draws * float64(units)}
+	if pairs {
+		// Each draw is one weight vector (the sampled weights counted)
+		// and a forward pass over every arm's pair, which the budget
+		// MaxDecisionCost bounds (Validate: draws x parameters x arms
+		// multiply-adds; 1.0e8 of them took 11-16 ms on the fast engine,
+		// BenchmarkArmFeatureDecision, bench/decision-cost.md); the draws' scores are kept.
+		w.floats += draws * arms
+	}
+	return w
 }
 
 // checkGrownBudget checks the budgets of a patched configuration whose

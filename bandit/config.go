@@ -265,15 +265,15 @@ func typeName(t string) string {
 type ShadowConfig = spec.ShadowConfig
 
 // Candidate returns the full configuration of c's shadow: c's name,
-// arms, features and reward with the shadow's policy, model, training
-// and refinement, and no shadow. nil when c is nil or has no shadow.
-// The slices of the shadow are shared, not copied.
+// arms (their features, the retired ones), features and reward with
+// the shadow's policy, model, training and refinement, and no shadow.
+// nil when c is nil or has no shadow. The slices of the shadow are shared, not copied.
 func Candidate(c *Config) *Config {
 	if c == nil || c.Shadow == nil {
 		return nil
 	}
 	s := c.Shadow
-	return &Config{Name: c.Name, Arms: c.Arms, Features: c.Features, Reward: c.Reward,
+	return &Config{Name: c.Name, Arms: c.Arms, Features: c.Features, ArmFeatures: c.ArmFeatures, ArmValues: c.ArmValues, Retired: c.Retired, Reward: c.Reward,
 		Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement}
 }
 
@@ -338,6 +338,7 @@ func Validate(c *Config) error {
 	}
 	validateFeatures(c, &v)
 	validatePolicy(c, &v)
+	validateArms(c, &v)
 	if CapabilitiesOf(c.Policy).Network {
 		validateModel(c, &v)
 	}
@@ -373,7 +374,8 @@ func validateShadow(c *Config, v *validator) {
 		return
 	}
 	for _, e := range v.errs {
-		if e.Field == "name" || e.Field == "arms" || e.Field == "features" || strings.HasPrefix(e.Field, "arms[") || strings.HasPrefix(e.Field, "features[") {
+		if e.Field == "name" || e.Field == "arms" || e.Field == "features" || strings.HasPrefix(e.Field, "arms[") || strings.HasPrefix(e.Field, "features[") ||
+			strings.HasPrefix(e.Field, "arm_") || strings.HasPrefix(e.Field, "retired") {
 			return
 		}
 	}
@@ -392,19 +394,27 @@ func validateShadow(c *Config, v *validator) {
 }
 
 func validateFeatures(c *Config, v *validator) {
+	validateSchema("features", c.Features, v)
+}
+
+// validateSchema checks the features fs of a schema (the context's,
+// "features", or the arms', "arm_features") and reports whether they
+// are valid.
+func validateSchema(field string, fs []Feature, v *validator) bool {
+	n := len(v.errs) + v.omitted
 	switch {
-	case len(c.Features) == 0:
-		v.add("features", "want at least one feature")
-		return
-	case len(c.Features) > MaxFeatures:
-		v.add("features", fmt.Sprintf("%d features, want at most %d", len(c.Features), MaxFeatures))
-		return
+	case len(fs) == 0:
+		v.add(field, "want at least one feature")
+		return false
+	case len(fs) > MaxFeatures:
+		v.add(field, fmt.Sprintf("%d features, want at most %d", len(fs), MaxFeatures))
+		return false
 	}
-	names := make([]string, len(c.Features))
+	names := make([]string, len(fs))
 	dim := 0
-	for i, f := range c.Features {
+	for i, f := range fs {
 		names[i] = f.Name
-		at := fmt.Sprintf("features[%d]", i)
+		at := fmt.Sprintf("%s[%d]", field, i)
 		switch f.Type {
 		case Categorical:
 			switch {
@@ -436,10 +446,11 @@ func validateFeatures(c *Config, v *validator) {
 			v.add(at+".type", fmt.Sprintf(`unknown type %q: want "categorical" or "numeric"`, f.Type))
 		}
 	}
-	v.names("features", names)
+	v.names(field, names)
 	if dim > MaxEncodedDim {
-		v.add("features", fmt.Sprintf("the features encode to %d inputs, want at most %d", dim, MaxEncodedDim))
+		v.add(field, fmt.Sprintf("the features encode to %d inputs, want at most %d", dim, MaxEncodedDim))
 	}
+	return len(v.errs)+v.omitted == n
 }
 
 func validatePolicy(c *Config, v *validator) {
@@ -499,8 +510,8 @@ func validateModel(c *Config, v *validator) {
 				ok = false
 			}
 		}
-		if ok && encodedDim(c) > 0 && encodedDim(c) <= MaxEncodedDim && len(c.Arms) > 0 && len(c.Arms) <= MaxArms {
-			if n := modelArch(m, encodedDim(c), len(c.Arms)).NumParams(); n > MaxParams {
+		if in, out := netShape(c); ok && in > 0 && in <= 2*MaxEncodedDim && out > 0 && out <= MaxArms {
+			if n := modelArch(m, in, out).NumParams(); n > MaxParams {
 				v.add("model.hidden", fmt.Sprintf("the network has %d parameters, want at most %d", n, MaxParams))
 			}
 		}
@@ -560,7 +571,8 @@ func validateModel(c *Config, v *validator) {
 func validateCost(c *Config, v *validator) {
 	p := c.Policy
 	caps := CapabilitiesOf(p)
-	dim, arms := encodedDim(c), len(c.Arms)
+	arms := len(c.Arms)
+	in, out := netShape(c)
 	draws := p.Samples * p.PropensitySamples
 	// The Thompson samplers on the network's weights draw samples x
 	// propensity_samples of them per decision; neural-linear's head is
@@ -572,19 +584,27 @@ func validateCost(c *Config, v *validator) {
 	}
 	switch {
 	case caps.Network:
-		arch := modelArch(c.Model, dim, arms)
+		arch := modelArch(c.Model, in, out)
 		params := float64(arch.NumParams())
-		units := arms
+		units := out
 		for _, h := range c.Model.Hidden {
 			units += h
 		}
+		// The work of one posterior draw at a decision: with arm
+		// features a forward pass over every arm's pair (weightPool),
+		// arms times the parameters and the activations.
+		drawParams := params
+		if len(c.ArmFeatures) > 0 {
+			drawParams *= float64(arms)
+			units *= arms
+		}
 		// The output layer's inputs: its Gram matrices (last-layer
 		// Laplace, flow-ts) and NeuralLinear's per-arm posteriors are
-		// arms x (inputs+1)^2.
+		// outputs x (inputs+1)^2 (one output with arm features).
 		last := float64(arch.Layer(arch.NumLayers()-1).In + 1)
 		if caps.LastLayer || caps.LinearHead {
-			if fl := float64(arms) * last * last; fl > MaxLinearFloats {
-				v.add("model.hidden", fmt.Sprintf("%d arms x %.0f^2 last-layer inputs = %.3g numbers, want at most %d (a narrower last hidden layer or fewer arms)", arms, last, fl, MaxLinearFloats))
+			if fl := float64(out) * last * last; fl > MaxLinearFloats {
+				v.add("model.hidden", fmt.Sprintf("%d outputs x %.0f^2 last-layer inputs = %.3g numbers, want at most %d (a narrower last hidden layer or fewer arms)", out, last, fl, MaxLinearFloats))
 			}
 		}
 		switch {
@@ -602,8 +622,8 @@ func validateCost(c *Config, v *validator) {
 				v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d arms x %.0f^2 features = %.3g per decision, want at most %.3g", p.PropensitySamples, arms, last, cost, float64(MaxLinearCost)))
 			}
 		case thompson:
-			if cost := float64(draws) * params; cost > MaxDecisionCost {
-				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f parameters = %.3g multiply-adds per decision, want at most %.3g (fewer samples or propensity_samples, or a smaller network)", draws, params, cost, float64(MaxDecisionCost)))
+			if cost := float64(draws) * drawParams; cost > MaxDecisionCost {
+				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %.0f parameters = %.3g multiply-adds per decision, want at most %.3g (fewer samples or propensity_samples, or a smaller network)", draws, drawParams, cost, float64(MaxDecisionCost)))
 			}
 			if fl := draws * units; fl > MaxDecisionFloats {
 				v.add("policy.propensity_samples", fmt.Sprintf("%d draws x %d units = %d activations per decision, want at most %d", draws, units, fl, MaxDecisionFloats))
@@ -618,11 +638,13 @@ func validateCost(c *Config, v *validator) {
 			v.add("refinement.iterations", fmt.Sprintf("%d iterations x %d fractions x batch %d x %.0f parameters = %.3g per refined sample, want at most %.3g", r.Iterations, len(r.Fractions), r.BatchSize, params, cost, float64(MaxRefineCost)))
 		}
 	case caps.LinearHead:
-		sq := float64(dim) * float64(dim)
-		if fl := float64(arms) * sq; fl > MaxLinearFloats {
-			v.add("features", fmt.Sprintf("linear-ts keeps %d arms x %d^2 inputs = %.3g numbers, want at most %d (fewer inputs or arms)", arms, dim, fl, MaxLinearFloats))
-		} else if cost := float64(p.PropensitySamples) * float64(arms) * sq; cost > MaxLinearCost {
-			v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d arms x %d^2 inputs = %.3g per decision, want at most %.3g", p.PropensitySamples, arms, dim, cost, float64(MaxLinearCost)))
+		// One posterior per arm on the context, or with arm features
+		// one on the pair with its interactions.
+		sq := float64(in) * float64(in)
+		if fl := float64(out) * sq; fl > MaxLinearFloats {
+			v.add("features", fmt.Sprintf("linear-ts keeps %d posteriors x %d^2 inputs = %.3g numbers, want at most %d (fewer inputs or arms)", out, in, fl, MaxLinearFloats))
+		} else if cost := float64(p.PropensitySamples) * float64(out) * sq; cost > MaxLinearCost {
+			v.add("policy.propensity_samples", fmt.Sprintf("%d propensity samples x %d posteriors x %d^2 inputs = %.3g per decision, want at most %.3g", p.PropensitySamples, out, in, cost, float64(MaxLinearCost)))
 		}
 	}
 }
@@ -692,7 +714,7 @@ func (v *validator) names(field string, names []string) {
 	seen := make(map[string]int, len(names))
 	for i, n := range names {
 		at := fmt.Sprintf("%s[%d]", field, i)
-		if field == "features" {
+		if field == "features" || field == "arm_features" {
 			at += ".name"
 		}
 		if msg := checkName(n); msg != "" {

@@ -143,3 +143,50 @@ func BenchmarkHeaviestLastLayerDecision(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkArmFeatureDecision measures one decision of a bandit with arm
+// features (issue 32), whose every posterior draw is a forward pass over
+// all arms' pairs: heavyConfig's mf-ts, refined-ts (on mean-field draws
+// at version 0) and linear-ts with each arm described by one numeric
+// arm feature, at 100 arms and a hidden layer of 100, on the one input
+// of heavyConfig and on 97 (96 optional numeric features more, absent
+// from the request): at 97 inputs and 100 draws the forward passes are
+// draws x parameters x arms = 1.0e8 multiply-adds, MaxPairCost. With
+// "allowed" as in BenchmarkHeaviestDecision: `make bench-decision-cost`.
+func BenchmarkArmFeatureDecision(b *testing.B) {
+	for _, sz := range []struct {
+		kind          bandit.PolicyKind
+		inputs, draws int
+	}{
+		{bandit.MeanFieldTS, 1, 32}, {bandit.MeanFieldTS, 1, 100}, {bandit.MeanFieldTS, 97, 32}, {bandit.MeanFieldTS, 97, 100}, {bandit.MeanFieldTS, 97, 200},
+		{bandit.RefinedTS, 1, 32}, {bandit.RefinedTS, 97, 100},
+		{bandit.LinearTS, 1, 32}, {bandit.LinearTS, 1, 100},
+	} {
+		kind, draws := sz.kind, sz.draws
+		{
+			b.Run(fmt.Sprintf("%s/arms=100/hidden=100/inputs=%d/draws=%d", kind, sz.inputs, draws), func(b *testing.B) {
+				cfg := heavyConfig(100, 100, draws)
+				cfg.Name = "heavy"
+				cfg.Policy.Kind = kind
+				for i := range sz.inputs - 1 {
+					cfg.Features = append(cfg.Features, bandit.Feature{Name: fmt.Sprint("x", i), Type: bandit.Numeric, Optional: true})
+				}
+				cfg.ArmFeatures = []bandit.Feature{{Name: "w", Type: bandit.Numeric}}
+				cfg.ArmValues = map[string]json.RawMessage{}
+				for i, a := range cfg.Arms {
+					cfg.ArmValues[a] = json.RawMessage(fmt.Sprintf(`{"w": %g}`, float64(i)/100))
+				}
+				bandit.SetDefaults(cfg)
+				if err := bandit.Validate(cfg); err != nil {
+					b.Skipf("refused: %v", err)
+				}
+				allowed := 1.0
+				if bandit.DecisionBudget(cfg) != nil {
+					allowed = 0
+				}
+				benchmarkDecision(b, cfg)
+				b.ReportMetric(allowed, "allowed")
+			})
+		}
+	}
+}

@@ -140,7 +140,13 @@ func (a *Agent) checkArchived() error {
 // encoder's "context" and "context.<feature>" become field and
 // field.<feature>); nil when it is invalid. Other errors are returned.
 func (a *Agent) encode(raw json.RawMessage, field string, v *validator) ([]float64, error) {
-	x, err := a.enc.Encode(raw)
+	return encodeField(a.enc, raw, field, v)
+}
+
+// encodeField is Agent.encode with the encoder enc: the context's, or an
+// arm's features (arm_values.<arm>) with the arms' schema.
+func encodeField(enc *Encoder, raw json.RawMessage, field string, v *validator) ([]float64, error) {
+	x, err := enc.Encode(raw)
 	if err != nil {
 		var ve *ValidationError
 		if !errors.As(err, &ve) {
@@ -246,7 +252,9 @@ func (a *Agent) settle(d, stored *Decision, created bool, prop *Propensity, excl
 		if !slices.Equal(enc, d.Encoded) {
 			return nil, fmt.Errorf("event %s was decided for another context: %w", d.EventID, ErrConflict)
 		}
-		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] {
+		// A replay of a decision whose arm was retired since returns it:
+		// only the request's own exclusions conflict.
+		if stored.Arm >= 0 && stored.Arm < len(excluded) && excluded[stored.Arm] && !slices.Contains(a.cfg.Retired, a.cfg.Arms[stored.Arm]) {
 			return nil, fmt.Errorf("event %s was decided with arm %s, which is now excluded: %w", d.EventID, a.cfg.Arms[stored.Arm], ErrConflict)
 		}
 		return &Outcome{Decision: stored, Created: false}, nil
@@ -277,9 +285,10 @@ func (a *Agent) releaseRNG(rng *mrand.Rand) {
 	a.rngs.Put(rng)
 }
 
-// excluded turns arm names into flags.
+// excluded turns arm names into flags, the retired arms'
+// (Config.Retired) set too.
 func (a *Agent) excluded(names []string, v *validator) []bool {
-	ex := make([]bool, len(a.cfg.Arms))
+	ex := retiredMask(&a.cfg)
 	for i, n := range names {
 		j := slices.Index(a.cfg.Arms, n)
 		if j < 0 {

@@ -18,7 +18,8 @@ import (
 // floored at MinPropensity but for the first three). Nothing is stored and no observer is told; the
 // random sources advance as a decision's would (a refined-ts agent in
 // step mode refines when its bank runs short, as Decide does). No arm is
-// excluded.
+// excluded but the retired ones (Config.Retired), which are never
+// chosen.
 func (a *Agent) Probabilities(ctx context.Context, x []float64) ([]float64, *Propensity, error) {
 	if len(x) != a.enc.Dim() {
 		return nil, nil, fmt.Errorf("bandit %s: context of %d inputs, want %d", a.name, len(x), a.enc.Dim())
@@ -26,7 +27,7 @@ func (a *Agent) Probabilities(ctx context.Context, x []float64) ([]float64, *Pro
 	rng := a.acquireRNG()
 	defer a.releaseRNG(rng)
 	d := &Decision{Bandit: a.name}
-	prop, err := a.choose(ctx, d, a.model.Load(), x, make([]bool, len(a.cfg.Arms)), rng)
+	prop, err := a.choose(ctx, d, a.model.Load(), x, retiredMask(&a.cfg), rng)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,6 +32,10 @@ func FuzzParseConfig(f *testing.F) {
 		`{"name": "x", "name": "y", "arms": ["a"], "features": [{"name": "f", "type": "numeric"}]}`,
 		`{"name": "x\u0000", "arms": ["\udc00"], "features": [{"name": "f", "type": "numeric"}]}`,
 		`{"name": "x", "arms": ["a"], "features": [{"name": "f", "type": "categorical", "values": ["", "", ""]}]}`,
+		`{"name": "x", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "arm_features": [{"name": "w", "type": "categorical", "values": ["p", "q"]}],
+		  "arm_values": {"a": {"w": "p"}, "b": {"w": null}}, "retired": ["b"], "policy": {"kind": "linear-ts"}}`,
+		`{"name": "x", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "arm_features": [{"name": "w", "type": "numeric"}],
+		  "arm_values": {"a": {"w": 1e308}, "b": [1], "c": {"w": 1}}, "retired": ["a", "a", "z"]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -225,6 +229,8 @@ func FuzzParsePatch(f *testing.F) {
 		`{"refinement": {"fractions": [0.5, 0.5]}, "model": {}, "name": "x"}`,
 		`{"add_values": {"size": ["x"], "none": []}}`,
 		`{"policy": 3, "training": [1]}`,
+		`{"add_arms": ["c"], "arm_values": {"c": {"w": 1}}, "retire_arms": ["a", "b"]}`,
+		`{"retire_arms": ["a", "a", "zz"], "arm_values": 3}`,
 	} {
 		f.Add([]byte(s))
 	}

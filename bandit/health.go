@@ -503,7 +503,7 @@ func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64
 		defer a.predictors.Put(pred)
 		phi := make([][]float64, len(xs))
 		for i, x := range xs {
-			phi[i] = pred.Features(nil, m.q.Mu, x)
+			phi[i] = pred.Features(nil, m.q.Mu, a.scoreInput(x))
 		}
 		theta, eps, scores := make([]float64, m.ll.Base.Dim()), make([]float64, m.ll.Base.Dim()), make([]float64, arms)
 		for range LockInSharedDraws {
@@ -513,7 +513,7 @@ func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64
 				m.ll.Base.Sample(theta, eps, rng)
 			}
 			for i := range xs {
-				m.ll.Scores(scores, theta, phi[i], m.std)
+				a.lastLayerScores(scores, m, theta, phi[i])
 				pb[argmaxAllowed(scores, ex[i])]++
 			}
 		}
@@ -542,7 +542,11 @@ func (a *Agent) bestProbability(m *model, xs [][]float64, ex [][]bool) []float64
 	defer a.predictors.Put(pred)
 	buf := make([]float64, LockInDraws*arms)
 	for i, x := range xs {
-		pred.SampleLocal(buf, mu, sig2, x, LockInDraws, m.std, rng)
+		if a.pairs != nil {
+			buf = a.weightPool(m, mu, sig2, x, LockInDraws, rng) // joint draws over the arms' pairs
+		} else {
+			pred.SampleLocal(buf, mu, sig2, x, LockInDraws, m.std, rng)
+		}
 		for s := range LockInDraws {
 			pb[argmaxAllowed(buf[s*arms:(s+1)*arms], ex[i])]++
 		}
@@ -566,6 +570,9 @@ func (a *Agent) linearBest(m *model, xs [][]float64, ex [][]bool, rng *mrand.Ran
 	}
 	if lin == nil {
 		return nil
+	}
+	if a.pairs != nil {
+		return a.linearArmBest(m, lin, xs, ex, rng)
 	}
 	a.linMu.Lock()
 	post := make([]struct {

@@ -80,5 +80,5 @@ func (epsGreedy) rank(_ context.Context, a *Agent, m *model, x []float64, exclud
 func (a *Agent) pointScores(m *model, x []float64) []float64 {
 	p := a.predictor()
 	defer a.predictors.Put(p)
-	return p.PredictWeights(make([]float64, len(a.cfg.Arms)), m.weights(a.arch), x, m.std)
+	return p.PredictWeights(make([]float64, len(a.cfg.Arms)), m.weights(a.arch), a.scoreInput(x), m.std)
 }

@@ -263,7 +263,7 @@ func (a *Agent) lastLayerRanking(m *model, x []float64, excluded []bool, k int, 
 func (a *Agent) lastLayerPool(m *model, x []float64, n int, rng *mrand.Rand) []float64 {
 	arms := len(a.cfg.Arms)
 	p := a.predictor()
-	phi := p.Features(nil, m.q.Mu, x)
+	phi := p.Features(nil, m.q.Mu, a.scoreInput(x))
 	a.predictors.Put(p)
 	pool := make([]float64, n*arms)
 	theta, eps := make([]float64, m.ll.Base.Dim()), make([]float64, m.ll.Base.Dim())
@@ -273,7 +273,22 @@ func (a *Agent) lastLayerPool(m *model, x []float64, n int, rng *mrand.Rand) []f
 		} else {
 			m.ll.Base.Sample(theta, eps, rng)
 		}
-		m.ll.Scores(pool[i*arms:(i+1)*arms], theta, phi, m.std)
+		a.lastLayerScores(pool[i*arms:(i+1)*arms], m, theta, phi)
 	}
 	return pool
+}
+
+// lastLayerScores writes every arm's score under the output layer theta
+// (m.ll.Scores) on the last hidden features phi: of the context (one
+// output per arm), or with arm features of every arm's pair, rows of
+// arms, each scored by the one output.
+func (a *Agent) lastLayerScores(dst []float64, m *model, theta, phi []float64) {
+	if a.pairs == nil {
+		m.ll.Scores(dst, theta, phi, m.std)
+		return
+	}
+	h := len(phi) / len(dst)
+	for k := range dst {
+		m.ll.Scores(dst[k:k+1], theta, phi[k*h:(k+1)*h], m.std)
+	}
 }

@@ -26,7 +26,8 @@ func (linearTS) caps(PolicyConfig) Capabilities {
 func (linearTS) sampleKinds() []SampleKind { return []SampleKind{SampleExact} }
 
 func (linearTS) construct(a *Agent, seed uint64) error {
-	lin, err := policy.NewLinear(policy.LinearConfig{Arms: len(a.cfg.Arms), Features: a.enc.Dim(), ProbabilitySamples: a.cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
+	in, out := netShape(&a.cfg)
+	lin, err := policy.NewLinear(policy.LinearConfig{Arms: out, Features: in, ProbabilitySamples: a.cfg.Policy.PropensitySamples}, mrand.New(mrand.NewPCG(seed, 1<<62)))
 	if err != nil {
 		return err
 	}
@@ -34,11 +35,17 @@ func (linearTS) construct(a *Agent, seed uint64) error {
 	return nil
 }
 
-func (linearTS) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, _ *model, x []float64, excluded []bool, _ *mrand.Rand) (*Propensity, error) {
+func (linearTS) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, _ *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
+	if a.pairs != nil {
+		return a.linearArmThompson(pd, a.lin, a.pairs.rows(x), excluded, rng)
+	}
 	return a.linearThompson(ctx, pd, a.lin, x, excluded)
 }
 
 func (linearTS) rank(ctx context.Context, a *Agent, _ *model, x []float64, excluded []bool, k int, _ *mrand.Rand) (*ranking, error) {
+	if a.pairs != nil {
+		return a.linearArmRanking(a.lin, a.pairs.rows(x), excluded, k)
+	}
 	return a.linearRanking(ctx, a.lin, x, excluded, k)
 }
 

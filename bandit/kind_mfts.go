@@ -34,6 +34,9 @@ func (meanFieldTS) choose(_ context.Context, a *Agent, pd *policy.Decision, _ *D
 // with the propensity estimates of Decide: mf-ts and refined-ts on the
 // mean-field posterior, laplace-ts "diagonal" on the Laplace one.
 func (a *Agent) meanFieldThompson(pd *policy.Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) *Propensity {
+	if a.pairs != nil {
+		return a.armThompson(pd, m, x, excluded, rng)
+	}
 	arms := len(a.cfg.Arms)
 	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
 	p := a.predictor()
@@ -61,6 +64,9 @@ func (meanFieldTS) rank(_ context.Context, a *Agent, m *model, x []float64, excl
 // group 0 ranks, and the M groups count the slots' probabilities
 // (voteRanking).
 func (a *Agent) meanFieldRanking(m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) *ranking {
+	if a.pairs != nil {
+		return a.armRanking(m, x, excluded, k, rng)
+	}
 	arms := len(a.cfg.Arms)
 	S, M := a.cfg.Policy.Samples, a.cfg.Policy.PropensitySamples
 	p := a.predictor()

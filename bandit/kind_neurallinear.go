@@ -29,18 +29,27 @@ func (neuralLinear) sampleKinds() []SampleKind { return []SampleKind{SampleExact
 
 // choose decides with m.lin (policy.Linear) on the MAP's last hidden
 // features of x.
-func (neuralLinear) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, m *model, x []float64, excluded []bool, _ *mrand.Rand) (*Propensity, error) {
+// With arm features, the features of every arm's pair, one draw of the
+// head scoring them all (linearArmThompson).
+func (neuralLinear) choose(ctx context.Context, a *Agent, pd *policy.Decision, _ *Decision, m *model, x []float64, excluded []bool, rng *mrand.Rand) (*Propensity, error) {
 	p := a.predictor()
-	phi := p.Features(nil, m.q.Mu, x)
+	phi := p.Features(nil, m.q.Mu, a.scoreInput(x))
 	a.predictors.Put(p)
+	if a.pairs != nil {
+		return a.linearArmThompson(pd, m.lin, phi, excluded, rng)
+	}
 	return a.linearThompson(ctx, pd, m.lin, phi, excluded)
 }
 
-// rank is linearRanking on the network's features of x.
+// rank is linearRanking on the network's features of x (of every arm's
+// pair with arm features: linearArmRanking).
 func (neuralLinear) rank(ctx context.Context, a *Agent, m *model, x []float64, excluded []bool, k int, _ *mrand.Rand) (*ranking, error) {
 	p := a.predictor()
-	phi := p.Features(nil, m.q.Mu, x)
+	phi := p.Features(nil, m.q.Mu, a.scoreInput(x))
 	a.predictors.Put(p)
+	if a.pairs != nil {
+		return a.linearArmRanking(m.lin, phi, excluded, k)
+	}
 	return a.linearRanking(ctx, m.lin, phi, excluded, k)
 }
 

@@ -116,8 +116,9 @@ func (a *Agent) refinedPool(ctx context.Context, m *model, x []float64, rng *mra
 	defer a.predictors.Put(p)
 	pool = make([]float64, len(t.pool)*arms)
 	version = t.got[0].version
+	X := a.scoreInput(x)
 	for i, r := range t.pool {
-		p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, x, r.std)
+		p.PredictWeights(pool[i*arms:(i+1)*arms], r.w, X, r.std)
 		if i < S {
 			version = min(version, r.version)
 		}

@@ -114,7 +114,9 @@ type Capabilities struct {
 	LastLayer bool
 	// LinearHead: decisions are policy.Linear's exact linear Thompson
 	// sampling (linear-ts on the inputs, neural-linear on the network's
-	// last hidden features); propensities computed, not estimated.
+	// last hidden features); propensities computed, not estimated, but
+	// with arm features, where one draw scores every arm
+	// (linearArmThompson).
 	LinearHead bool
 	// FitsAtMAP: a posterior is fitted at the network's MAP after every
 	// retraining (laplace-ts, flow-ts, neural-linear).

@@ -39,7 +39,7 @@ func ParsePatch(data []byte) (*Patch, error) {
 		v.add("name", "a bandit cannot be renamed: decisions, rewards and URLs refer to it by name")
 	}
 	if p.Arms != nil {
-		v.add("arms", "use add_arms to add arms; arms cannot be removed, renamed or reordered (stored decisions refer to arms by position)")
+		v.add("arms", "use add_arms to add arms and retire_arms to stop choosing them; arms cannot be removed, renamed or reordered (stored decisions refer to arms by position)")
 	}
 	if p.Features != nil {
 		v.add("features", "use add_values to add values to categorical features; features cannot be added, removed or retyped (the model's inputs follow them)")
@@ -62,12 +62,12 @@ func ParsePatch(data []byte) (*Patch, error) {
 		switch {
 		case !*p.PromoteShadow:
 			v.add("promote_shadow", "want true to promote the shadow (false changes nothing)")
-		case p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.AddArms != nil || p.AddValues != nil || p.Shadow != nil:
+		case p.Policy != nil || p.Training != nil || p.Refinement != nil || p.Reward != nil || p.AddArms != nil || p.AddValues != nil || p.Shadow != nil || p.ArmValues != nil || p.RetireArms != nil:
 			v.add("promote_shadow", "promote the shadow in a patch of its own (with archived at most): its policy, model, training and refinement replace the bandit's")
 		}
 	}
-	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && p.PromoteShadow == nil && len(v.errs) == 0 {
-		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms, add_values, archived, shadow or promote_shadow")
+	if p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Archived == nil && p.Shadow == nil && p.PromoteShadow == nil && p.RetireArms == nil && p.ArmValues == nil && len(v.errs) == 0 {
+		v.add("", "an empty patch: give policy, training, refinement, reward, add_arms (with arm_values), retire_arms, add_values, archived, shadow or promote_shadow")
 	}
 	if err := v.err(); err != nil {
 		return nil, err
@@ -166,6 +166,7 @@ func ApplyPatch(cur *Config, p *Patch) (*Config, []string, error) {
 	default:
 		c.Arms = addNames(&v, "add_arms", "arm %q exists", c.Arms, cur.Arms, p.AddArms)
 	}
+	patchArms(&v, &c, cur, p)
 	// New values of categorical features, in feature-name order.
 	names := make([]string, 0, len(p.AddValues))
 	for k := range p.AddValues {
@@ -304,6 +305,8 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 	}
 	if n := len(c.Arms) - len(cur.Arms); n > 0 {
 		switch {
+		case len(c.ArmFeatures) > 0 && caps.Model:
+			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are scored by the model on their features from the next decision, as the arms like them; the model is unchanged", n))
 		case caps.Network:
 			out = append(out, fmt.Sprintf("add_arms: the output layer grew by %d unit(s) whose weights and bias start at their prior (model.prior %s; before any reward of theirs, exactly the posterior); every other parameter is kept", n, c.Model.Prior))
 		case caps.Model:
@@ -311,6 +314,9 @@ func effects(cur, c *Config, p *Patch, added int) []string {
 		default:
 			out = append(out, fmt.Sprintf("add_arms: %d arm(s) are drawn uniformly from now", n))
 		}
+	}
+	if n := len(c.Retired) - len(cur.Retired); n > 0 {
+		out = append(out, fmt.Sprintf("retire_arms: %d arm(s) are never chosen from now; their decisions and rewards stay, and are trained on", n))
 	}
 	if added > 0 {
 		switch {
@@ -368,9 +374,17 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 		return nil, nil
 	}
 	enc := NewEncoder(cfg.Features)
-	b := modelArch(cfg.Model, enc.Dim(), len(cfg.Arms))
+	in, out := netShape(cfg)
+	b := modelArch(cfg.Model, in, out)
 	n := b.NumParams()
 	inputs := inputMap(a.enc, enc)
+	if a.pairs != nil {
+		// The arms' inputs follow the context's, unchanged (a patch
+		// adds values to context features only).
+		for j := range a.pairs.armDim {
+			inputs = append(inputs, enc.Dim()+j)
+		}
+	}
 	q := posterior.NewMeanField(n, len(m.q.Hyper), priorVars(b, cfg.Model), 1)
 	pv := q.PriorVar
 	sd := make([]float64, n)
@@ -397,7 +411,7 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 		return nil, err
 	}
 	meta := snapshotMeta{Kind: cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit,
-		Inputs: enc.Dim(), Arms: len(cfg.Arms), Hidden: cfg.Model.Hidden, Likelihood: m.fam.String()}
+		Inputs: in, Arms: out, Hidden: cfg.Model.Hidden, Likelihood: m.fam.String()}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		meta.ELBO = &m.elbo
 	}
@@ -463,14 +477,14 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 		archivedAt = time.Time{}
 		effects = append(effects, "archived: false: the bandit decides again")
 	}
-	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil && p.PromoteShadow == nil
+	onlyArchive := p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.Shadow == nil && p.PromoteShadow == nil && p.RetireArms == nil && p.ArmValues == nil
 	if !onlyArchive && !archivedAt.IsZero() && p.Archived == nil {
 		return nil, nil, fmt.Errorf("bandit %s is archived: unarchive it (\"archived\": false, in the same patch or first) to change it: %w", name, ErrArchived)
 	}
 	// A change of the candidate alone keeps the live agent: the new
 	// candidate is built and loaded first (nothing is stored if that
 	// fails), then takes the old one's place.
-	onlyShadow := p.Shadow != nil && p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil
+	onlyShadow := p.Shadow != nil && p.Policy == nil && p.Training == nil && p.Refinement == nil && p.Reward == nil && p.AddArms == nil && p.AddValues == nil && p.RetireArms == nil && p.ArmValues == nil
 	var sh *Agent
 	if onlyShadow {
 		if sh, err = s.loadShadow(ctx, &Bandit{Name: name, CreatedAt: old.CreatedAt()}, cfg); err != nil {

@@ -228,7 +228,8 @@ func (a *Agent) persist(ctx context.Context, m *model, onlyIfNew bool) error {
 
 // snapshotOf serializes the posterior m as the store keeps it.
 func (a *Agent) snapshotOf(m *model) (*Snapshot, error) {
-	meta := snapshotMeta{Kind: a.cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit, Inputs: a.enc.Dim(), Arms: len(a.cfg.Arms), Hidden: a.cfg.Model.Hidden, Likelihood: m.fam.String()}
+	in, out := netShape(&a.cfg)
+	meta := snapshotMeta{Kind: a.cfg.Policy.Kind, Rows: m.rows, Cursor: m.cursor, Shift: m.std.Shift, Scale: m.std.Scale, Fit: a.fit, Inputs: in, Arms: out, Hidden: a.cfg.Model.Hidden, Likelihood: m.fam.String()}
 	if !math.IsNaN(m.elbo) && !math.IsInf(m.elbo, 0) {
 		meta.ELBO = &m.elbo
 	}
@@ -255,6 +256,7 @@ func (a *Agent) snapshotOf(m *model) (*Snapshot, error) {
 func (a *Agent) readRows(ctx context.Context) (int, error) {
 	n := 0
 	dim, arms := a.enc.Dim(), len(a.cfg.Arms)
+	var pair []float64
 	err := a.store.TrainingRows(ctx, a.name, a.cursor, dim, func(r TrainingRow) error {
 		a.cursor = r.Seq
 		if len(r.Encoded) < dim {
@@ -271,10 +273,15 @@ func (a *Agent) readRows(ctx context.Context) (int, error) {
 			a.log.Warn("skipping a malformed training row", "seq", r.Seq, "dim", len(r.Encoded), "arm", r.Arm)
 			return nil
 		}
-		a.data.Append(r.Encoded, r.Arm, r.Reward)
+		z, k := r.Encoded, r.Arm
+		if a.pairs != nil { // the pair's row, output 0
+			pair = a.pairs.row(pair, r.Encoded, r.Arm)
+			z, k = pair, 0
+		}
+		a.data.Append(z, k, r.Reward)
 		if a.lin != nil {
 			a.linMu.Lock()
-			err := a.lin.Observe(ctx, r.Encoded, r.Arm, r.Reward)
+			err := a.lin.Observe(ctx, z, k, r.Reward)
 			a.linMu.Unlock()
 			if err != nil {
 				return err

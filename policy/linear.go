@@ -253,6 +253,58 @@ func (l *Linear) DrawScores(dst, x []float64, n int) ([]float64, error) {
 	return dst, nil
 }
 
+// DrawRows writes into dst (n×rows, row-major; allocated when nil) n
+// joint draws of the scores zᵣᵀβ of the rows of x (rows×Features,
+// row-major; zᵣ = (xᵣ, 1)) under arm's posterior, from rng (nil: the
+// Linear's own, as Decide's): each draw is one
+// σ² ~ InvGamma(a, b) and one
+//
+//	β = μ + σ U⁻¹ε,  ε ~ N(0, I),  so that β | σ² ~ N(μ, σ² Λ⁻¹)
+//
+// (Λ = UᵀU), shared by every row. It is Thompson sampling on one linear
+// model scoring several inputs at once: the (context, arm) pairs of a
+// bandit with arm features (bandit.Config.ArmFeatures), where the scores
+// of one draw must be of one β to be a Thompson sample of the ranking.
+// O(d²) per draw for the triangular solve and O(rows·d) for the scores.
+func (l *Linear) DrawRows(dst, x []float64, rows, arm, n int, rng *rand.Rand) ([]float64, error) {
+	f := l.cfg.Features
+	if rows < 1 || len(x) != rows*f {
+		return nil, fmt.Errorf("policy: DrawRows of %d rows on %d numbers, want rows of %d features", rows, len(x), f)
+	}
+	if err := checkArmReward(arm, len(l.arms), 0); err != nil {
+		return nil, err
+	}
+	if dst == nil {
+		dst = make([]float64, n*rows)
+	}
+	if len(dst) != n*rows {
+		panic(fmt.Sprintf("policy: DrawRows of %d draws into %d for %d rows", n, len(dst), rows))
+	}
+	if rng == nil {
+		rng = l.rng
+	}
+	p := &l.arms[arm]
+	beta := make([]float64, l.d)
+	for i := range n {
+		sigma := math.Sqrt(p.b / gammaRand(rng, p.a))
+		for j := range beta {
+			beta[j] = rng.NormFloat64()
+		}
+		blas64.Trsv(blas.NoTrans, l.tri(p), l.vec(beta)) // U⁻¹ε
+		for j := range beta {
+			beta[j] = p.mu[j] + sigma*beta[j]
+		}
+		for r := range rows {
+			s := beta[l.d-1]
+			for j, v := range x[r*f : (r+1)*f] {
+				s += v * beta[j]
+			}
+			dst[i*rows+r] = s
+		}
+	}
+	return dst, nil
+}
+
 // Means writes into dst (allocated when nil) every arm's posterior mean
 // reward at the context x, zᵀμ_k with z = (x, 1): the ridge regression
 // of the arm's rewards on its contexts, shrunk toward 0 by the prior

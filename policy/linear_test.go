@@ -515,3 +515,59 @@ func TestLinearMeansArePosteriorMeans(t *testing.T) {
 		t.Error("Means of a 1-feature context for 2 features: no error")
 	}
 }
+
+// TestLinearDrawRowsIsOneDraw: DrawRows scores every row with one
+// (σ², β) per draw (two equal rows get equal scores in every draw), and
+// over 20,000 draws each row's scores have the posterior's mean zᵀμ and
+// variance E[σ²] zᵀΛ⁻¹z = b/(a-1) zᵀΛ⁻¹z (Murphy 2012, Section 7.6.3.3).
+func TestLinearDrawRowsIsOneDraw(t *testing.T) {
+	l, err := NewLinear(LinearConfig{Arms: 1, Features: 2}, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := rand.New(rand.NewPCG(3, 4))
+	for range 30 {
+		// Correlated inputs of unequal scales: Λ is far from diagonal.
+		u := 3 * env.NormFloat64()
+		x := []float64{u, u + 0.2*env.NormFloat64() + 1}
+		if err := l.Observe(context.Background(), x, 0, 0.5*x[0]-x[1]+0.3*env.NormFloat64()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := []float64{1, 2, 1, 2, -1, 0.5}
+	const n = 20000
+	d, err := l.DrawRows(nil, rows, 3, 0, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := l.Posterior(0)
+	for r := range 3 {
+		z := []float64{rows[2*r], rows[2*r+1], 1}
+		var mean, quad float64
+		for i, zi := range z {
+			mean += zi * post.Mean[i]
+			for j, zj := range z {
+				quad += zi * post.Covariance.At(i, j) * zj
+			}
+		}
+		want := post.B / (post.A - 1) * quad
+		var m, v float64
+		for i := range n {
+			m += d[i*3+r] / n
+		}
+		for i := range n {
+			v += (d[i*3+r] - m) * (d[i*3+r] - m) / (n - 1)
+		}
+		// Tolerances: 5 standard errors of the mean, and 10% of the
+		// variance (a Student t with 2a = 32 degrees of freedom: the
+		// sample variance's relative standard error is about 2.5%).
+		if math.Abs(m-mean) > 5*math.Sqrt(want/n) || math.Abs(v-want) > 0.1*want {
+			t.Errorf("row %d: mean %g, variance %g over %d draws; want %g and %g", r, m, v, n, mean, want)
+		}
+	}
+	for i := range n {
+		if d[i*3] != d[i*3+1] {
+			t.Fatalf("draw %d scores two equal rows %g and %g: want one beta per draw", i, d[i*3], d[i*3+1])
+		}
+	}
+}

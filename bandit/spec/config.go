@@ -58,6 +58,24 @@ type Config struct {
 	// Features is the context schema, 1 to 1000 distinct features.
 	// Required.
 	Features []Feature `json:"features"`
+	// ArmFeatures is the arms' schema, declared as Features is (1 to
+	// 1000 distinct features, the same types): a bandit with arm
+	// features scores each (context, arm) pair with one model output,
+	// so that arms are added and retired without growing the model and
+	// a new arm's first scores come from the arms like it (Vowpal
+	// Wabbit's action-dependent features, Personalizer's actions with
+	// features). Absent: one model output per arm, arms described by
+	// their name only.
+	ArmFeatures []Feature `json:"arm_features,omitempty"`
+	// ArmValues gives, keyed by arm name, each arm's features: an object
+	// keyed by the names of ArmFeatures, read as a decision's context
+	// is read against Features. Required for every arm when ArmFeatures
+	// is given; not allowed without it.
+	ArmValues map[string]json.RawMessage `json:"arm_values,omitempty"`
+	// Retired names arms that are never chosen again (PATCH
+	// retire_arms). Their decisions and rewards stay, and are trained
+	// on; an arm keeps its place in Arms. At least one arm stays live.
+	Retired []string `json:"retired,omitempty"`
 
 	Policy     PolicyConfig     `json:"policy"`
 	Model      ModelConfig      `json:"model"`

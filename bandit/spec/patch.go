@@ -10,8 +10,9 @@ import "encoding/json"
 // stay. The result is validated as at creation. policy.kind cannot
 // change (bandit.Service.Update says why).
 //
-// AddArms appends arms; AddValues appends declared values to categorical
-// features (feature name -> new values). The model grows without losing
+// AddArms appends arms (with their ArmValues in a bandit with arm
+// features); RetireArms retires arms. AddValues appends declared values
+// to categorical features (feature name -> new values). The model grows without losing
 // what it learned (bandit.Service.Update).
 //
 // Archived, when set, archives the bandit (true: no new decisions,
@@ -25,7 +26,8 @@ import "encoding/json"
 // shadow after. It goes in a patch of its own (with Archived at most).
 //
 // Name, Arms, Features and Model cannot be patched; they are here to
-// say so by name.
+// say so by name. Nor can ArmFeatures, or the ArmValues of an arm that
+// exists (its rewards were learned on them).
 type Patch struct {
 	Policy     json.RawMessage     `json:"policy,omitempty"`
 	Training   json.RawMessage     `json:"training,omitempty"`
@@ -35,6 +37,12 @@ type Patch struct {
 	AddValues  map[string][]string `json:"add_values,omitempty"`
 	Archived   *bool               `json:"archived,omitempty"`
 	Shadow     json.RawMessage     `json:"shadow,omitempty"`
+
+	// ArmValues gives the features of the arms of AddArms, keyed by arm
+	// name, in a bandit with arm features (Config.ArmValues).
+	ArmValues map[string]json.RawMessage `json:"arm_values,omitempty"`
+	// RetireArms names arms never to be chosen again (Config.Retired).
+	RetireArms []string `json:"retire_arms,omitempty"`
 
 	PromoteShadow *bool `json:"promote_shadow,omitempty"`
 

@@ -37,7 +37,9 @@ a reward are left out unless --unrewarded.
            EventId, a (action IDs, 1-based, the chosen one first), p (their
            propensities, in the order of a), c (the context as the client
            sent it in namespace "Context", and _multi: one {"Arm": {"name":
-           ARM}} per arm, in the bandit's order) and VWState.m (the
+           ARM}} per arm, in the bandit's order, with the arm's features
+           in namespace "ArmFeatures" when the bandit has arm features,
+           as it was created or added) and VWState.m (the
            posterior version), and _shadow, on decisions of a bandit with a
            candidate (shadow): {"a": its action, 1-based, "p": its
            probability of every arm in the bandit's order}; refinery
@@ -121,13 +123,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	var cfg struct {
-		Arms     []string         `json:"arms"`
-		Features []bandit.Feature `json:"features"`
+		Arms      []string                   `json:"arms"`
+		Features  []bandit.Feature           `json:"features"`
+		ArmValues map[string]json.RawMessage `json:"arm_values"`
 	}
 	if err := json.Unmarshal(b.Config, &cfg); err != nil || len(cfg.Arms) == 0 || len(cfg.Features) == 0 {
 		return fmt.Errorf("bandit %s: its stored configuration has no arms or no features (%v)", *name, err)
 	}
-	eb := &logfmt.Bandit{Arms: cfg.Arms, Enc: bandit.NewEncoder(cfg.Features)}
+	eb := &logfmt.Bandit{Arms: cfg.Arms, Enc: bandit.NewEncoder(cfg.Features), ArmValues: cfg.ArmValues}
 	dst := stdout
 	var f *os.File
 	if *out != "" {

@@ -80,17 +80,23 @@ type dsjsonArm struct {
 	Arm struct {
 		Name string `json:"name"`
 	} `json:"Arm"`
+	// ArmFeatures is the arm's features (bandit.Config.ArmValues) in a
+	// namespace of their own, Vowpal Wabbit's action-dependent features;
+	// absent for a bandit without arm features.
+	ArmFeatures json.RawMessage `json:"ArmFeatures,omitempty"`
 }
 
 type dsjsonVWState struct {
 	M string `json:"m"`
 }
 
-// Bandit is what the writers need of the bandit: its arms and
-// its encoder, both as they are now.
+// Bandit is what the writers need of the bandit: its arms, its
+// encoder and its arms' features (nil without arm features), all as
+// they are now.
 type Bandit struct {
-	Arms []string
-	Enc  *bandit.Encoder
+	Arms      []string
+	Enc       *bandit.Encoder
+	ArmValues map[string]json.RawMessage
 }
 
 // decisionArms returns the arms the bandit had when it made d: arms are
@@ -119,6 +125,7 @@ func WriteDSJSON(w *bufio.Writer, b *Bandit, rec *bandit.DecisionRecord) error {
 	}
 	for i, name := range arms {
 		l.C.Multi[i].Arm.Name = name
+		l.C.Multi[i].ArmFeatures = b.ArmValues[name]
 	}
 	// The chosen action first, then the others in order.
 	l.A, l.P = append(l.A, d.Arm+1), append(l.P, d.Propensities[d.Arm])

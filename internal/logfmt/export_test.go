@@ -142,3 +142,53 @@ func TestOBPReadsBackWhatItWrote(t *testing.T) {
 		t.Errorf("OBPColumns = %q, want %q", names, want)
 	}
 }
+
+// TestDSJSONCarriesArmFeatures: each _multi action of a bandit with arm
+// features carries the arm's features in namespace ArmFeatures (Vowpal
+// Wabbit's action-dependent features), and the line reads back as
+// without them; a bandit without arm features writes none.
+func TestDSJSONCarriesArmFeatures(t *testing.T) {
+	b, recs := roundTripBandit(t)
+	var plain bytes.Buffer
+	w := bufio.NewWriter(&plain)
+	if err := WriteDSJSON(w, b, recs[1]); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	if bytes.Contains(plain.Bytes(), []byte("ArmFeatures")) {
+		t.Errorf("a bandit without arm features wrote %s", plain.Bytes())
+	}
+	b.ArmValues = map[string]json.RawMessage{"eat": json.RawMessage(`{"risk":1}`), "pass": json.RawMessage(`{"risk":0}`), "ask": json.RawMessage(`{"risk":0.5}`)}
+	got := roundTrip(t, b, recs, false, WriteDSJSON, func(r io.Reader, fn func(int, *bandit.DecisionRecord) error) error {
+		return ReadDSJSON(r, b.Arms, fn)
+	})
+	for i, want := range recs {
+		if g := got[i]; g.Arm != want.Arm || !slices.Equal(g.Propensities, want.Propensities) {
+			t.Errorf("decision %d read back as arm %d of %v, want %d of %v", i, g.Arm, g.Propensities, want.Arm, want.Propensities)
+		}
+	}
+	var buf bytes.Buffer
+	w = bufio.NewWriter(&buf)
+	if err := WriteDSJSON(w, b, recs[1]); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	var l struct {
+		C struct {
+			Multi []struct {
+				Arm struct {
+					Name string `json:"name"`
+				} `json:"Arm"`
+				ArmFeatures json.RawMessage `json:"ArmFeatures"`
+			} `json:"_multi"`
+		} `json:"c"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &l); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range l.C.Multi {
+		if want := string(b.ArmValues[b.Arms[i]]); string(a.ArmFeatures) != want {
+			t.Errorf("_multi[%d] (%s) has ArmFeatures %s, want %s", i, a.Arm.Name, a.ArmFeatures, want)
+		}
+	}
+}
