@@ -91,7 +91,7 @@ func (a *Agent) freshPosterior() *posterior.MeanField {
 // before any training, with the kind's posterior fitted at it.
 func (a *Agent) initNetwork(m *model) error {
 	cfg := &a.cfg
-	dim, arms := a.enc.Dim(), len(cfg.Arms)
+	dim, arms := netShape(cfg)
 	a.arch = modelArch(cfg.Model, dim, arms)
 	batch := min(cfg.Policy.Samples*cfg.Policy.PropensitySamples, 256)
 	a.predictors.New = func() any { return nn.NewPredictor(a.arch, batch) }
