@@ -182,13 +182,14 @@ func testShadowChoicesLogged(t *testing.T, st bandit.Store) {
 
 // TestShadowRanksSlots: every slot of a ranking of a bandit with a
 // candidate carries, in the answer and in the decision log (after a
-// restart too), the candidate's arm for that slot, distinct from its
-// arms of the slots above, and its probabilities there given those
-// slots: exact for a uniform candidate (1/3 each in the first of three
-// arms' slots, 0 for the arm above and 1/2 each in the second), counted
-// and floored as the live ones for mf-ts (0 for the arms above, at
-// least bandit.MinPropensity for the others, summing to 1). A bandit
-// without one logs none. On both stores.
+// restart too), the candidate's probabilities of each arm there given
+// the live arms of the slots above, and an arm it gives a probability
+// > 0, none of those live arms: exact for a uniform candidate (1/3
+// each in the first of three arms' slots, 0 for the live arm above and
+// 1/2 each in the second), counted and floored as the live ones for
+// mf-ts (0 for the live arms above, at least bandit.MinPropensity for
+// the others, summing to 1). A bandit without one logs none. On both
+// stores.
 func TestShadowRanksSlots(t *testing.T) { onBothStores(t, testShadowRanksSlots) }
 
 func testShadowRanksSlots(t *testing.T, st bandit.Store) {
@@ -210,6 +211,7 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 			var page struct {
 				Decisions []struct {
 					EventID string             `json:"event_id"`
+					Arm     string             `json:"arm"`
 					Shadow  *wire.ShadowChoice `json:"shadow"`
 				} `json:"decisions"`
 			}
@@ -221,11 +223,12 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 				t.Fatalf("%s: ranking %d answered %d slots, want 2", name, i, len(page.Decisions))
 			}
 			var slots []*wire.ShadowChoice
+			var live []string
 			for _, d := range page.Decisions {
 				answered[name][d.EventID] = d.Shadow
-				slots = append(slots, d.Shadow)
+				slots, live = append(slots, d.Shadow), append(live, d.Arm)
 			}
-			checkShadowSlots(t, fmt.Sprintf("%s: ranking %d's answer", name, i), kind, slots)
+			checkShadowSlots(t, fmt.Sprintf("%s: ranking %d's answer", name, i), kind, slots, live)
 		}
 	}
 	g := newFixture(t, st) // a restart reads them back from the store
@@ -257,8 +260,9 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 }
 
 // checkShadowSlots checks the shadow choices of one ranking's slots, top
-// first, of a bandit with arms a, b, c and the candidate kind ("" none).
-func checkShadowSlots(t *testing.T, what, kind string, slots []*wire.ShadowChoice) {
+// first, of a bandit with arms a, b, c and the candidate kind ("" none),
+// whose live arms were live.
+func checkShadowSlots(t *testing.T, what, kind string, slots []*wire.ShadowChoice, live []string) {
 	t.Helper()
 	above := map[string]bool{}
 	for j, sh := range slots {
@@ -294,7 +298,7 @@ func checkShadowSlots(t *testing.T, what, kind string, slots []*wire.ShadowChoic
 		if math.Abs(sum-1) > 1e-9 {
 			t.Errorf("%s: slot %d: the shadow's probabilities %v sum to %g, want 1", what, j+1, sh.Probabilities, sum)
 		}
-		above[sh.Arm] = true
+		above[live[j]] = true
 	}
 }
 
