@@ -115,15 +115,7 @@ func TestShadowTrainsBesideTheLiveAgent(t *testing.T) {
 
 	// A restart builds the candidate again and trains it on every
 	// stored reward; removing it leaves decisions without its choice.
-	svc2 := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 2, Logger: testLogger(t)})
-	if err := svc2.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc2.Close(ctx)
-	a2, err := svc2.Agent("toy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc2, a2 := reopen(t, st, bandit.ServiceConfig{Workers: 1, Seed: 2, Logger: testLogger(t)})
 	if a2.Shadow() == nil || a2.Shadow().Config().Policy.Kind != bandit.Uniform {
 		t.Fatalf("after a restart the candidate is %v, want the uniform one", a2.Shadow())
 	}
@@ -207,15 +199,7 @@ func TestPromoteRefinedShadow(t *testing.T) {
 	if err := svc.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	svc2 := bandit.NewService(st, bandit.ServiceConfig{Seed: 2, Logger: testLogger(t), Step: step})
-	if err := svc2.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc2.Close(ctx)
-	p2, err := svc2.Agent("toy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p2 := reopen(t, st, bandit.ServiceConfig{Seed: 2, Logger: testLogger(t), Step: step})
 	samePosterior("after a restart", p2.Posterior())
 	playToy(t, p2, 20, 2)
 	if v := p2.Posterior().Version; v <= promoted.Version {
