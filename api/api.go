@@ -287,6 +287,14 @@ type Config struct {
 	// api does not import them: package simulators' tests import api).
 	// Nil: no estimate is shown.
 	ShadowEstimator ShadowEstimator
+	// ShadowEstimateInterval bounds how often a bandit's shadow estimate
+	// is made: one is reused while the bandit's candidate and its
+	// decision and reward counts are unchanged, and, once they change,
+	// until it is ShadowEstimateInterval old, so that GETs and dashboard
+	// polls of a busy bandit make one estimate per interval. Zero means
+	// DefaultShadowEstimateInterval; negative, every GET and poll makes
+	// its own.
+	ShadowEstimateInterval time.Duration
 	// AllowedHosts, when not empty, are the only host names the Host
 	// header may carry (compared without the port, case-insensitively;
 	// "::1" matches "[::1]:8080"); any other is a 421 problem. serve sets
@@ -320,7 +328,7 @@ type Server struct {
 	draining       atomic.Bool
 	dash           *Dashboard
 	logs           logLimiter
-	shadowEstimate ShadowEstimator
+	shadowEstimate *shadowCache // nil without a ShadowEstimator
 
 	slots          chan struct{} // one per request in flight
 	waiting        atomic.Int64
@@ -395,12 +403,18 @@ func New(cfg Config) *Server {
 	if cfg.MaxRefusedPending <= 0 {
 		cfg.MaxRefusedPending = DefaultMaxRefusedPending
 	}
-	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard, shadowEstimate: cfg.ShadowEstimator,
+	if cfg.ShadowEstimateInterval == 0 {
+		cfg.ShadowEstimateInterval = DefaultShadowEstimateInterval
+	}
+	s := &Server{svc: cfg.Service, metrics: cfg.Metrics, log: cfg.Logger, timeout: cfg.ReadyTimeout, dash: cfg.Dashboard,
 		slots: make(chan struct{}, cfg.MaxInFlight), maxWaiting: 4 * int64(cfg.MaxInFlight),
 		admissionWait: cfg.AdmissionWait, requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyReadTimeout,
 		requireKeys: cfg.RequireKeys, keys: cfg.Keys, keyCache: keyCache{ttl: cfg.KeyCacheTTL, rate: float64(cfg.UnknownKeyLookups)},
 		tarpit: tarpit{delay: cfg.RefusedKeyDelay, max: int64(cfg.MaxRefusedPending), drained: make(chan struct{})},
 		shares: shares{perKey: cfg.MaxInFlightPerKey, keys: map[string]*keyShare{}}}
+	if cfg.ShadowEstimator != nil {
+		s.shadowEstimate = &shadowCache{estimate: cfg.ShadowEstimator, interval: cfg.ShadowEstimateInterval, now: time.Now, bandits: map[string]*shadowEntry{}}
+	}
 	for _, h := range cfg.AllowedHosts {
 		if s.allowedHosts == nil {
 			s.allowedHosts = map[string]bool{}
@@ -901,20 +915,22 @@ func (s *Server) view(ctx context.Context, a *bandit.Agent, withStatus bool) (*b
 	if !a.Capabilities().Model {
 		v.Status.TrainerLag = 0
 	}
-	if v.Status.ShadowEstimate, err = s.estimateShadow(ctx, a); err != nil {
+	if v.Status.ShadowEstimate, err = s.estimateShadow(ctx, a, d, rw); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// estimateShadow is Config.ShadowEstimator's estimate of a's candidate;
-// nil when a has no shadow or the server no estimator.
-func (s *Server) estimateShadow(ctx context.Context, a *bandit.Agent) (*bandit.ShadowEstimate, error) {
+// estimateShadow is Config.ShadowEstimator's estimate of a's candidate,
+// decisions and rewards being a's counts (reused as
+// Config.ShadowEstimateInterval says: shadowCache); nil when a has no
+// shadow or the server no estimator.
+func (s *Server) estimateShadow(ctx context.Context, a *bandit.Agent, decisions, rewards int64) (*bandit.ShadowEstimate, error) {
 	sh := a.Config().Shadow
 	if sh == nil || s.shadowEstimate == nil {
 		return nil, nil
 	}
-	return s.shadowEstimate(ctx, s.svc.Store(), a.Name(), sh.Since)
+	return s.shadowEstimate.get(ctx, s.svc.Store(), a.Name(), sh.Since, decisions, rewards)
 }
 
 func (s *Server) createBandit(w http.ResponseWriter, r *http.Request) {

@@ -45,7 +45,10 @@ func memoryStore(t *testing.T) bandit.Store {
 	return s
 }
 
-func postgresStore(t *testing.T) bandit.Store {
+func postgresStore(t *testing.T) bandit.Store { return openPostgresStore(t) }
+
+// openPostgresStore is postgresStore for tests and benchmarks alike.
+func openPostgresStore(t testing.TB) bandit.Store {
 	pcfg, _ := storetest.FreshSchema(t)
 	store.SetSessionDefaults(pcfg.ConnConfig.RuntimeParams)
 	ctx := context.Background()

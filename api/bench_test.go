@@ -8,14 +8,17 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/internal/cpustat"
+	"github.com/refinery-bandits/refinery/simulators"
 	"github.com/refinery-bandits/refinery/store"
 )
 
@@ -130,4 +133,58 @@ func benchDecisionRequest(b *testing.B, policy string) {
 	// ns/op (the wall time); it includes whatever the service's own
 	// goroutines did meanwhile (the refinement workers of refined-ts).
 	b.ReportMetric(float64((cpustat.Self()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// BenchmarkShadowBanditGET is GET /v1/bandits/{name} of a bandit with a
+// candidate whose log holds simulators.ShadowWindow rewarded decisions
+// with its choices, on each store (PostgreSQL with $DATABASE_URL): the
+// estimate made on every GET (ShadowEstimateInterval negative, as before
+// the cache) beside the one reused while the log is unchanged (the
+// default). One op is one GET.
+func BenchmarkShadowBanditGET(b *testing.B) {
+	stores := map[string]func(testing.TB) bandit.Store{"memory": func(testing.TB) bandit.Store { return store.NewMemory() }}
+	if os.Getenv("DATABASE_URL") != "" {
+		stores["postgres"] = openPostgresStore
+	}
+	for _, name := range []string{"memory", "postgres"} {
+		open, ok := stores[name]
+		if !ok {
+			continue
+		}
+		st := open(b)
+		svc := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 1})
+		if err := svc.Load(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		cfg := strings.Replace(toyBandit, `"training": {"iterations": 5}`, `"training": {"iterations": 5, "min_interval": "1h"}, "shadow": {"policy": {"kind": "uniform"}}`, 1)
+		setup := api.New(api.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)})
+		mustServe(b, setup, "POST", "/v1/bandits", cfg, http.StatusCreated)
+		for i := range simulators.ShadowWindow {
+			id := fmt.Sprint("e", i)
+			mustServe(b, setup, "POST", "/v1/bandits/toy/decisions", fmt.Sprintf(`{"event_id": %q, "context": {"color": "red", "size": %d}}`, id, i%5), http.StatusCreated)
+			mustServe(b, setup, "POST", "/v1/bandits/toy/events/"+id+"/reward", fmt.Sprintf(`{"value": %d}`, i%2), http.StatusNoContent)
+		}
+		setup.Close()
+		for _, tc := range []struct {
+			name     string
+			interval time.Duration
+		}{{"estimated-every-GET", -1}, {"reused", 0}} {
+			b.Run(name+"/"+tc.name, func(b *testing.B) {
+				s := api.New(api.Config{Service: svc, Logger: slog.New(slog.DiscardHandler), ShadowEstimator: simulators.EstimateShadow, ShadowEstimateInterval: tc.interval})
+				defer s.Close()
+				b.ReportAllocs()
+				for b.Loop() {
+					mustServe(b, s, "GET", "/v1/bandits/toy", "", http.StatusOK)
+				}
+			})
+		}
+		svc.Close(context.Background())
+	}
+}
+
+// mustServe has h serve one request and fails b unless its status is want.
+func mustServe(b *testing.B, h http.Handler, method, path, body string, want int) {
+	if w := serveRequest(h, method, path, body); w.Code != want {
+		b.Fatalf("%s %s: %d %s, want %d", method, path, w.Code, w.Body, want)
+	}
 }

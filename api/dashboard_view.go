@@ -260,7 +260,7 @@ func (s *Server) dashBandit(ctx context.Context, a *bandit.Agent, now time.Time,
 	}
 	if cfg.Shadow != nil {
 		b.Shadow = &dashShadow{Policy: string(cfg.Shadow.Policy.Kind)}
-		if b.Shadow.Estimate, err = s.estimateShadow(ctx, a); err != nil {
+		if b.Shadow.Estimate, err = s.estimateShadow(ctx, a, b.Decisions, b.Rewards); err != nil {
 			return nil, err
 		}
 	}

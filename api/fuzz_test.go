@@ -41,7 +41,12 @@ func handlerFor(tb testing.TB) http.Handler {
 }
 
 func serve(h http.Handler, path, body string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest("POST", path, strings.NewReader(body))
+	return serveRequest(h, "POST", path, body)
+}
+
+// serveRequest has h serve one request with a JSON body.
+func serveRequest(h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)

@@ -284,6 +284,9 @@ func (s *Server) deleteBandit(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
+	if s.shadowEstimate != nil {
+		s.shadowEstimate.forget(name)
+	}
 	s.log.InfoContext(r.Context(), "bandit deleted", append(logAttrs(r), "bandit", name, "purge", purge)...)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -421,7 +421,8 @@ func contractServerWith(t *testing.T, cfg Config) *Server {
 		t.Fatal(err)
 	}
 	s := New(Config{Service: svc, Metrics: m, Gatherer: reg, Logger: log, Dashboard: dash, RequireKeys: cfg.RequireKeys, Keys: st, ShadowEstimator: simulators.EstimateShadow,
-		RefusedKeyDelay: 20 * time.Millisecond})
+		ShadowEstimateInterval: -1, // the scenario reads estimates right after writes
+		RefusedKeyDelay:        20 * time.Millisecond})
 	t.Cleanup(func() {
 		s.Close()
 		svc.Close(context.Background())

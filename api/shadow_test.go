@@ -7,7 +7,9 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/refinery-bandits/refinery/api"
 	"github.com/refinery-bandits/refinery/api/client"
@@ -182,13 +184,14 @@ func testShadowChoicesLogged(t *testing.T, st bandit.Store) {
 
 // TestShadowRanksSlots: every slot of a ranking of a bandit with a
 // candidate carries, in the answer and in the decision log (after a
-// restart too), the candidate's arm for that slot, distinct from its
-// arms of the slots above, and its probabilities there given those
-// slots: exact for a uniform candidate (1/3 each in the first of three
-// arms' slots, 0 for the arm above and 1/2 each in the second), counted
-// and floored as the live ones for mf-ts (0 for the arms above, at
-// least bandit.MinPropensity for the others, summing to 1). A bandit
-// without one logs none. On both stores.
+// restart too), the candidate's probabilities of each arm there given
+// the live arms of the slots above, and an arm it gives a probability
+// > 0, none of those live arms: exact for a uniform candidate (1/3
+// each in the first of three arms' slots, 0 for the live arm above and
+// 1/2 each in the second), counted and floored as the live ones for
+// mf-ts (0 for the live arms above, at least bandit.MinPropensity for
+// the others, summing to 1). A bandit without one logs none. On both
+// stores.
 func TestShadowRanksSlots(t *testing.T) { onBothStores(t, testShadowRanksSlots) }
 
 func testShadowRanksSlots(t *testing.T, st bandit.Store) {
@@ -210,6 +213,7 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 			var page struct {
 				Decisions []struct {
 					EventID string             `json:"event_id"`
+					Arm     string             `json:"arm"`
 					Shadow  *wire.ShadowChoice `json:"shadow"`
 				} `json:"decisions"`
 			}
@@ -221,11 +225,12 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 				t.Fatalf("%s: ranking %d answered %d slots, want 2", name, i, len(page.Decisions))
 			}
 			var slots []*wire.ShadowChoice
+			var live []string
 			for _, d := range page.Decisions {
 				answered[name][d.EventID] = d.Shadow
-				slots = append(slots, d.Shadow)
+				slots, live = append(slots, d.Shadow), append(live, d.Arm)
 			}
-			checkShadowSlots(t, fmt.Sprintf("%s: ranking %d's answer", name, i), kind, slots)
+			checkShadowSlots(t, fmt.Sprintf("%s: ranking %d's answer", name, i), kind, slots, live)
 		}
 	}
 	g := newFixture(t, st) // a restart reads them back from the store
@@ -257,8 +262,9 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 }
 
 // checkShadowSlots checks the shadow choices of one ranking's slots, top
-// first, of a bandit with arms a, b, c and the candidate kind ("" none).
-func checkShadowSlots(t *testing.T, what, kind string, slots []*wire.ShadowChoice) {
+// first, of a bandit with arms a, b, c and the candidate kind ("" none),
+// whose live arms were live.
+func checkShadowSlots(t *testing.T, what, kind string, slots []*wire.ShadowChoice, live []string) {
 	t.Helper()
 	above := map[string]bool{}
 	for j, sh := range slots {
@@ -294,7 +300,7 @@ func checkShadowSlots(t *testing.T, what, kind string, slots []*wire.ShadowChoic
 		if math.Abs(sum-1) > 1e-9 {
 			t.Errorf("%s: slot %d: the shadow's probabilities %v sum to %g, want 1", what, j+1, sh.Probabilities, sum)
 		}
-		above[sh.Arm] = true
+		above[live[j]] = true
 	}
 }
 
@@ -329,7 +335,9 @@ func (f *fixture) estimateView(t *testing.T, method, path, body string) estimate
 }
 
 func testShadowEstimateAndPromote(t *testing.T, st bandit.Store) {
-	withEstimator := func(c *api.Config) { c.ShadowEstimator = simulators.EstimateShadow }
+	// Every GET estimates (no reuse): the test reads the estimate at
+	// once after each write (TestShadowEstimateCached checks reuse).
+	withEstimator := func(c *api.Config) { c.ShadowEstimator, c.ShadowEstimateInterval = simulators.EstimateShadow, -1 }
 	f := newFixtureWith(t, st, withEstimator)
 	withShadow := strings.Replace(toyBandit, `"training": {"iterations": 5}`, `"training": {"iterations": 5}, "shadow": {"policy": {"kind": "greedy"}, "model": {"hidden": [4]}, "training": {"iterations": 20}}`, 1)
 	f.must(t, http.StatusCreated, "POST", "/v1/bandits", withShadow)
@@ -421,11 +429,11 @@ func testShadowEstimateAndPromote(t *testing.T, st bandit.Store) {
 }
 
 // TestClientShadow: the Go client reads the shadow's choice on a
-// decision and on each slot of a ranking, and the estimate on the bandit, its types hold every member
+// decision and on each slot of a ranking (given the live slots above), and the estimate on the bandit, its types hold every member
 // of those answers (decoded strictly), and it promotes the shadow with
 // the typed bandit.Patch.
 func TestClientShadow(t *testing.T) {
-	srv := newFixtureWith(t, store.NewMemory(), func(c *api.Config) { c.ShadowEstimator = simulators.EstimateShadow }).srv
+	srv := newFixtureWith(t, store.NewMemory(), func(c *api.Config) { c.ShadowEstimator, c.ShadowEstimateInterval = simulators.EstimateShadow, -1 }).srv
 	ctx := context.Background()
 	c, err := client.New(srv.URL, nil)
 	if err != nil {
@@ -447,12 +455,14 @@ func TestClientShadow(t *testing.T) {
 	if err != nil || len(ranked) != 2 {
 		t.Fatalf("Rank = %+v, %v; want 2 slots", ranked, err)
 	}
-	if top, next := ranked[0].Shadow, ranked[1].Shadow; top == nil || next == nil || top.Arm == next.Arm || top.Probabilities["a"] != 0.5 || next.Probabilities[top.Arm] != 0 || next.Probabilities[next.Arm] != 1 {
-		t.Fatalf("Rank's shadow choices = %+v, %+v; want the uniform shadow's two distinct arms, at 0.5 each in the first slot and certain in the second", top, next)
+	if top, next := ranked[0].Shadow, ranked[1].Shadow; top == nil || next == nil || next.Arm == ranked[0].Arm || top.Probabilities["a"] != 0.5 ||
+		next.Probabilities[ranked[0].Arm] != 0 || next.Probabilities[next.Arm] != 1 {
+		t.Fatalf("Rank's shadow choices = %+v, %+v (live %s above); want the uniform shadow's at 0.5 each in the first slot and, in the second, the arm not live above, certain",
+			top, next, ranked[0].Arm)
 	}
 	b, err := c.Bandit(ctx, "toy")
 	if err != nil || b.Status.ShadowEstimate == nil || b.Status.ShadowEstimate.Decisions != 3 || b.Status.ShadowEstimate.Live == nil || b.Status.ShadowEstimate.Live.Value != 1 {
-		t.Fatalf("Bandit = %+v, %v; want the estimate over 3 decisions, the live policy's value 1", b, err)
+		t.Fatalf("Bandit = %+v (estimate %+v), %v; want the estimate over 3 decisions, the live policy's value 1", b, b.Status.ShadowEstimate, err)
 	}
 	for path, v := range map[string]any{"/v1/bandits/toy": &client.Bandit{}, "/v1/bandits/toy/decisions": &client.DecisionPage{}} {
 		getStrictly(t, srv.URL+path, v)
@@ -461,5 +471,65 @@ func TestClientShadow(t *testing.T) {
 	up, err := c.UpdateBandit(ctx, "toy", &bandit.Patch{PromoteShadow: &promote})
 	if err != nil || up.Policy.Kind != bandit.Uniform || up.Shadow != nil {
 		t.Errorf("promoting the shadow: %+v, %v; want a uniform bandit without a shadow", up, err)
+	}
+}
+
+// TestShadowEstimateCached: with ShadowEstimateInterval an hour, the
+// answer to a bandit's creation, GET /v1/bandits/{name} and the
+// dashboard share one estimate of its candidate while its log is
+// unchanged, and keep it (over no decisions) after a rewarded decision
+// within the hour; a new candidate is estimated at once. With a negative
+// interval every answer estimates. On both stores.
+func TestShadowEstimateCached(t *testing.T) { onBothStores(t, testShadowEstimateCached) }
+
+func testShadowEstimateCached(t *testing.T, st bandit.Store) {
+	for _, tc := range []struct {
+		name      string
+		interval  time.Duration
+		calls     []int64 // estimates made by the end of each step
+		decisions []int   // the estimate's decisions at each step (-1: not read)
+	}{
+		{"an hour", time.Hour, []int64{1, 1, 1, 1, 1, 2}, []int{-1, 0, 0, -1, 0, 0}},
+		{"negative", -1, []int64{1, 2, 3, 4, 5, 7}, []int{-1, 0, 0, -1, 1, 0}},
+	} {
+		t.Run("interval "+tc.name, func(t *testing.T) {
+			name := "cached" + strings.TrimPrefix(tc.name, "an ")
+			var calls atomic.Int64
+			counted := func(ctx context.Context, st bandit.Store, b string, since time.Time) (*bandit.ShadowEstimate, error) {
+				if b == name { // the store may hold the other subtest's bandit
+					calls.Add(1)
+				}
+				return simulators.EstimateShadow(ctx, st, b, since)
+			}
+			f := newFixtureWith(t, st, func(c *api.Config) { c.ShadowEstimator, c.ShadowEstimateInterval = counted, tc.interval })
+			get := func() int { return f.estimateView(t, "GET", "/v1/bandits/"+name, "").Status.ShadowEstimate.Decisions }
+			steps := []struct {
+				what string
+				do   func() int
+			}{
+				{"the creation", func() int {
+					f.must(t, http.StatusCreated, "POST", "/v1/bandits", strings.Replace(strings.Replace(toyBandit, `"toy"`, fmt.Sprintf("%q", name), 1),
+						`"training": {"iterations": 5}`, `"training": {"iterations": 5}, "shadow": {"policy": {"kind": "uniform"}}`, 1))
+					return -1
+				}},
+				{"a first GET", get},
+				{"a second GET", get},
+				{"a dashboard poll", func() int { f.must(t, http.StatusOK, "GET", "/v1/dashboard", ""); return -1 }},
+				{"a GET after a rewarded decision", func() int {
+					f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/decisions", `{"event_id": "e1", "context": {"color": "red", "size": 1}}`)
+					f.must(t, http.StatusNoContent, "POST", "/v1/bandits/"+name+"/events/e1/reward", `{"value": 1}`)
+					return get()
+				}},
+				{"a PATCH of the candidate and a GET", func() int {
+					f.must(t, http.StatusOK, "PATCH", "/v1/bandits/"+name, `{"shadow": {"policy": {"kind": "uniform"}}}`)
+					return get()
+				}},
+			}
+			for i, s := range steps {
+				if got := s.do(); got != tc.decisions[i] || calls.Load() != tc.calls[i] {
+					t.Errorf("after %s: the estimate is over %d decisions (want %d), %d estimates made (want %d)", s.what, got, tc.decisions[i], calls.Load(), tc.calls[i])
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -419,5 +420,95 @@ func TestReplicasOnlyTheTrainerPersists(t *testing.T) {
 	_, err := b.st.LatestSnapshot(context.Background(), "toy")
 	if !errors.Is(err, bandit.ErrNotFound) {
 		t.Fatalf("after A, at version %d but no longer the trainer, closed: LatestSnapshot = %v, want ErrNotFound", v, err)
+	}
+}
+
+// TestReplicasFollowerShadow: a bandit with a candidate (greedy beside a
+// live eps-greedy), created on replica A that trains it, has the
+// candidate on follower B too: B's decisions log its choices; B's
+// candidate trains on every stored reward, those of A's decisions
+// included, while B's live agent follows and never trains; it learns
+// the toy problem; a PATCH of the candidate on A reaches B (the same
+// since), and so does its promotion (greedy, no shadow, the candidate's
+// posterior, a version after the live one's).
+func TestReplicasFollowerShadow(t *testing.T) {
+	ctx := context.Background()
+	cfg := smallConfig(bandit.EpsGreedy)
+	tc := cfg.Training
+	tc.Iterations, tc.IterationsPerReward = 2000, 2000 // one retraining may see every row
+	cfg.Shadow = &bandit.ShadowConfig{Policy: bandit.PolicyConfig{Kind: bandit.Greedy}, Model: cfg.Model, Training: tc}
+	a, b := twoReplicas(t, cfg, testFleetPoll)
+	if b.agent(t).Shadow() == nil || b.agent(t).Shadow().Config().Policy.Kind != bandit.Greedy {
+		t.Fatalf("the follower's candidate is %v, want a greedy one", b.agent(t).Shadow())
+	}
+	const n = 120
+	traffic(t, b, a, n/2, 0) // decided on the follower, rewarded on the trainer
+	traffic(t, a, b, n/2, 1)
+	recs, err := b.st.Decisions(ctx, "toy", bandit.DecisionQuery{Limit: 2 * n})
+	if err != nil || len(recs) != n {
+		t.Fatalf("the log has %d decisions (%v), want %d", len(recs), err, n)
+	}
+	for i, d := range recs[:n/2] {
+		if p := d.ShadowPropensities; len(p) != 2 || math.Abs(p[0]+p[1]-1) > 1e-9 || p[d.ShadowArm] <= 0 {
+			t.Fatalf("the follower's decision %d logged the shadow arm %d, propensities %v; want its candidate's distribution over 2 arms", i, d.ShadowArm, p)
+		}
+	}
+	waitFor(t, "the follower's candidate to train on every reward", func() bool { return b.agent(t).Shadow().Status().TrainedRows == n })
+	if got := b.trained.n.Load(); got != 0 {
+		t.Errorf("the follower's live agent trained %d times, want 0 (it follows A)", got)
+	}
+	for _, c := range []struct {
+		color string
+		arm   int
+	}{{"red", 0}, {"blue", 1}} {
+		x, err := bandit.NewEncoder(cfg.Features).Encode(json.RawMessage(fmt.Sprintf(`{"color": %q, "size": 3}`, c.color)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pi, _, err := b.agent(t).Shadow().Probabilities(ctx, x); err != nil || pi[c.arm] != 1 {
+			t.Errorf("the follower's trained candidate on %s: probabilities %v (%v), want arm %d surely", c.color, pi, err, c.arm)
+		}
+	}
+
+	patch, err := bandit.ParsePatch([]byte(`{"shadow": {"policy": {"kind": "uniform"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.svc.Update(ctx, "toy", patch); err != nil {
+		t.Fatal(err)
+	}
+	since := a.agent(t).Config().Shadow.Since
+	waitFor(t, "the follower to take the new candidate", func() bool {
+		sh := b.agent(t).Config().Shadow
+		return sh != nil && sh.Policy.Kind == bandit.Uniform && sh.Since.Equal(since) && b.agent(t).Shadow() != nil &&
+			b.agent(t).Shadow().Config().Policy.Kind == bandit.Uniform
+	})
+
+	patch, err = bandit.ParsePatch([]byte(`{"shadow": {"policy": {"kind": "greedy"}, "model": {"hidden": [8]}, "training": {"iterations": 2000, "iterations_per_reward": 2000}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.svc.Update(ctx, "toy", patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's new greedy candidate to train on every reward", func() bool {
+		sh := a.agent(t).Shadow()
+		return sh != nil && sh.Config().Policy.Kind == bandit.Greedy && sh.Status().TrainedRows == n
+	})
+	liveVersion := a.agent(t).Status().ModelVersion
+	promote := true
+	if _, _, err := a.svc.Update(ctx, "toy", &bandit.Patch{PromoteShadow: &promote}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower to serve the promoted candidate", func() bool {
+		ag := b.agent(t)
+		return ag.Config().Policy.Kind == bandit.Greedy && ag.Config().Shadow == nil && ag.Shadow() == nil && ag.Status().ModelVersion > liveVersion
+	})
+	out, err := b.agent(t).Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(`{"color": "blue", "size": 3}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := out.Decision; d.Policy != string(bandit.Greedy) || d.Arm != 1 || d.ShadowPropensities != nil {
+		t.Errorf("the follower's decision after the promotion: policy %s, arm %d, shadow %v; want greedy's arm 1 (blue) and no shadow", d.Policy, d.Arm, d.ShadowPropensities)
 	}
 }

@@ -114,15 +114,7 @@ func TestLaplaceKindsLearnAndResume(t *testing.T) {
 			if err := svc.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			svc2 := bandit.NewService(st, bandit.ServiceConfig{Seed: 2, Logger: testLogger(t), Step: step})
-			if err := svc2.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer svc2.Close(ctx)
-			a2, err := svc2.Agent("toy")
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, a2 := reopen(t, st, bandit.ServiceConfig{Seed: 2, Logger: testLogger(t), Step: step})
 			st2 := a2.Status()
 			if st2.ModelVersion != st1.ModelVersion || !reflect.DeepEqual(st2.Posterior, st1.Posterior) {
 				p2, _ := json.Marshal(st2.Posterior)
@@ -181,15 +173,7 @@ func TestLaplaceOldSnapshotLoads(t *testing.T) {
 			if err := st.SaveSnapshot(ctx, &bandit.Snapshot{Bandit: "toy", Version: snap.Version + 1, Params: snap.Params, Metrics: old}); err != nil && !errors.Is(err, bandit.ErrConflict) {
 				t.Fatal(err)
 			}
-			svc2 := bandit.NewService(st, bandit.ServiceConfig{Seed: 2, Logger: testLogger(t), Step: step})
-			if err := svc2.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer svc2.Close(ctx)
-			a2, err := svc2.Agent("toy")
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, a2 := reopen(t, st, bandit.ServiceConfig{Seed: 2, Logger: testLogger(t), Step: step})
 			st2 := a2.Status()
 			if st2.Posterior == nil || st2.Posterior.Kind != st1.Posterior.Kind {
 				t.Fatalf("posterior after loading the old snapshot: %+v, want kind %s", st2.Posterior, st1.Posterior.Kind)

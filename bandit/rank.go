@@ -39,6 +39,14 @@ type ranking struct {
 	scores  []float64
 	sample  SampleKind
 	version int64 // the posterior version acted on; 0: the model's
+	// given returns, for the same draws, the probabilities of each arm
+	// in slot j given the arms of above[:j] in the slots above, for
+	// slots 1 to len(above)-1 (index 0 is not computed: the first
+	// slot's are probs[0], whatever the slots above), unfloored; a slot
+	// whose slots above the draws never rank gets the uniform
+	// distribution over the arms it may take. Agent.rankGiven floors
+	// them.
+	given func(above []int) [][]float64
 }
 
 // Rank chooses an ordered list of req.Slots distinct arms for one
@@ -74,11 +82,16 @@ type ranking struct {
 // Event IDs decided before replay as in Decide, each on its own (a
 // replayed slot keeps its stored arm).
 //
-// A bandit's candidate (Config.Shadow, shadow.go) ranks the same request
-// on its own model and random source, without acting on it: each slot's
-// decision logs the candidate's arm for that slot and its probabilities
-// of each arm there given the candidate's slots above, computed and
-// floored as the live ones are (Decision.ShadowArm, ShadowPropensities).
+// Each slot's decision logs its place (Decision.Slot, 1 at the top). A
+// bandit's candidate (Config.Shadow, shadow.go) ranks the same request on
+// its own model and random source, without acting on it, and each slot's
+// decision logs the candidate's probabilities of each arm there given
+// the live policy's arms in the slots above, computed and floored as
+// the live ones are, an arm drawn from them (the candidate's own for
+// that slot while its slots above are the live ones), and the weight of
+// the slots above, the candidate's probability of the live arms there
+// over the live policy's (Decision.ShadowPropensities, ShadowArm,
+// ShadowAbove; askShadowRank).
 func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 	if err := a.checkArchived(); err != nil {
 		return nil, err
@@ -118,7 +131,7 @@ func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 		ds[j] = &Decision{
 			Bandit: a.name, EventID: id, Context: req.Context, Encoded: x,
 			Arm: r.order[j], Propensities: r.probs[j], Scores: r.scores, Sample: r.sample,
-			Policy: string(a.cfg.Policy.Kind), ModelVersion: version,
+			Policy: string(a.cfg.Policy.Kind), ModelVersion: version, Slot: j + 1,
 		}
 	}
 	if sh := a.shadow.Load(); sh != nil {
@@ -149,6 +162,37 @@ func (a *Agent) rank(ctx context.Context, m *model, x []float64, excluded []bool
 		}
 	}
 	return r, nil
+}
+
+// rankGiven returns the probabilities of each arm in slot j of the
+// ranking r (of a.rank, its first len(above) slots) given the arms
+// above[:j] in the slots above instead of r's own: the first slot's are
+// r's, the others r.given's, floored as rank floors r's. A shadow's
+// ranking weighed at the live one's slots (askShadowRank).
+func (a *Agent) rankGiven(r *ranking, excluded []bool, above []int) [][]float64 {
+	probs := r.given(above)
+	probs[0] = r.probs[0]
+	for j := 1; j < len(probs); j++ {
+		if r.props[j].Estimator != "exact" {
+			policy.FloorPropensities(probs[j], unavailable(excluded, above[:j]), MinPropensity)
+		}
+	}
+	return probs
+}
+
+// drawArm draws an arm with the probabilities p (summing to 1).
+func drawArm(p []float64, rng *mrand.Rand) int {
+	u, last := rng.Float64(), 0
+	for b, q := range p {
+		if q <= 0 {
+			continue
+		}
+		if u -= q; u < 0 {
+			return b
+		}
+		last = b
+	}
+	return last // rounding left u at or just above 0
 }
 
 // eventIDs checks a request's client event IDs, one per decision of n:
@@ -205,36 +249,21 @@ func rankOrder(scores []float64, excluded []bool, k int) []int {
 
 // voteRanking ranks by the draw own (a row of arms scores) and counts,
 // over the n rows of draws, the probability of each arm in each slot
-// given the slots above: among the rows whose ranking starts with the
-// slots above, the fraction that put the arm next. own must be one of
-// the rows (or be drawn as they are, the rows then counting it), so that
-// every slot has at least one such row. It fills r's order, probs,
-// scores and, per slot, a copy of prop with Groups the number of rows
-// behind the slot's probabilities.
+// given the slots above (voteProbs). own must be one of the rows (or be
+// drawn as they are, the rows then counting it), so that every slot has
+// at least one such row. It fills r's order, probs, scores, given and,
+// per slot, a copy of prop with Groups the number of rows behind the
+// slot's probabilities.
 func voteRanking(own, rows []float64, arms int, excluded []bool, k int, prop Propensity) *ranking {
 	r := &ranking{order: rankOrder(own, excluded, k), scores: own}
-	n := len(rows) / arms
-	r.probs = make([][]float64, k)
-	for j := range r.probs {
-		r.probs[j] = make([]float64, arms)
-	}
-	counts := make([]int, k)
-	for i := range n {
-		o := rankOrder(rows[i*arms:(i+1)*arms], excluded, k)
-		for j := range k {
-			counts[j]++
-			r.probs[j][o[j]]++
-			if o[j] != r.order[j] {
-				break
-			}
-		}
+	var counts []int
+	r.probs, counts = voteProbs(rows, arms, excluded, r.order)
+	r.given = func(above []int) [][]float64 {
+		p, _ := voteProbs(rows, arms, excluded, above)
+		return p
 	}
 	r.props = make([]*Propensity, k)
 	for j := range k {
-		c := max(counts[j], 1)
-		for b := range r.probs[j] {
-			r.probs[j][b] /= float64(c)
-		}
 		p := prop
 		p.Groups = counts[j]
 		r.props[j] = &p
@@ -242,14 +271,56 @@ func voteRanking(own, rows []float64, arms int, excluded []bool, k int, prop Pro
 	return r
 }
 
+// voteProbs counts, over the rows of draws (each a row of arms scores),
+// the probability of each arm in slot j of order given the arms of the
+// slots above it: among the rows whose ranking starts with order[:j],
+// the fraction that put the arm next; counts[j] is that number of rows.
+// A slot no row reaches gets the uniform distribution over the arms it
+// may take.
+func voteProbs(rows []float64, arms int, excluded []bool, order []int) (probs [][]float64, counts []int) {
+	k := len(order)
+	probs = make([][]float64, k)
+	for j := range probs {
+		probs[j] = make([]float64, arms)
+	}
+	counts = make([]int, k)
+	for i := range len(rows) / arms {
+		o := rankOrder(rows[i*arms:(i+1)*arms], excluded, k)
+		for j := range k {
+			counts[j]++
+			probs[j][o[j]]++
+			if o[j] != order[j] {
+				break
+			}
+		}
+	}
+	for j := range k {
+		if counts[j] == 0 {
+			uniformOver(probs[j], unavailable(excluded, order[:j]))
+			continue
+		}
+		for b := range probs[j] {
+			probs[j][b] /= float64(counts[j])
+		}
+	}
+	return probs, counts
+}
+
+// uniformOver sets p to the uniform distribution over the arms not taken.
+func uniformOver(p []float64, taken []bool) {
+	n := len(p) - countTrue(taken)
+	for b := range p {
+		p[b] = 0
+		if !taken[b] {
+			p[b] = 1 / float64(n)
+		}
+	}
+}
+
 // exactRanking is the ranking of eps-greedy (greedy with eps 0, uniform
 // with eps 1): with probability eps a uniformly random order of the m
-// allowed arms, and otherwise the scores' order. With u_j = eps (m-j)!/m!
-// the probability of a given first j arms by the random order, the first
-// j arms of a ranking have probability u_j + (1-eps) 1{they are the
-// scores' first j}, and slot j's arm b, given the slots above,
-//
-//	(u_{j+1} + (1-eps) 1{above, b greedy}) / (u_j + (1-eps) 1{above greedy}).
+// allowed arms, and otherwise the scores' order; its probabilities are
+// exactProbs'.
 func exactRanking(scores []float64, eps float64, excluded []bool, k int, rng *mrand.Rand) *ranking {
 	arms := len(scores)
 	greedy := rankOrder(scores, excluded, k)
@@ -260,30 +331,56 @@ func exactRanking(scores []float64, eps float64, excluded []bool, k int, rng *mr
 		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 		r.order = all[:k]
 	}
-	r.probs = make([][]float64, k)
+	r.probs = exactProbs(arms, greedy, eps, excluded, r.order)
+	r.given = func(above []int) [][]float64 { return exactProbs(arms, greedy, eps, excluded, above) }
 	r.props = make([]*Propensity, k)
+	for j := range k {
+		r.props[j] = &Propensity{Estimator: "exact"}
+	}
+	return r
+}
+
+// exactProbs is the probability of each arm in slot j of order given
+// the arms of the slots above, under eps-greedy's ranking of arms arms
+// by the greedy order greedy (at least as long as order). With u_j = eps (m-j)!/m!
+// the probability of a given first j arms by the random order (m the
+// allowed arms), the first j arms of a ranking have probability
+// u_j + (1-eps) 1{they are the greedy first j}, and slot j's arm b,
+// given the slots above,
+//
+//	(u_{j+1} + (1-eps) 1{above, b greedy}) / (u_j + (1-eps) 1{above greedy}).
+//
+// Slots above that the ranking never gives (eps 0 off the greedy order)
+// leave the uniform distribution over the arms the slot may take.
+func exactProbs(arms int, greedy []int, eps float64, excluded []bool, order []int) [][]float64 {
+	k := len(order)
+	allowed := arms - countTrue(excluded)
+	probs := make([][]float64, k)
 	u, onGreedy := eps, true
 	for j := range k {
 		uNext := u / float64(allowed-j)
-		r.probs[j] = make([]float64, arms)
-		taken := unavailable(excluded, r.order[:j])
+		probs[j] = make([]float64, arms)
+		taken := unavailable(excluded, order[:j])
 		den := u
 		if onGreedy {
 			den += 1 - eps
 		}
-		for b := range arms {
-			if taken[b] {
-				continue
+		if den == 0 {
+			uniformOver(probs[j], taken)
+		} else {
+			for b := range arms {
+				if taken[b] {
+					continue
+				}
+				num := uNext
+				if onGreedy && b == greedy[j] {
+					num += 1 - eps
+				}
+				probs[j][b] = num / den
 			}
-			num := uNext
-			if onGreedy && b == greedy[j] {
-				num += 1 - eps
-			}
-			r.probs[j][b] = num / den
 		}
-		r.props[j] = &Propensity{Estimator: "exact"}
-		onGreedy = onGreedy && r.order[j] == greedy[j]
+		onGreedy = onGreedy && order[j] == greedy[j]
 		u = uNext
 	}
-	return r
+	return probs
 }

@@ -64,12 +64,7 @@ func restart(t *testing.T, svc *bandit.Service, st bandit.Store) *bandit.Agent {
 	if err := svc.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	svc = newLoaded(t, st)
-	t.Cleanup(func() { svc.Close(ctx) })
-	a, err := svc.Agent("toy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, a := reopen(t, st, bandit.ServiceConfig{Workers: 1, Seed: 1, Logger: testLogger(t)})
 	return a
 }
 

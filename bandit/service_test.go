@@ -41,6 +41,24 @@ func smallConfig(kind bandit.PolicyKind) *bandit.Config {
 	}
 }
 
+// reopen starts a service with cfg on st, as a restarted process does,
+// and returns it, closed when the test ends, and its agent of the toy
+// bandit.
+func reopen(t *testing.T, st bandit.Store, cfg bandit.ServiceConfig) (*bandit.Service, *bandit.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	svc := bandit.NewService(st, cfg)
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close(ctx) })
+	a, err := svc.Agent("toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, a
+}
+
 // toyReward: arm a pays 1 on red, arm b pays 1 on blue.
 func toyReward(color string, arm string) float64 {
 	if (color == "red") == (arm == "a") {
@@ -98,15 +116,7 @@ func TestServiceLearnsAndResumes(t *testing.T) {
 			if err := svc.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			svc2 := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 2, Logger: testLogger(t)})
-			if err := svc2.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer svc2.Close(ctx)
-			a2, err := svc2.Agent("toy")
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, a2 := reopen(t, st, bandit.ServiceConfig{Workers: 1, Seed: 2, Logger: testLogger(t)})
 			if got := a2.Status().ModelVersion; got < st1.ModelVersion {
 				t.Errorf("after restart model version %d, want >= %d", got, st1.ModelVersion)
 			}

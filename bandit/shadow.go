@@ -95,11 +95,18 @@ func (sh *Agent) askShadow(ctx context.Context, d *Decision, x []float64, exclud
 
 // askShadowRank asks the candidate sh for its ranking of the slots ds of
 // one request (Rank) at the encoded context x, on its published model,
-// without acting on it: slot j's decision gets the candidate's arm for
-// slot j (ShadowArm) and its probability of each arm there given its
-// own slots above (ShadowPropensities), floored as Rank floors the live
-// ones (Agent.rank). The candidate's failure does not fail the ranking:
-// it is logged and no slot keeps a shadow choice.
+// without acting on it, and weighs it at the live ranking's slots: slot
+// j's decision gets the candidate's probability of each arm there given
+// the live policy's arms in the slots above (ShadowPropensities,
+// Agent.rankGiven, floored as Rank floors the live ones), an arm drawn
+// from them (ShadowArm: the candidate's own ranking's while its slots
+// above are the live ones, a draw with rng after), and the importance
+// weight of the slots above (ShadowAbove). Given the live slots above,
+// and not its own, so that the product of a slot's weights down to it
+// is the candidate's probability of the live arms there over the live
+// policy's: what the shadow estimate of a ranked slot needs (see
+// simulators.EstimateShadow). The candidate's failure does not fail the
+// ranking: it is logged and no slot keeps a shadow choice.
 func (sh *Agent) askShadowRank(ctx context.Context, ds []*Decision, x []float64, excluded []bool, rng *mrand.Rand) {
 	r, err := sh.rank(ctx, sh.model.Load(), x, excluded, len(ds), rng)
 	if err != nil {
@@ -108,8 +115,19 @@ func (sh *Agent) askShadowRank(ctx context.Context, ds []*Decision, x []float64,
 		}
 		return
 	}
+	live := make([]int, len(ds))
 	for j, d := range ds {
-		d.ShadowArm, d.ShadowPropensities = r.order[j], r.probs[j]
+		live[j] = d.Arm
+	}
+	probs := sh.rankGiven(r, excluded, live)
+	own, w := true, 1.0 // own: the candidate's slots above are the live ones
+	for j, d := range ds {
+		d.ShadowArm, d.ShadowPropensities, d.ShadowAbove = r.order[j], probs[j], w
+		if !own {
+			d.ShadowArm = drawArm(probs[j], rng)
+		}
+		own = own && r.order[j] == d.Arm
+		w *= probs[j][d.Arm] / d.Propensities[d.Arm]
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -114,15 +115,7 @@ func TestShadowTrainsBesideTheLiveAgent(t *testing.T) {
 
 	// A restart builds the candidate again and trains it on every
 	// stored reward; removing it leaves decisions without its choice.
-	svc2 := bandit.NewService(st, bandit.ServiceConfig{Workers: 1, Seed: 2, Logger: testLogger(t)})
-	if err := svc2.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc2.Close(ctx)
-	a2, err := svc2.Agent("toy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc2, a2 := reopen(t, st, bandit.ServiceConfig{Workers: 1, Seed: 2, Logger: testLogger(t)})
 	if a2.Shadow() == nil || a2.Shadow().Config().Policy.Kind != bandit.Uniform {
 		t.Fatalf("after a restart the candidate is %v, want the uniform one", a2.Shadow())
 	}
@@ -139,6 +132,78 @@ func TestShadowTrainsBesideTheLiveAgent(t *testing.T) {
 	}
 	if a2.Shadow() != nil || a2.Config().Shadow != nil || out.Decision.ShadowPropensities != nil {
 		t.Errorf("after removing the candidate: agent %v, config %+v, decision's shadow propensities %v; want none", a2.Shadow(), a2.Config().Shadow, out.Decision.ShadowPropensities)
+	}
+}
+
+// TestPromoteRefinedShadow: promoting a refined-ts candidate beside a
+// live eps-greedy makes the bandit refined-ts on the candidate's trained
+// posterior (its means, standard deviations, prior variances and noise,
+// stored as the bandit's newest snapshot version), which then decides on
+// samples refined from it, trains on new rewards and is what a restart
+// loads. In step mode, so that nothing trains between the reads.
+func TestPromoteRefinedShadow(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	step := &bandit.StepConfig{TrainEvery: 10}
+	svc := bandit.NewService(st, bandit.ServiceConfig{Seed: 1, Logger: testLogger(t), Step: step})
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(ctx)
+	cfg := smallConfig(bandit.EpsGreedy)
+	cand := smallConfig(bandit.RefinedTS)
+	cfg.Shadow = &bandit.ShadowConfig{Policy: cand.Policy, Model: cand.Model, Training: cand.Training, Refinement: cand.Refinement}
+	a, err := svc.Create(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	playToy(t, a, n, 1)
+	learned := a.Shadow().Posterior()
+	if a.Shadow().Status().TrainedRows != n || learned.Version == 0 {
+		t.Fatalf("the refined-ts candidate trained on %d rows (version %d), want %d", a.Shadow().Status().TrainedRows, learned.Version, n)
+	}
+	liveVersion := a.Status().ModelVersion
+
+	promote := true
+	if _, _, err := svc.Update(ctx, "toy", &bandit.Patch{PromoteShadow: &promote}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.Agent("toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samePosterior := func(what string, got bandit.PosteriorOf) {
+		t.Helper()
+		if got.Version <= liveVersion || !slices.Equal(got.Mu, learned.Mu) || !slices.Equal(got.Sigma, learned.Sigma) ||
+			!slices.Equal(got.PriorVar, learned.PriorVar) || !slices.Equal(got.Noise, learned.Noise) {
+			t.Fatalf("%s: posterior version %d (noise %v), want a version after the live policy's %d with the candidate's means, deviations, prior variances and noise (%v)",
+				what, got.Version, got.Noise, liveVersion, learned.Noise)
+		}
+	}
+	if p.Config().Policy.Kind != bandit.RefinedTS || p.Config().Shadow != nil || p.Shadow() != nil {
+		t.Fatalf("after promoting: policy %s, shadow %+v; want refined-ts without a shadow", p.Config().Policy.Kind, p.Config().Shadow)
+	}
+	promoted := p.Posterior()
+	samePosterior("the promoted agent", promoted)
+	out, err := p.Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(`{"color": "red", "size": 1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := out.Decision; d.Policy != string(bandit.RefinedTS) || d.Sample != bandit.SampleRefined || d.ModelVersion != promoted.Version {
+		t.Errorf("a decision after promoting: policy %s, sample %s, version %d; want refined-ts on a refined sample of version %d", d.Policy, d.Sample, d.ModelVersion, promoted.Version)
+	}
+
+	// A restart loads the promoted posterior (the snapshot promoting
+	// stored), then the agent trains on.
+	if err := svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, p2 := reopen(t, st, bandit.ServiceConfig{Seed: 2, Logger: testLogger(t), Step: step})
+	samePosterior("after a restart", p2.Posterior())
+	playToy(t, p2, 20, 2)
+	if v := p2.Posterior().Version; v <= promoted.Version {
+		t.Errorf("after 20 more rewards the promoted bandit is at version %d, want past %d", v, promoted.Version)
 	}
 }
 

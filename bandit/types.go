@@ -60,9 +60,23 @@ type Decision struct {
 	// candidate (Config.Shadow) picks arm i for this context, and
 	// ShadowArm the arm it picked, asked at the decision without acting
 	// on it; ShadowPropensities is nil (and ShadowArm meaningless) when
-	// the bandit had no candidate.
+	// the bandit had no candidate. On a ranking's slot both are given
+	// the live policy's arms in the slots above (Agent.Rank).
 	ShadowArm          int
 	ShadowPropensities []float64
+	// Slot is the decision's place in its ranking (Agent.Rank), 1 at the
+	// top; 0 for a decision that is no ranking's (Decide, DecideBatch),
+	// and for every decision stored before migration 0008.
+	Slot int
+	// ShadowAbove, on a ranking's slot below the first with a shadow
+	// choice, is the importance weight of the slots above it: the
+	// candidate's probability of the live arms in those slots over the
+	// live policy's, the product over them of
+	// ShadowPropensities[Arm] / Propensities[Arm] (each slot's
+	// probabilities given the live slots above it). It is 1 on a first
+	// slot, and meaningless on a decision without a shadow choice or
+	// that is no ranking's (Slot 0).
+	ShadowAbove float64
 }
 
 // Reward is the observed reward of one decision. There is at most one

@@ -38,6 +38,23 @@ const (
 // defaults (DR needs a reward model fitted apart, which a log window
 // does not have). Intervals are at ShadowLevel. With fewer than two such
 // decisions the estimates are nil with the reason.
+//
+// A ranking's slots (bandit.Agent.Rank) count as decisions each, with
+// the weight of the ranking down to the slot: slot j's is
+//
+//	w_j = Π_{i<=j} π_i(a_i|a_1..a_{i-1}) / μ_i(a_i|a_1..a_{i-1})
+//	    = π(a_1..a_j|x) / μ(a_1..a_j|x),
+//
+// a_i the live arm of slot i and π_i, μ_i the candidate's and the live
+// policy's logged probabilities there given the live arms above, the
+// product of the slots above logged as bandit.Decision.ShadowAbove: the
+// prefix weight of off-policy estimators of rankings under the cascade
+// model (Li et al. 2018). It is unbiased for the candidate's expected
+// reward of slot j when that reward depends on the context and the arms
+// of slots 1 to j, not on those below, which a reader who scans the
+// page top down has not yet seen. The estimate is then the candidate's mean reward per
+// slot (the live policy's too), each rewarded slot a decision. Slots
+// logged before migration 0008 (Slot 0) count as single decisions.
 func EstimateShadow(ctx context.Context, st bandit.Store, name string, since time.Time) (*bandit.ShadowEstimate, error) {
 	const page = 1000
 	var cand, live []OPERow
@@ -60,6 +77,12 @@ func EstimateShadow(ctx context.Context, st bandit.Store, name string, since tim
 				continue
 			}
 			row := OPERow{Pi: r.ShadowPropensities, Arm: r.Arm, Mu: r.Propensities[r.Arm], Reward: r.Reward.Value, MuAll: r.Propensities}
+			if r.Slot > 1 {
+				row.Pi = make([]float64, len(r.ShadowPropensities))
+				for b, p := range r.ShadowPropensities {
+					row.Pi[b] = r.ShadowAbove * p
+				}
+			}
 			cand = append(cand, row)
 			row.Pi = r.Propensities
 			live = append(live, row)

@@ -223,10 +223,10 @@ const (
 	sqlInsertDecisions = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $5::integer[], $6::integer[], $7::integer[], $8::integer[],
-		$9::integer[], $10::text[], $11::bigint[], $12::text[], $13::timestamptz[], $14::integer[], $15::integer[])
-	WITH ORDINALITY AS t(bandit, event_id, context, start, enc_len, prop_len, score_len, arm, policy, model_version, sample, created_at, shadow_arm, shadow_len, ord)
+		$9::integer[], $10::text[], $11::bigint[], $12::text[], $13::timestamptz[], $14::integer[], $15::integer[], $16::integer[], $17::float8[])
+	WITH ORDINALITY AS t(bandit, event_id, context, start, enc_len, prop_len, score_len, arm, policy, model_version, sample, created_at, shadow_arm, shadow_len, slot, shadow_above, ord)
 ), ins AS (
-	INSERT INTO decisions AS d (bandit, event_id, context, encoded, arm, propensities, scores, policy, model_version, sample, created_at, shadow_arm, shadow_propensities)
+	INSERT INTO decisions AS d (bandit, event_id, context, encoded, arm, propensities, scores, policy, model_version, sample, created_at, shadow_arm, shadow_propensities, slot, shadow_above)
 	SELECT i.bandit, i.event_id, i.context,
 		($4::float8[])[i.start + 1 : i.start + i.enc_len],
 		i.arm,
@@ -234,7 +234,9 @@ WITH input AS (
 		($4::float8[])[i.start + i.enc_len + i.prop_len + 1 : i.start + i.enc_len + i.prop_len + i.score_len],
 		i.policy, i.model_version, i.sample, i.created_at,
 		CASE WHEN i.shadow_len > 0 THEN i.shadow_arm END,
-		CASE WHEN i.shadow_len > 0 THEN ($4::float8[])[i.start + i.enc_len + i.prop_len + i.score_len + 1 : i.start + i.enc_len + i.prop_len + i.score_len + i.shadow_len] END
+		CASE WHEN i.shadow_len > 0 THEN ($4::float8[])[i.start + i.enc_len + i.prop_len + i.score_len + 1 : i.start + i.enc_len + i.prop_len + i.score_len + i.shadow_len] END,
+		NULLIF(i.slot, 0),
+		CASE WHEN i.shadow_len > 0 AND i.slot > 0 THEN i.shadow_above END
 	FROM input i
 	WHERE EXISTS (SELECT FROM bandits b WHERE b.name = i.bandit AND b.deleted_at IS NULL)
 	ORDER BY i.ord
@@ -287,7 +289,8 @@ func decisionArgs(ws []*write) []any {
 		bandits, eventIDs, policies, samples = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		contexts                             = make([][]byte, n)
 		starts, encLen, propLen, scoreLen    = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-		arms, shadowArms, shadowLen          = make([]int32, n), make([]int32, n), make([]int32, n)
+		arms, shadowArms, shadowLen, slots   = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		shadowAbove                          = make([]float64, n)
 		versions                             = make([]int64, n)
 		createdAt                            = make([]time.Time, n)
 		size                                 int
@@ -304,8 +307,9 @@ func decisionArgs(ws []*write) []any {
 		flat = append(append(append(append(flat, d.Encoded...), d.Propensities...), d.Scores...), d.ShadowPropensities...)
 		arms[k], policies[k], versions[k], samples[k], createdAt[k] = int32(d.Arm), d.Policy, d.ModelVersion, string(d.Sample), d.CreatedAt
 		shadowArms[k], shadowLen[k] = int32(d.ShadowArm), int32(len(d.ShadowPropensities))
+		slots[k], shadowAbove[k] = int32(d.Slot), d.ShadowAbove
 	}
-	return []any{bandits, eventIDs, contexts, flat, starts, encLen, propLen, scoreLen, arms, policies, versions, samples, createdAt, shadowArms, shadowLen}
+	return []any{bandits, eventIDs, contexts, flat, starts, encLen, propLen, scoreLen, arms, policies, versions, samples, createdAt, shadowArms, shadowLen, slots, shadowAbove}
 }
 
 func rewardArgs(ws []*write) []any {

@@ -174,6 +174,7 @@ func TestDropsNamesWhatEachDownStepDeletes(t *testing.T) {
 		5: {{Table: "replicas"}},
 		6: {{Table: "snapshots", Column: "lease_token"}, {Table: "trainer_leases"}},
 		7: {{Table: "decisions", Column: "shadow_propensities"}, {Table: "decisions", Column: "shadow_arm"}},
+		8: {{Table: "decisions", Column: "shadow_above"}, {Table: "decisions", Column: "slot"}},
 	}
 	latest, err := latestMigration()
 	if err != nil {

@@ -322,16 +322,17 @@ func (s *Postgres) InsertReward(ctx context.Context, r *bandit.Reward) error {
 	return w.err
 }
 
-const decisionColumns = `d.bandit, d.event_id, d.context, d.encoded, d.arm, d.propensities, d.scores, d.policy, d.model_version, d.sample, d.created_at, d.shadow_arm, d.shadow_propensities`
+const decisionColumns = `d.bandit, d.event_id, d.context, d.encoded, d.arm, d.propensities, d.scores, d.policy, d.model_version, d.sample, d.created_at, d.shadow_arm, d.shadow_propensities, d.slot, d.shadow_above`
 
 // scanDecision scans decisionColumns, then extra.
 func scanDecision(row pgx.Row, extra ...any) (*bandit.Decision, error) {
 	var d bandit.Decision
 	var ctx []byte
 	var arm int32
-	var shadowArm *int32
+	var shadowArm, slot *int32
+	var shadowAbove *float64
 	var sample string
-	dst := append([]any{&d.Bandit, &d.EventID, &ctx, &d.Encoded, &arm, &d.Propensities, &d.Scores, &d.Policy, &d.ModelVersion, &sample, &d.CreatedAt, &shadowArm, &d.ShadowPropensities}, extra...)
+	dst := append([]any{&d.Bandit, &d.EventID, &ctx, &d.Encoded, &arm, &d.Propensities, &d.Scores, &d.Policy, &d.ModelVersion, &sample, &d.CreatedAt, &shadowArm, &d.ShadowPropensities, &slot, &shadowAbove}, extra...)
 	if err := row.Scan(dst...); err != nil {
 		return nil, err
 	}
@@ -342,6 +343,12 @@ func scanDecision(row pgx.Row, extra ...any) (*bandit.Decision, error) {
 		d.ShadowArm = int(*shadowArm)
 	} else {
 		d.ShadowPropensities = nil
+	}
+	if slot != nil {
+		d.Slot = int(*slot)
+	}
+	if shadowAbove != nil && d.ShadowPropensities != nil && d.Slot > 0 {
+		d.ShadowAbove = *shadowAbove
 	}
 	return &d, nil
 }

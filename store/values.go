@@ -111,6 +111,16 @@ func normDecision(d *bandit.Decision) (*bandit.Decision, error) {
 		}
 		shadowArm = d.ShadowArm
 	}
+	if d.Slot < 0 || d.Slot > math.MaxInt32 {
+		return nil, fmt.Errorf("slot %d is out of range", d.Slot)
+	}
+	shadowAbove := 0.0 // meaningless without a shadow choice, or on no ranking's decision
+	if len(d.ShadowPropensities) > 0 && d.Slot > 0 {
+		if !(d.ShadowAbove >= 0) || math.IsInf(d.ShadowAbove, 0) {
+			return nil, fmt.Errorf("shadow weight %v of the slots above is not a finite number >= 0", d.ShadowAbove)
+		}
+		shadowAbove = d.ShadowAbove
+	}
 	if !utf8.ValidString(d.Policy) || strings.IndexByte(d.Policy, 0) >= 0 {
 		return nil, fmt.Errorf("policy %q is not valid UTF-8 text without NUL", d.Policy)
 	}
@@ -132,6 +142,8 @@ func normDecision(d *bandit.Decision) (*bandit.Decision, error) {
 
 		ShadowArm:          shadowArm,
 		ShadowPropensities: cloneFloats(d.ShadowPropensities),
+		Slot:               d.Slot,
+		ShadowAbove:        shadowAbove,
 	}, nil
 }
 

@@ -24,8 +24,8 @@ type RankingRequest struct {
 // first, each with its own event ID (rewarded with Reward) and, in
 // Probabilities, every arm's probability of landing in its slot given
 // the slots above; with a candidate (shadow), in Shadow, the
-// candidate's arm for the slot and its probabilities there given its
-// own slots above. A slot whose event ID was decided before is the
+// candidate's probabilities there given the live arms of the slots
+// above and an arm drawn from them. A slot whose event ID was decided before is the
 // stored decision, Replayed, without a propensity.
 func (c *Client) Rank(ctx context.Context, name string, req RankingRequest) ([]Decision, error) {
 	return c.decisions(ctx, "/v1/bandits/"+url.PathEscape(name)+"/rankings", req)

@@ -210,6 +210,12 @@ func TestMigrateDownRefusesOnlyWhatItsStepDrops(t *testing.T) {
 			"the database holds 1 row of decisions with shadow_propensities set, 1 row of decisions with shadow_arm set",
 			[]string{bandit, `INSERT INTO decisions (bandit, event_id, context, encoded, arm, propensities, scores, policy, model_version, sample, created_at)
 				VALUES ('b', 'e1', '{}', '{}', 0, '{1}', '{0}', 'uniform', 0, 'none', now())`}},
+		{8, "0008 drops the ranked slots' places and shadow weights",
+			[]string{bandit, `INSERT INTO decisions (bandit, event_id, context, encoded, arm, propensities, scores, policy, model_version, sample, created_at, shadow_arm, shadow_propensities, slot, shadow_above)
+				VALUES ('b', 'e1', '{}', '{}', 0, '{1}', '{0}', 'uniform', 0, 'none', now(), 0, '{1}', 2, 0.5)`},
+			"the database holds 1 row of decisions with shadow_above set, 1 row of decisions with slot set",
+			[]string{bandit, `INSERT INTO decisions (bandit, event_id, context, encoded, arm, propensities, scores, policy, model_version, sample, created_at, shadow_arm, shadow_propensities)
+				VALUES ('b', 'e1', '{}', '{}', 0, '{1}', '{0}', 'uniform', 0, 'none', now(), 0, '{1}')`}},
 	}
 	if latest := latestMigration(t); len(tests) != latest {
 		t.Fatalf("%d cases for %d migrations: add one for each new migration", len(tests), latest)

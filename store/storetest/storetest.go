@@ -142,6 +142,8 @@ func diffDecision(got, want *bandit.Decision) string {
 	case !slices.Equal(got.ShadowPropensities, want.ShadowPropensities) || (want.ShadowPropensities != nil) != (got.ShadowPropensities != nil) ||
 		want.ShadowPropensities != nil && got.ShadowArm != want.ShadowArm:
 		return fmt.Sprintf("shadow arm %d, propensities %v; want %d, %v", got.ShadowArm, got.ShadowPropensities, want.ShadowArm, want.ShadowPropensities)
+	case got.Slot != want.Slot || want.ShadowPropensities != nil && want.Slot > 0 && got.ShadowAbove != want.ShadowAbove:
+		return fmt.Sprintf("slot %d, shadow weight above %g; want %d, %g", got.Slot, got.ShadowAbove, want.Slot, want.ShadowAbove)
 	case got.Policy != want.Policy || got.ModelVersion != want.ModelVersion || got.Sample != want.Sample:
 		return fmt.Sprintf("policy/version/sample %s/%d/%s, want %s/%d/%s",
 			got.Policy, got.ModelVersion, got.Sample, want.Policy, want.ModelVersion, want.Sample)
@@ -266,6 +268,16 @@ func testInvalidInput(t *testing.T, s bandit.Store) {
 			_, _, err := s.InsertDecision(ctx(t), bad(func(d *bandit.Decision) { d.ShadowArm, d.ShadowPropensities = 2, []float64{0.5, 0.5} }))
 			return err
 		}},
+		{"a negative slot", func() error {
+			_, _, err := s.InsertDecision(ctx(t), bad(func(d *bandit.Decision) { d.Slot = -1 }))
+			return err
+		}},
+		{"a slot's shadow weight above that is NaN", func() error {
+			_, _, err := s.InsertDecision(ctx(t), bad(func(d *bandit.Decision) {
+				d.Slot, d.ShadowArm, d.ShadowPropensities, d.ShadowAbove = 2, 0, []float64{0.5, 0.5}, math.NaN()
+			}))
+			return err
+		}},
 		{"a NaN reward", func() error {
 			return s.InsertReward(ctx(t), &bandit.Reward{Bandit: "b", EventID: "e", Value: math.NaN()})
 		}},
@@ -352,8 +364,10 @@ func testInsertDecisions(t *testing.T, s bandit.Store) {
 	first := mustDecide(t, s, decision("b", "e1"))
 	ds := []*bandit.Decision{decision("b", "e0"), decision("b", "e1"), decision("b", "e2")}
 	ds[1].Arm = 0
-	// A candidate's choice (the shadow policy) beside one without.
+	// A candidate's choice (the shadow policy) beside one without, as
+	// the second slot of a ranking whose first is ds[0].
 	ds[2].ShadowArm, ds[2].ShadowPropensities = 0, []float64{0.9, 0.1}
+	ds[0].Slot, ds[2].Slot, ds[2].ShadowAbove = 1, 2, 0.375
 	stored, created, err := s.InsertDecisions(ctx(t), ds)
 	if err != nil {
 		t.Fatalf("InsertDecisions = %v", err)
