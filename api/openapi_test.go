@@ -477,9 +477,10 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		{"POST", "/v1/bandits", "", ts, 201},
 		{"POST", "/v1/bandits", "", ts, 409},
 		{"POST", "/v1/bandits", "", `{"name": "eps", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "eps-greedy", "epsilon": 0.1}, "model": {"hidden": [4]}, "shadow": {"policy": {"kind": "uniform"}}}`, 201},
-		// diag's arms are described by features (issue 32).
+		// diag's arms are described by features, and its ranked slots
+		// by theirs (issue 32).
 		{"POST", "/v1/bandits", "", strings.Replace(fmt.Sprintf(posteriorBandit, "diag", `"a", "b", "c"`, `"kind": "laplace-ts", "laplace": "diagonal"`), `"policy"`,
-			`"arm_features": [{"name": "w", "type": "numeric"}], "arm_values": {"a": {"w": 0}, "b": {"w": 1}, "c": {"w": 2}}, "retired": ["c"], "policy"`, 1), 201},
+			`"arm_features": [{"name": "w", "type": "numeric"}], "arm_values": {"a": {"w": 0}, "b": {"w": 1}, "c": {"w": 2}}, "retired": ["c"], "slot_features": [{"name": "pos", "type": "numeric"}], "policy"`, 1), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "last", `"a", "b"`, `"kind": "laplace-ts", "laplace": "last-layer"`), 201},
 		{"POST", "/v1/bandits", "", fmt.Sprintf(posteriorBandit, "flow", `"a", "b"`, `"kind": "flow-ts", "flow": {"length": 2, "iterations": 20, "lr": 0.03}`), 201},
 		{"POST", "/v1/bandits", "", `{"name": "sixth", "arms": ["a", "b"], "features": [{"name": "x", "type": "numeric"}], "policy": {"kind": "uniform"}}`, 403},
@@ -505,6 +506,8 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 		{"POST", "/v1/bandits/eps/rankings", "", `{"context": {"x": 1}, "slots": 2, "event_ids": ["k1", "k2"], "excluded_arms": []}`, 201},
 		{"POST", "/v1/bandits/eps/rankings", "", `{"context": {"x": 1}, "slots": 2, "event_ids": ["k1", "k2"]}`, 200},
 		{"POST", "/v1/bandits/eps/rankings", "", `{"context": {"x": 1}, "slots": 3}`, 400},
+		{"POST", "/v1/bandits/diag/rankings", "", `{"context": {"x": 1}, "slots": 2, "slot_contexts": [{"pos": 1}, {"pos": 2}]}`, 201},
+		{"POST", "/v1/bandits/diag/rankings", "", `{"context": {"x": 1}, "slots": 2, "slot_contexts": [{"pos": 1}]}`, 400},
 	} {
 		do(e)
 	}

@@ -13,6 +13,8 @@ type rankingRequest struct {
 	Slots        int             `json:"slots"`
 	EventIDs     []string        `json:"event_ids"`
 	ExcludedArms []string        `json:"excluded_arms"`
+	// SlotContexts is each slot's features (bandit.RankRequest.SlotContexts).
+	SlotContexts []json.RawMessage `json:"slot_contexts"`
 }
 
 // rank answers POST /v1/bandits/{name}/rankings (bandit.Agent.Rank):
@@ -25,7 +27,7 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, MaxDecisionBytes, &req) {
 		return
 	}
-	outs, err := a.Rank(r.Context(), bandit.RankRequest{Context: req.Context, Slots: req.Slots, EventIDs: req.EventIDs, Excluded: req.ExcludedArms})
+	outs, err := a.Rank(r.Context(), bandit.RankRequest{Context: req.Context, Slots: req.Slots, EventIDs: req.EventIDs, Excluded: req.ExcludedArms, SlotContexts: req.SlotContexts})
 	if err != nil {
 		s.writeProblem(w, r, s.decideError(a, err, ""))
 		return

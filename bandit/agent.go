@@ -93,6 +93,9 @@ type Agent struct {
 	current   atomic.Pointer[Config]
 	createdAt time.Time
 	enc       *Encoder
+	// slotEnc reads a ranking's slot contexts against the slot features
+	// (slots.go); nil: the bandit has none.
+	slotEnc *Encoder
 	// pairs is the arms' encoded features of a bandit with arm
 	// features (armfeatures.go), whose network scores (context, arm)
 	// pairs with one output; nil: one output per arm.
@@ -193,7 +196,7 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		name:      cfg.Name,
 		cfg:       *cfg,
 		createdAt: b.CreatedAt,
-		enc:       NewEncoder(cfg.Features),
+		enc:       NewEncoder(ContextFeatures(cfg)),
 		store:     st,
 		log:       log.With("bandit", cfg.Name),
 		obs:       obs,
@@ -209,6 +212,9 @@ func newAgent(b *Bandit, cfg *Config, st Store, pool *refinePool, seed uint64, l
 		return nil, fmt.Errorf("bandit %s: unknown policy kind %q", cfg.Name, cfg.Policy.Kind)
 	}
 	a.current.Store(&a.cfg)
+	if len(cfg.SlotFeatures) > 0 {
+		a.slotEnc = NewEncoder(cfg.SlotFeatures)
+	}
 	if !b.ArchivedAt.IsZero() {
 		a.archivedAt.Store(b.ArchivedAt.UnixNano())
 	}

@@ -265,7 +265,7 @@ func typeName(t string) string {
 type ShadowConfig = spec.ShadowConfig
 
 // Candidate returns the full configuration of c's shadow: c's name,
-// arms (their features, the retired ones), features and reward with
+// arms (their features, the retired ones), features, slot features and reward with
 // the shadow's policy, model, training and refinement, and no shadow.
 // nil when c is nil or has no shadow. The slices of the shadow are shared, not copied.
 func Candidate(c *Config) *Config {
@@ -273,7 +273,7 @@ func Candidate(c *Config) *Config {
 		return nil
 	}
 	s := c.Shadow
-	return &Config{Name: c.Name, Arms: c.Arms, Features: c.Features, ArmFeatures: c.ArmFeatures, ArmValues: c.ArmValues, Retired: c.Retired, Reward: c.Reward,
+	return &Config{Name: c.Name, Arms: c.Arms, Features: c.Features, ArmFeatures: c.ArmFeatures, ArmValues: c.ArmValues, SlotFeatures: c.SlotFeatures, Retired: c.Retired, Reward: c.Reward,
 		Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement}
 }
 
@@ -339,6 +339,7 @@ func Validate(c *Config) error {
 	validateFeatures(c, &v)
 	validatePolicy(c, &v)
 	validateArms(c, &v)
+	validateSlotFeatures(c, &v)
 	if CapabilitiesOf(c.Policy).Network {
 		validateModel(c, &v)
 	}
@@ -650,17 +651,7 @@ func validateCost(c *Config, v *validator) {
 }
 
 // encodedDim is the length of an encoded context.
-func encodedDim(c *Config) int {
-	dim := 0
-	for _, f := range c.Features {
-		if f.Type == Categorical {
-			dim += len(f.Values)
-		} else {
-			dim++
-		}
-	}
-	return dim
-}
+func encodedDim(c *Config) int { return schemaDim(ContextFeatures(c)) }
 
 // validator collects field errors.
 type validator struct {

@@ -373,7 +373,7 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 	if m.q == nil || m.version == 0 {
 		return nil, nil
 	}
-	enc := NewEncoder(cfg.Features)
+	enc := NewEncoder(ContextFeatures(cfg))
 	in, out := netShape(cfg)
 	b := modelArch(cfg.Model, in, out)
 	n := b.NumParams()
@@ -532,7 +532,7 @@ func (s *Service) Update(ctx context.Context, name string, p *Patch) (*Agent, []
 			effects = append(effects, "storing the shadow's posterior failed: the promoted policy retrains from the prior on every stored reward")
 		}
 	}
-	grown := len(cfg.Arms) != len(cur.Arms) || NewEncoder(cfg.Features).Dim() != old.enc.Dim()
+	grown := len(cfg.Arms) != len(cur.Arms) || NewEncoder(ContextFeatures(cfg)).Dim() != old.enc.Dim()
 	if grown && old.fl != nil {
 		// Another replica may train the bandit: grow the newest
 		// posterior it stored (the trainer goroutine has stopped).

@@ -25,6 +25,11 @@ type RankRequest struct {
 	EventIDs []string
 	// Excluded names arms that no slot may take.
 	Excluded []string
+	// SlotContexts, when not nil, gives each slot's features: as many
+	// objects as Slots, in slot order, keyed by the names of
+	// Config.SlotFeatures. Slot j is decided, and its decision stored,
+	// on Context merged with SlotContexts[j] (slots.go).
+	SlotContexts []json.RawMessage
 }
 
 // ranking is what a policy kind's rank gives for one request: the arms
@@ -39,6 +44,16 @@ type ranking struct {
 	scores  []float64
 	sample  SampleKind
 	version int64 // the posterior version acted on; 0: the model's
+	// slotScores, when not nil, is each slot's draw at its own context
+	// (slotRanking); nil: every slot's is scores.
+	slotScores [][]float64
+	// rows is the groups' draws (rows of arms) that counted the
+	// probabilities (voteRanking); nil for the exact rules, whose
+	// epsilon is eps and random whether the order is the random one
+	// (exactRanking).
+	rows   []float64
+	eps    float64
+	random bool
 	// given returns, for the same draws, the probabilities of each arm
 	// in slot j given the arms of above[:j] in the slots above, for
 	// slots 1 to len(above)-1 (index 0 is not computed: the first
@@ -82,6 +97,16 @@ type ranking struct {
 // Event IDs decided before replay as in Decide, each on its own (a
 // replayed slot keeps its stored arm).
 //
+// With slot contexts (RankRequest.SlotContexts, Config.SlotFeatures)
+// each slot has its own context x_j, the request's merged with the
+// slot's features, and the same random numbers draw every slot's scores
+// (one posterior sample per request for the kinds that draw from rng;
+// the refined pool and the linear posteriors draw each slot's from
+// their own sources). Slot j takes the best arm of its own draw at x_j
+// that the slots above have not taken, and its probabilities are those
+// above with each group's ranking made the same way, slot by slot on
+// that slot's draws (slotRanking).
+//
 // Each slot's decision logs its place (Decision.Slot, 1 at the top). A
 // bandit's candidate (Config.Shadow, shadow.go) ranks the same request on
 // its own model and random source, without acting on it, and each slot's
@@ -101,6 +126,7 @@ func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	slots := a.slotContexts(req.Context, req.SlotContexts, req.Slots, &v)
 	excluded := a.excluded(req.Excluded, &v)
 	allowed := len(a.cfg.Arms) - countTrue(excluded)
 	if req.Slots < 1 || req.Slots > allowed {
@@ -110,10 +136,26 @@ func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 	if err := v.err(); err != nil {
 		return nil, err
 	}
+	xs, contexts := [][]float64{x}, make([]json.RawMessage, req.Slots)
+	for j := range contexts {
+		contexts[j] = req.Context
+	}
+	if slots != nil {
+		xs = make([][]float64, req.Slots)
+		for j, c := range slots {
+			if xs[j], err = a.encode(c, "slot_contexts", &v); err != nil {
+				return nil, err
+			}
+			contexts[j] = c
+		}
+		if err := v.err(); err != nil {
+			return nil, err
+		}
+	}
 	rng := a.acquireRNG()
 	defer a.releaseRNG(rng)
 	m := a.model.Load()
-	r, err := a.rank(ctx, m, x, excluded, req.Slots, rng)
+	r, err := a.rank(ctx, m, xs, excluded, req.Slots, rng)
 	if err != nil {
 		return nil, err
 	}
@@ -128,28 +170,47 @@ func (a *Agent) Rank(ctx context.Context, req RankRequest) ([]*Outcome, error) {
 		if len(req.EventIDs) > 0 {
 			id = req.EventIDs[j]
 		}
+		scores := r.scores
+		if r.slotScores != nil {
+			scores = r.slotScores[j]
+		}
 		ds[j] = &Decision{
-			Bandit: a.name, EventID: id, Context: req.Context, Encoded: x,
-			Arm: r.order[j], Propensities: r.probs[j], Scores: r.scores, Sample: r.sample,
+			Bandit: a.name, EventID: id, Context: contexts[j], Encoded: xs[min(j, len(xs)-1)],
+			Arm: r.order[j], Propensities: r.probs[j], Scores: scores, Sample: r.sample,
 			Policy: string(a.cfg.Policy.Kind), ModelVersion: version, Slot: j + 1,
 		}
 	}
 	if sh := a.shadow.Load(); sh != nil {
 		shRNG := sh.acquireRNG()
 		defer sh.releaseRNG(shRNG)
-		sh.askShadowRank(ctx, ds, x, excluded, shRNG)
+		sh.askShadowRank(ctx, ds, xs, excluded, shRNG)
 	}
 	return a.record(ctx, ds, r.props, excluded, "slots")
 }
 
-// rank ranks k arms at the encoded context x on the model m (the policy
-// kind's rank) and floors each slot's probabilities as Rank logs them:
+// rank ranks k arms on the model m at the encoded context xs[0] (the
+// policy kind's rank), or with one context per slot at xs[j]
+// (slotRanking of the kind's rankings of each, from the same random
+// numbers), and floors each slot's probabilities as Rank logs them:
 // those not exact are floored at MinPropensity over the arms the slot
 // may take, and a counted slot's StdError is 1/(2 sqrt(Groups)).
-func (a *Agent) rank(ctx context.Context, m *model, x []float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
-	r, err := a.decider.rank(ctx, a, m, x, excluded, k, rng)
-	if err != nil {
-		return nil, err
+func (a *Agent) rank(ctx context.Context, m *model, xs [][]float64, excluded []bool, k int, rng *mrand.Rand) (*ranking, error) {
+	var r *ranking
+	if len(xs) == 1 {
+		var err error
+		if r, err = a.decider.rank(ctx, a, m, xs[0], excluded, k, rng); err != nil {
+			return nil, err
+		}
+	} else {
+		s1, s2 := rng.Uint64(), rng.Uint64()
+		rs := make([]*ranking, len(xs))
+		for j, x := range xs {
+			var err error
+			if rs[j], err = a.decider.rank(ctx, a, m, x, excluded, k, mrand.New(mrand.NewPCG(s1, s2))); err != nil {
+				return nil, err
+			}
+		}
+		r = slotRanking(rs, len(a.cfg.Arms), excluded)
 	}
 	for j, p := range r.props {
 		if p.Estimator == "exact" {
@@ -255,11 +316,11 @@ func rankOrder(scores []float64, excluded []bool, k int) []int {
 // per slot, a copy of prop with Groups the number of rows behind the
 // slot's probabilities.
 func voteRanking(own, rows []float64, arms int, excluded []bool, k int, prop Propensity) *ranking {
-	r := &ranking{order: rankOrder(own, excluded, k), scores: own}
+	r := &ranking{order: rankOrder(own, excluded, k), scores: own, rows: rows}
 	var counts []int
-	r.probs, counts = voteProbs(rows, arms, excluded, r.order)
+	r.probs, counts = voteProbs([][]float64{rows}, arms, excluded, r.order)
 	r.given = func(above []int) [][]float64 {
-		p, _ := voteProbs(rows, arms, excluded, above)
+		p, _ := voteProbs([][]float64{rows}, arms, excluded, above)
 		return p
 	}
 	r.props = make([]*Propensity, k)
@@ -271,27 +332,35 @@ func voteRanking(own, rows []float64, arms int, excluded []bool, k int, prop Pro
 	return r
 }
 
-// voteProbs counts, over the rows of draws (each a row of arms scores),
-// the probability of each arm in slot j of order given the arms of the
-// slots above it: among the rows whose ranking starts with order[:j],
-// the fraction that put the arm next; counts[j] is that number of rows.
-// A slot no row reaches gets the uniform distribution over the arms it
-// may take.
-func voteProbs(rows []float64, arms int, excluded []bool, order []int) (probs [][]float64, counts []int) {
+// voteProbs counts, over n groups of draws, the probability of each arm
+// in slot j of order given the arms of the slots above it. Group i's
+// ranking puts in slot j the best arm of its row at that slot (row i of
+// slots[min(j, len(slots)-1)], each n rows of arms scores: one set of
+// rows for every slot, or one per slot's context) that is neither
+// excluded nor in its slots above, ties by arm order; among the groups
+// whose ranking starts with order[:j], the fraction that put the arm
+// next; counts[j] is that number of groups. A slot no group reaches
+// gets the uniform distribution over the arms it may take.
+func voteProbs(slots [][]float64, arms int, excluded []bool, order []int) (probs [][]float64, counts []int) {
 	k := len(order)
 	probs = make([][]float64, k)
 	for j := range probs {
 		probs[j] = make([]float64, arms)
 	}
 	counts = make([]int, k)
-	for i := range len(rows) / arms {
-		o := rankOrder(rows[i*arms:(i+1)*arms], excluded, k)
+	taken := make([]bool, arms)
+	for i := range len(slots[0]) / arms {
+		clear(taken)
+		copy(taken, excluded)
 		for j := range k {
+			rows := slots[min(j, len(slots)-1)]
+			b := bestRemaining(rows[i*arms:(i+1)*arms], taken)
 			counts[j]++
-			probs[j][o[j]]++
-			if o[j] != order[j] {
+			probs[j][b]++
+			if b != order[j] {
 				break
 			}
+			taken[b] = true
 		}
 	}
 	for j := range k {
@@ -324,12 +393,12 @@ func uniformOver(p []float64, taken []bool) {
 func exactRanking(scores []float64, eps float64, excluded []bool, k int, rng *mrand.Rand) *ranking {
 	arms := len(scores)
 	greedy := rankOrder(scores, excluded, k)
-	r := &ranking{order: greedy, scores: scores}
+	r := &ranking{order: greedy, scores: scores, eps: eps}
 	allowed := arms - countTrue(excluded)
 	if eps > 0 && rng.Float64() < eps {
 		all := rankOrder(make([]float64, arms), excluded, allowed)
 		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-		r.order = all[:k]
+		r.order, r.random = all[:k], true
 	}
 	r.probs = exactProbs(arms, greedy, eps, excluded, r.order)
 	r.given = func(above []int) [][]float64 { return exactProbs(arms, greedy, eps, excluded, above) }
@@ -383,4 +452,71 @@ func exactProbs(arms int, greedy []int, eps float64, excluded []bool, order []in
 		u = uNext
 	}
 	return probs
+}
+
+// bestRemaining returns the arm of the highest score among those not
+// taken, the first of equal ones.
+func bestRemaining(scores []float64, taken []bool) int {
+	best := -1
+	for b, v := range scores {
+		if !taken[b] && (best < 0 || v > scores[best]) {
+			best = b
+		}
+	}
+	return best
+}
+
+// slotRanking is the ranking of slots with contexts of their own: rs[j]
+// is the policy kind's ranking (of all the slots) at slot j's context,
+// each from the same random numbers. Slot j takes the best arm of
+// rs[j]'s draw (its scores) that is not excluded or taken by the slots
+// above. The first slot's probabilities are rs[0]'s; the lower slots'
+// are counted as voteProbs counts them, group i's ranking taking at
+// slot j the best remaining arm of row i of rs[j]'s draws (exact for
+// the exact rules: exactProbs on the greedy order made slot by slot,
+// and the random order, the same at every slot's context, with
+// probability epsilon).
+func slotRanking(rs []*ranking, arms int, excluded []bool) *ranking {
+	k, r0 := len(rs), rs[0]
+	r := &ranking{scores: r0.scores, sample: r0.sample, version: r0.version, slotScores: make([][]float64, k), props: make([]*Propensity, k)}
+	greedy := make([]int, k)
+	taken := make([]bool, arms)
+	copy(taken, excluded)
+	for j, rj := range rs {
+		r.slotScores[j] = rj.scores
+		if rj.version != 0 && (r.version == 0 || rj.version < r.version) {
+			r.version = rj.version // the oldest acted on
+		}
+		greedy[j] = bestRemaining(rj.scores, taken)
+		taken[greedy[j]] = true
+	}
+	r.order = greedy
+	if r0.rows == nil {
+		if r0.random {
+			r.order = r0.order
+		}
+		r.probs = exactProbs(arms, greedy, r0.eps, excluded, r.order)
+		r.given = func(above []int) [][]float64 { return exactProbs(arms, greedy, r0.eps, excluded, above) }
+		for j := range k {
+			r.props[j] = &Propensity{Estimator: "exact"}
+		}
+		return r
+	}
+	rows := make([][]float64, k)
+	for j, rj := range rs {
+		rows[j] = rj.rows
+	}
+	var counts []int
+	r.probs, counts = voteProbs(rows, arms, excluded, r.order)
+	r.given = func(above []int) [][]float64 {
+		p, _ := voteProbs(rows, arms, excluded, above)
+		return p
+	}
+	r.probs[0], r.props[0] = r0.probs[0], r0.props[0]
+	for j := 1; j < k; j++ {
+		p := *rs[j].props[1] // a counted slot's (the first may be exact)
+		p.Groups = counts[j]
+		r.props[j] = &p
+	}
+	return r
 }

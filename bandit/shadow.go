@@ -94,7 +94,7 @@ func (sh *Agent) askShadow(ctx context.Context, d *Decision, x []float64, exclud
 }
 
 // askShadowRank asks the candidate sh for its ranking of the slots ds of
-// one request (Rank) at the encoded context x, on its published model,
+// one request (Rank) at the encoded contexts xs (Agent.rank's), on its published model,
 // without acting on it, and weighs it at the live ranking's slots: slot
 // j's decision gets the candidate's probability of each arm there given
 // the live policy's arms in the slots above (ShadowPropensities,
@@ -107,8 +107,8 @@ func (sh *Agent) askShadow(ctx context.Context, d *Decision, x []float64, exclud
 // policy's: what the shadow estimate of a ranked slot needs (see
 // simulators.EstimateShadow). The candidate's failure does not fail the
 // ranking: it is logged and no slot keeps a shadow choice.
-func (sh *Agent) askShadowRank(ctx context.Context, ds []*Decision, x []float64, excluded []bool, rng *mrand.Rand) {
-	r, err := sh.rank(ctx, sh.model.Load(), x, excluded, len(ds), rng)
+func (sh *Agent) askShadowRank(ctx context.Context, ds []*Decision, xs [][]float64, excluded []bool, rng *mrand.Rand) {
+	r, err := sh.rank(ctx, sh.model.Load(), xs, excluded, len(ds), rng)
 	if err != nil {
 		if ctx.Err() == nil {
 			sh.log.Warn("the shadow's ranking failed; the slots are logged without it", "event_id", ds[0].EventID, "err", err)

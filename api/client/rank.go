@@ -6,7 +6,8 @@ import (
 )
 
 // RankingRequest asks for an ordered choice of distinct arms for one
-// context (POST /v1/bandits/{name}/rankings).
+// context, with per-slot features if the bandit declares them
+// (POST /v1/bandits/{name}/rankings).
 type RankingRequest struct {
 	// Context is the context, as DecisionRequest.Context.
 	Context any `json:"context"`
@@ -18,6 +19,11 @@ type RankingRequest struct {
 	EventIDs []string `json:"event_ids,omitempty"`
 	// ExcludedArms may take no slot.
 	ExcludedArms []string `json:"excluded_arms,omitempty"`
+	// SlotContexts, when not nil, gives each slot's features: one
+	// object per slot, in slot order, keyed by the names of the
+	// bandit's slot_features. Slot j is decided, and stored, on Context
+	// merged with SlotContexts[j].
+	SlotContexts []any `json:"slot_contexts,omitempty"`
 }
 
 // Rank asks bandit name for a ranking: one decision per slot, top

@@ -72,6 +72,17 @@ type Config struct {
 	// is read against Features. Required for every arm when ArmFeatures
 	// is given; not allowed without it.
 	ArmValues map[string]json.RawMessage `json:"arm_values,omitempty"`
+	// SlotFeatures is the schema of a ranked slot's features, declared
+	// as Features is (1 to 1000 distinct features, names distinct from
+	// Features'): a ranking request gives each slot's values
+	// (slot_contexts), and slot j is decided on the context merged with
+	// slot j's values (Vowpal Wabbit's conditional contextual bandits
+	// with slot features, Personalizer's multi-slot). The model's input
+	// is the context's features followed by these, each optional there:
+	// a decision without them (a single decision, a ranking without
+	// slot_contexts) encodes them as zeros. Absent: slots share the
+	// context.
+	SlotFeatures []Feature `json:"slot_features,omitempty"`
 	// Retired names arms that are never chosen again (PATCH
 	// retire_arms). Their decisions and rewards stay, and are trained
 	// on; an arm keeps its place in Arms. At least one arm stays live.

@@ -243,7 +243,7 @@ func runEvaluate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("%s: no rewarded decisions to evaluate on (%d without a reward skipped)", lg.Source, lg.Skipped)
 	}
 	rep, err := simulators.Evaluate(ctx, simulators.OPEConfig{
-		Rows: lg.Rows, Arms: len(base.Arms), Dim: bandit.NewEncoder(base.Features).Dim(),
+		Rows: lg.Rows, Arms: len(base.Arms), Dim: bandit.NewEncoder(bandit.ContextFeatures(base)).Dim(),
 		Candidates: cands, TrainFraction: f.trainFraction, TrainEvery: f.trainEvery,
 		Level: f.level, Seed: f.seed, Clip: f.clip, SwitchTau: f.switchTau,
 	})

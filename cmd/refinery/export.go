@@ -122,15 +122,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else if err != nil {
 		return err
 	}
-	var cfg struct {
-		Arms      []string                   `json:"arms"`
-		Features  []bandit.Feature           `json:"features"`
-		ArmValues map[string]json.RawMessage `json:"arm_values"`
-	}
+	var cfg bandit.Config
 	if err := json.Unmarshal(b.Config, &cfg); err != nil || len(cfg.Arms) == 0 || len(cfg.Features) == 0 {
 		return fmt.Errorf("bandit %s: its stored configuration has no arms or no features (%v)", *name, err)
 	}
-	eb := &logfmt.Bandit{Arms: cfg.Arms, Enc: bandit.NewEncoder(cfg.Features), ArmValues: cfg.ArmValues}
+	eb := &logfmt.Bandit{Arms: cfg.Arms, Enc: bandit.NewEncoder(bandit.ContextFeatures(&cfg)), ArmValues: cfg.ArmValues}
 	dst := stdout
 	var f *os.File
 	if *out != "" {

@@ -104,7 +104,7 @@ type Exporter interface {
 // from st into a Log, cfg being the bandit's configuration.
 func ReadStore(ctx context.Context, st Exporter, cfg *bandit.Config, name string, from, to time.Time) (*Log, error) {
 	l := &Log{Source: "bandit " + name}
-	enc := bandit.NewEncoder(cfg.Features)
+	enc := bandit.NewEncoder(bandit.ContextFeatures(cfg))
 	err := st.Export(ctx, name, from, to, func(rec *bandit.DecisionRecord) error {
 		return l.Add(rec, enc, len(cfg.Arms), l.Source)
 	})
@@ -123,7 +123,7 @@ func ReadFile(path string, cfg *bandit.Config, from, to time.Time) (*Log, error)
 	defer fh.Close()
 	br := bufio.NewReaderSize(fh, 64<<10)
 	l := &Log{Source: path}
-	enc := bandit.NewEncoder(cfg.Features)
+	enc := bandit.NewEncoder(bandit.ContextFeatures(cfg))
 	first, err := br.Peek(1)
 	if err == io.EOF {
 		return l, nil
