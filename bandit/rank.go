@@ -337,7 +337,9 @@ func voteRanking(own, rows []float64, arms int, excluded []bool, k int, prop Pro
 // ranking puts in slot j the best arm of its row at that slot (row i of
 // slots[min(j, len(slots)-1)], each n rows of arms scores: one set of
 // rows for every slot, or one per slot's context) that is neither
-// excluded nor in its slots above, ties by arm order; among the groups
+// excluded nor in its slots above, ties by arm order (n the fewest
+// groups of any slot's: a refined pool may give one slot's context
+// fewer than another's); among the groups
 // whose ranking starts with order[:j], the fraction that put the arm
 // next; counts[j] is that number of groups. A slot no group reaches
 // gets the uniform distribution over the arms it may take.
@@ -349,7 +351,11 @@ func voteProbs(slots [][]float64, arms int, excluded []bool, order []int) (probs
 	}
 	counts = make([]int, k)
 	taken := make([]bool, arms)
-	for i := range len(slots[0]) / arms {
+	n := len(slots[0])
+	for _, rows := range slots {
+		n = min(n, len(rows))
+	}
+	for i := range n / arms {
 		clear(taken)
 		copy(taken, excluded)
 		for j := range k {
