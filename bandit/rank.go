@@ -101,8 +101,9 @@ type ranking struct {
 // each slot has its own context x_j, the request's merged with the
 // slot's features, and the same random numbers draw every slot's scores
 // (one posterior sample per request for the kinds that draw from rng;
-// the refined pool and the linear posteriors draw each slot's from
-// their own sources). Slot j takes the best arm of its own draw at x_j
+// the refined pool takes the same samples for every slot while the bank
+// keeps them, each slot counting as a use; the linear posteriors draw
+// each slot's from their own source). Slot j takes the best arm of its own draw at x_j
 // that the slots above have not taken, and its probabilities are those
 // above with each group's ranking made the same way, slot by slot on
 // that slot's draws (slotRanking).
