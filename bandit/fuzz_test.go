@@ -36,6 +36,8 @@ func FuzzParseConfig(f *testing.F) {
 		  "arm_values": {"a": {"w": "p"}, "b": {"w": null}}, "retired": ["b"], "policy": {"kind": "linear-ts"}}`,
 		`{"name": "x", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "arm_features": [{"name": "w", "type": "numeric"}],
 		  "arm_values": {"a": {"w": 1e308}, "b": [1], "c": {"w": 1}}, "retired": ["a", "a", "z"]}`,
+		`{"name": "x", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "slot_features": [{"name": "f", "type": "numeric"}, {"name": "p", "type": "categorical", "values": []}]}`,
+		`{"name": "x", "arms": ["a", "b"], "features": [{"name": "f", "type": "numeric"}], "slot_features": [{"name": "p", "type": "categorical", "values": ["top"]}], "shadow": {"policy": {"kind": "linear-ts"}}}`,
 	} {
 		f.Add([]byte(s))
 	}

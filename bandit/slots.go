@@ -94,7 +94,7 @@ func (a *Agent) slotContexts(ctx json.RawMessage, slots []json.RawMessage, k int
 		}
 		slices.Sort(keys)
 		var b bytes.Buffer
-		b.Write(bytes.TrimRight(bytes.TrimSpace(ctx), "}"))
+		b.Write(bytes.TrimSuffix(bytes.TrimSpace(ctx), []byte("}")))
 		empty := len(base) == 0
 		for _, name := range keys {
 			if _, ok := base[name]; ok {
