@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refinery-bandits/refinery/api/client"
 	"github.com/refinery-bandits/refinery/bandit"
 )
 
@@ -62,7 +63,8 @@ func (f *fixture) rankSlots(t *testing.T, pos ...string) []slotDecision {
 // then ranks by them: at each slot its scores put the slot's own best arm
 // first, and over 20 rankings the arm at the first slot follows that
 // slot's position. A single decision without slot features still
-// works. On both stores.
+// works, and the Go client's RankingRequest carries slot contexts. On
+// both stores.
 func TestSlotFeatures(t *testing.T) { onBothStores(t, testSlotFeatures) }
 
 func testSlotFeatures(t *testing.T, st bandit.Store) {
@@ -138,6 +140,17 @@ func testSlotFeatures(t *testing.T, st bandit.Store) {
 	}
 	// A single decision encodes the slot features as zeros.
 	f.must(t, http.StatusCreated, "POST", "/v1/bandits/page/decisions", `{"context": {"u": 0.5}}`)
+
+	// The Go client sends slot contexts.
+	c, err := client.New(f.srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Rank(context.Background(), "page", client.RankingRequest{Context: map[string]any{"u": 0.5}, Slots: 2,
+		SlotContexts: []any{map[string]any{"pos": "side"}, map[string]any{"pos": "top"}}})
+	if err != nil || len(got) != 2 || got[0].Scores["b"] <= got[0].Scores["a"] || got[1].Scores["a"] <= got[1].Scores["b"] {
+		t.Fatalf("client ranking at side, top: %+v, %v; want two slots, b scored above a at the first and a above b at the second", got, err)
+	}
 }
 
 // TestSlotFeaturesBadInput: bad slot features at creation, or bad slot
