@@ -22,7 +22,7 @@ const catalogue = `{"name": "catalogue", "arms": ["lo", "midlo", "midhi", "hi"],
 	"features": [{"name": "u", "type": "numeric"}],
 	"arm_features": [{"name": "slant", "type": "numeric"}, {"name": "shelf", "type": "categorical", "values": ["top", "bottom"]}],
 	"arm_values": {"lo": {"slant": -1, "shelf": "bottom"}, "midlo": {"slant": -0.5, "shelf": "bottom"}, "midhi": {"slant": 0.5, "shelf": "top"}, "hi": {"slant": 1, "shelf": "top"}},
-	"policy": {"kind": "eps-greedy"}, "model": {"hidden": [8]}, "training": {"iterations": 300, "iterations_per_reward": 300, "min_interval": "0s"}}`
+	"policy": {"kind": "eps-greedy", "max_versions_behind": 0}, "model": {"hidden": [8]}, "training": {"iterations": 10000, "iterations_per_reward": 50, "min_interval": "0s"}}`
 
 var catalogueSlant = map[string]float64{"lo": -1, "midlo": -0.5, "midhi": 0.5, "hi": 1, "new": 0.9}
 
