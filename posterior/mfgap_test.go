@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -56,14 +57,21 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, _, err := d.Encode(simulators.MushroomOneHot)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rw := simulators.DefaultMushroomRewards()
 	if os.Getenv("MFGAP_CERTAIN") == "1" {
 		rw.EatPoisonousWin, rw.EatPoisonousLoss = rw.EatPoisonous(), rw.EatPoisonous()
 	}
+	env, err := simulators.NewMushroom(d, simulators.MushroomOneHot, rw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every mushroom's context (xs, and row-major in xall) and expected
+	// rewards, over which a posterior is scored.
+	xs, expected := make([][]float64, env.Len()), make([][]float64, env.Len())
+	for i := range xs {
+		xs[i], expected[i] = env.At(i)
+	}
+	xall := slices.Concat(xs...)
 	rows := 3000
 	if s := os.Getenv("MFGAP_ROWS"); s != "" {
 		if rows, err = strconv.Atoi(s); err != nil {
@@ -90,6 +98,18 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 	arch := nn.NewArch(dim, []int{}, 2)
 	ly := arch.Layer(0)
 	n := arch.NumParams()
+	pred := nn.NewPredictor(arch, 256)
+	pred.Reference = true
+	out := make([]float64, 2*len(xs))
+	// eatMinusPass writes f_eat - f_pass in reward units under the
+	// parameters w and standardization s for the contexts x (row-major)
+	// into dst.
+	eatMinusPass := func(dst, w, x []float64, s nn.Standardization) {
+		o := pred.Predict(out[:2*len(dst)], w, x, s)
+		for i := range dst {
+			dst[i] = o[2*i+simulators.MushroomEat] - o[2*i+simulators.MushroomPass]
+		}
+	}
 	fanInOf := float64(dim) // MFGAP_FAN_IN: the In of the prior's v/In (default the inputs' count)
 	if s := os.Getenv("MFGAP_FAN_IN"); s != "" {
 		if fanInOf, err = strconv.ParseFloat(s, 64); err != nil {
@@ -150,14 +170,13 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 	var played float64 // the logging policy's regret while logging
 	checkpoints := ""  // and at some steps on the way
 	for t0 := range rows {
-		i := rng.IntN(len(xs))
-		loss := rng.Float64() < rw.LossProb
+		st := env.Next(rng)
 		var a int
 		switch logging {
 		case "uniform":
 			a = rng.IntN(2)
 		case "linear-ts":
-			dec, err := lin.Decide(context.Background(), xs[i], nil)
+			dec, err := lin.Decide(context.Background(), st.X, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,24 +189,23 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 			} else {
 				mq.Sample(mw, mrng)
 			}
-			f := mw[ly.B+simulators.MushroomEat] - mw[ly.B+simulators.MushroomPass]
-			for j, xj := range xs[i] {
-				f += (mw[ly.W+simulators.MushroomEat*dim+j] - mw[ly.W+simulators.MushroomPass*dim+j]) * xj
-			}
+			var f [1]float64
+			eatMinusPass(f[:], mw, st.X, mstd)
 			a = simulators.MushroomPass
-			if f > 0 {
+			if f[0] > 0 {
 				a = simulators.MushroomEat
 			}
 		default:
 			t.Fatalf("MFGAP_LOG=%s: want uniform, linear-ts, mf-ts or refined-ts", logging)
 		}
-		y := rw.Realized(a, d.Edible[i], loss)
-		played += regretOf(rw, d.Edible[i], a)
+		y := st.Realized[a]
+		r, _ := st.Regret(a)
+		played += r
 		if t0+1 == 250 || t0+1 == 500 || t0+1 == 1000 || t0+1 == 2000 {
 			checkpoints += fmt.Sprintf(" %d:%.0f", t0+1, played)
 		}
-		data.Append(xs[i], a, y)
-		if err := lin.Observe(context.Background(), xs[i], a, y); err != nil {
+		data.Append(st.X, a, y)
+		if err := lin.Observe(context.Background(), st.X, a, y); err != nil {
 			t.Fatal(err)
 		}
 		if mq != nil && (t0+1)%every == 0 {
@@ -258,13 +276,13 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 	var exactMean []float64
 	score := func(name string, pEat, mean []float64) {
 		greedy, ts := 0.0, 0.0
-		for i := range xs {
-			ts += mushroomRegret(rw, d.Edible[i], pEat[i])
+		for i, e := range expected {
+			ts += mushroomRegret(e, pEat[i])
 			g := 0.0
 			if mean[i] > 0 {
 				g = 1
 			}
-			greedy += mushroomRegret(rw, d.Edible[i], g)
+			greedy += mushroomRegret(e, g)
 		}
 		rms := math.NaN()
 		if exactMean != nil {
@@ -303,19 +321,9 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 	perArm.NoisePerArm = true
 	elbo := posterior.TrainConfig{Bound: posterior.BoundELBO}
 
-	// diff returns f_eat - f_pass in reward units at every mushroom for
+	// diff writes f_eat - f_pass in reward units at every mushroom for
 	// the parameters w.
-	diff := func(dst, w []float64, s nn.Standardization) {
-		for i, x := range xs {
-			var f float64
-			for j, xj := range x {
-				if xj != 0 {
-					f += (w[ly.W+simulators.MushroomEat*dim+j] - w[ly.W+simulators.MushroomPass*dim+j]) * xj
-				}
-			}
-			dst[i] = s.Scale * (f + w[ly.B+simulators.MushroomEat] - w[ly.B+simulators.MushroomPass])
-		}
-	}
+	diff := func(dst, w []float64, s nn.Standardization) { eatMinusPass(dst, w, xall, s) }
 	// sampled scores a posterior through 200 of its samples.
 	sampled := func(name string, draw func(w []float64), mu []float64, s nn.Standardization) {
 		const samples = 200
@@ -481,19 +489,10 @@ func TestPosteriorsOnMushroomData(t *testing.T) {
 	report("fixed N(0,1), schedule, elbo", schedule(wide, shared, elbo), shared, elbo)
 }
 
-// regretOf is the expected regret of playing arm on a mushroom.
-func regretOf(rw simulators.MushroomRewards, edible bool, arm int) float64 {
-	if arm == simulators.MushroomEat {
-		return mushroomRegret(rw, edible, 1)
-	}
-	return mushroomRegret(rw, edible, 0)
-}
-
-// mushroomRegret is the expected regret of eating a mushroom with
-// probability pEat and passing it otherwise.
-func mushroomRegret(rw simulators.MushroomRewards, edible bool, pEat float64) float64 {
-	if edible {
-		return (rw.EatEdible - rw.Pass) * (1 - pEat)
-	}
-	return (rw.Pass - rw.EatPoisonous()) * pEat
+// mushroomRegret is the expected regret of eating a mushroom whose arms'
+// expected rewards are expected with probability pEat and passing it
+// otherwise.
+func mushroomRegret(expected []float64, pEat float64) float64 {
+	best := max(expected[simulators.MushroomEat], expected[simulators.MushroomPass])
+	return best - pEat*expected[simulators.MushroomEat] - (1-pEat)*expected[simulators.MushroomPass]
 }
