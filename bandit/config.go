@@ -53,6 +53,9 @@ const (
 	PriorFixed  = spec.PriorFixed
 	NoisePerArm = spec.NoisePerArm
 	NoiseShared = spec.NoiseShared
+	// Values of model.stochastic (ModelConfig.Stochastic).
+	StochasticAll    = spec.StochasticAll
+	StochasticOutput = spec.StochasticOutput
 )
 
 // Defaults of Config; see its fields for where they come from.
@@ -520,6 +523,7 @@ func validateModel(c *Config, v *validator) {
 	v.positive("model.prior_variance", m.PriorVariance, 1e6)
 	v.positive("model.init_sigma", m.InitSigma, 1e3)
 	v.oneOf("model.prior", m.Prior, PriorFanIn, PriorFixed)
+	v.oneOf("model.stochastic", m.Stochastic, StochasticAll, StochasticOutput)
 	if _, err := spec.ParseLikelihood(string(m.Likelihood)); err != nil {
 		v.add("model.likelihood", fmt.Sprintf("%q, %v", m.Likelihood, err))
 	}

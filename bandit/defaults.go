@@ -40,6 +40,7 @@ func DefaultConfig(k PolicyKind) Config {
 			PriorVariance: DefaultPriorVariance,
 			InitSigma:     DefaultInitSigma,
 			Prior:         PriorFanIn,
+			Stochastic:    StochasticAll,
 			Likelihood:    LikelihoodAuto,
 			Noise:         NoiseShared,
 			NoisePrior:    &NoisePrior{Shape: DefaultNoiseShape, Rate: DefaultNoiseRate},

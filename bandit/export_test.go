@@ -1,10 +1,13 @@
 package bandit
 
 import (
+	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/refinery-bandits/refinery/nn"
+	"github.com/refinery-bandits/refinery/posterior"
 )
 
 // HoldBackgroundCore takes one of the service's background cores
@@ -53,3 +56,15 @@ func (a *Agent) TrainingData() nn.View { return a.data.View() }
 
 // Family is the likelihood family of the published posterior.
 func (a *Agent) Family() nn.Family { return a.model.Load().fam }
+
+// RefineOnce draws one refined sample from the published posterior with
+// the agent's refinement configuration, as the bank would.
+func (a *Agent) RefineOnce(ctx context.Context, seed uint64) ([]float64, error) {
+	m := a.model.Load()
+	ref, err := posterior.NewRefiner(m.lik, a.refineCfg)
+	if err != nil {
+		return nil, err
+	}
+	w, _, err := ref.Refine(ctx, nil, a.refineFrom(m), rand.New(rand.NewPCG(seed, seed)))
+	return w, err
+}

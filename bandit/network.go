@@ -80,8 +80,35 @@ func (a *Agent) freshPosterior() *posterior.MeanField {
 	for j, v := range pv {
 		sig[j] = a.cfg.Model.InitSigma * math.Sqrt(v)
 	}
+	for _, j := range a.pointParams() {
+		sig[j] = heldSigma * math.Sqrt(pv[j])
+	}
 	q.SetSigma(sig)
 	return q
+}
+
+// heldSigma is the standard deviation of a point-estimate parameter of a
+// partly stochastic network (model.stochastic "output") as a fraction of
+// its prior's: small enough that its noise in the outputs is negligible,
+// kept there by the trainer (posterior.TrainConfig.HeldSigma).
+const heldSigma = 1e-3
+
+// pointParams lists the parameters the mean-field posterior holds as
+// point estimates: under model.stochastic "output" every parameter of the
+// hidden layers, for the kinds that train a mean-field posterior; none
+// otherwise.
+func (a *Agent) pointParams() []int {
+	if a.caps.MAP || a.cfg.Model.Stochastic != StochasticOutput {
+		return nil
+	}
+	out := a.arch.Layer(a.arch.NumLayers() - 1)
+	idx := make([]int, 0, out.W)
+	for j := range a.arch.NumParams() {
+		if j < out.W || j >= out.End() {
+			idx = append(idx, j)
+		}
+	}
+	return idx
 }
 
 // initNetwork sets up the network of a new agent (newAgent) of a kind
@@ -118,6 +145,7 @@ func (a *Agent) initNetwork(m *model) error {
 			return fmt.Errorf("training.optimizer: unknown optimizer %q", cfg.Training.Optimizer)
 		}
 		tcfg.Optimizer, tcfg.NGVIStep, tcfg.SigmaLR = o, cfg.Training.NGVIStep, cfg.Training.SigmaLR
+		tcfg.HeldSigma = a.pointParams()
 	}
 	a.tcfg = tcfg
 	if err := a.newTrainer(a.data.View()); err != nil {
@@ -128,6 +156,7 @@ func (a *Agent) initNetwork(m *model) error {
 		Iterations: cfg.Refinement.Iterations,
 		LR:         cfg.Refinement.LR,
 		BatchSize:  cfg.Refinement.BatchSize,
+		Held:       a.pointParams(),
 	}
 	a.setPosterior(m)
 	return a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood))

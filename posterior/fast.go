@@ -14,6 +14,63 @@ type likelihood32 interface {
 	NewEvaluator32(maxBatch int) nn.Evaluator32
 }
 
+// engineIndices maps canonical parameter indices into ev's engine layout
+// (for n parameters), in ascending engine order.
+func engineIndices(ev nn.Evaluator32, idx []int, n int) []int {
+	if len(idx) == 0 {
+		return nil
+	}
+	// Mark each index by its position + 1, exact in float32 below 2^24.
+	src := make([]float64, n)
+	for i, j := range idx {
+		src[j] = float64(i + 1)
+	}
+	dst := make([]float32, n)
+	ev.ToEngine(dst, src)
+	out := make([]int, 0, len(idx))
+	for e, v := range dst {
+		if v != 0 {
+			out = append(out, e)
+		}
+	}
+	if len(out) != len(idx) {
+		panic("posterior: the engine layout is not a permutation of the parameters")
+	}
+	return out
+}
+
+// holds32 is holds on the fast engine, keeping softplus(rho) and its
+// derivative (or, under NGVI, sigma itself) with rho.
+type holds32 struct {
+	sigma, all                          []int
+	rho, sig, sgm, mu, rhoA, sigA, sgmA []float32
+}
+
+func newHolds32(sigma, all []int) holds32 {
+	m := func(n int) []float32 { return make([]float32, n) }
+	return holds32{sigma: sigma, all: all,
+		rho: m(len(sigma)), sig: m(len(sigma)), sgm: m(len(sigma)),
+		mu: m(len(all)), rhoA: m(len(all)), sigA: m(len(all)), sgmA: m(len(all))}
+}
+
+func (h *holds32) save(mu, rho, sig, sgm []float32) {
+	for i, j := range h.sigma {
+		h.rho[i], h.sig[i], h.sgm[i] = rho[j], sig[j], sgm[j]
+	}
+	for i, j := range h.all {
+		h.mu[i], h.rhoA[i], h.sigA[i], h.sgmA[i] = mu[j], rho[j], sig[j], sgm[j]
+	}
+}
+
+func (h *holds32) restore(mu, rho, sig, sgm []float32) {
+	for i, j := range h.sigma {
+		rho[j], sig[j], sgm[j] = h.rho[i], h.sig[i], h.sgm[i]
+	}
+	for i, j := range h.all {
+		mu[j], rho[j], sig[j], sgm[j] = h.mu[i], h.rhoA[i], h.sigA[i], h.sgmA[i]
+	}
+}
+
 // newEvaluator32 returns lik's fast evaluator, or for a likelihood that
 // only has a float64 one (the closed-form test models) an adapter that
 // converts around it, so that the fast trainer runs on every Likelihood.
@@ -70,6 +127,7 @@ type fastState struct {
 	mMu, vMu, mRho, vRho  []float32
 	dHyper, tmp           []float64
 	rhoOld                []float32 // rho before an Adam step (SigmaLR; nil without)
+	hold                  holds32   // TrainConfig.HeldSigma and Held, engine layout
 	s2                    []float32 // PriorVar (collapsed bounds only)
 	hyper                 *nn.Adam
 	t                     int
@@ -186,6 +244,8 @@ func (f *fastState) ngvi(n int, scale, beta float32) {
 // softplus(rho) for the next iteration.
 func (t *Trainer) stepFast(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	f := t.fast
+	f.hold.save(f.mu, f.rho, f.sigma, f.sgm)
+	defer f.hold.restore(f.mu, f.rho, f.sigma, f.sgm)
 	if t.lik.NumRows() > 0 {
 		var rows []int
 		rows, scale = t.batch(rng)

@@ -57,6 +57,13 @@ type RefineConfig struct {
 	// Reference runs the conditional optimizations on the float64
 	// reference path instead of the fast engine (TrainConfig.Reference).
 	Reference bool `json:"reference,omitempty"`
+	// Held lists parameters (indices into q0's parameters) that
+	// refinement leaves at q0's means: they take no auxiliary variables
+	// and the conditional optimizations do not move them, so a refined
+	// sample refines the other parameters given these. They are the
+	// point estimates of a partly stochastic network
+	// (TrainConfig.HeldSigma).
+	Held []int `json:"-"`
 }
 
 // Schedule returns the auxiliary variance fractions the configuration
@@ -153,6 +160,7 @@ type Refiner struct {
 	pvar  []float64  // conditional prior variance (s_k^2)
 	sigma []float64
 	w     []float64
+	held  []bool // RefineConfig.Held as a mask
 }
 
 // NewRefiner returns a refiner for posteriors over lik's parameters.
@@ -165,12 +173,20 @@ func NewRefiner(lik Likelihood, cfg RefineConfig) (*Refiner, error) {
 	if cfg.Iterations < 0 {
 		return nil, fmt.Errorf("posterior: refinement iterations %d, want >= 0", cfg.Iterations)
 	}
-	tr, err := NewTrainer(lik, TrainConfig{BatchSize: cfg.BatchSize, LR: cfg.LR, FreezeHyper: true, Reference: cfg.Reference})
+	tr, err := NewTrainer(lik, TrainConfig{BatchSize: cfg.BatchSize, LR: cfg.LR, FreezeHyper: true, Reference: cfg.Reference, Held: cfg.Held})
 	if err != nil {
 		return nil, err
 	}
 	n := lik.NumParams()
+	var held []bool
+	if len(cfg.Held) > 0 {
+		held = make([]bool, n)
+		for _, j := range cfg.Held {
+			held[j] = true
+		}
+	}
 	return &Refiner{
+		held:  held,
 		cfg:   cfg,
 		fracs: fracs,
 		tr:    tr,
@@ -249,6 +265,11 @@ func (r *Refiner) Refine(ctx context.Context, dst []float64, q0 *MeanField, rng 
 		frac := r.fracs[k-1]
 		r.q.Sigma(r.sigma)
 		for j := range n {
+			if r.held != nil && r.held[j] {
+				// w_j stays q0's mean: b_j is it throughout.
+				r.b[j], r.prior[j], r.pvar[j] = q0.Mu[j], q0.Mu[j], q0.PriorVar[j]
+				continue
+			}
 			varK := frac * q0.PriorVar[j]
 			sPrev := r.left[j]
 			sK := sPrev - varK

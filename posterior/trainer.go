@@ -76,6 +76,19 @@ type TrainConfig struct {
 	// iteration count, not the data. A larger rate for rho lets the
 	// widths settle within a retraining. Only OptimizerAdam.
 	SigmaLR float64
+	// HeldSigma lists parameters (indices into q's parameters) whose
+	// standard deviations the trainer leaves where q has them, training
+	// their means alone. Started small, such a parameter is a point
+	// estimate inside a partly stochastic network (Sharma et al. 2023):
+	// the KL's gradient in its mean is the negated log prior's, so its
+	// mean follows the MAP objective's gradient (Trainer.step) while the
+	// other parameters' standard deviations are fitted as usual; the KL
+	// itself then carries a constant, -log sigma, per held parameter.
+	HeldSigma []int
+	// Held lists parameters the trainer leaves alone, means and standard
+	// deviations both (the refiner's, for the parameters its
+	// RefineConfig.Held keeps at q0's means).
+	Held []int
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
@@ -111,6 +124,8 @@ func (c TrainConfig) validate() error {
 		return fmt.Errorf("posterior: natural-gradient step %g, want in (0, 1]", c.NGVIStep)
 	case c.SigmaLR < 0 || math.IsInf(c.SigmaLR, 0) || math.IsNaN(c.SigmaLR):
 		return fmt.Errorf("posterior: sigma learning rate %g, want >= 0", c.SigmaLR)
+	case c.Point && len(c.HeldSigma)+len(c.Held) > 0:
+		return fmt.Errorf("posterior: held parameters with a point estimate, which has no standard deviations")
 	}
 	return nil
 }
@@ -147,6 +162,7 @@ type Trainer struct {
 	sigma  []float64  // softplus(rho)
 	sgm    []float64  // sigmoid(rho), the softplus' derivative
 	rhoOld []float64  // rho before an Adam step (SigmaLR; nil without)
+	hold   holds      // HeldSigma and Held, canonical indices (reference path)
 	rows   []int
 }
 
@@ -173,8 +189,15 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 	if t.sigmaScale() > 1 {
 		t.rhoOld = make([]float64, n)
 	}
+	if err := checkIndices(cfg.HeldSigma, n); err != nil {
+		return nil, fmt.Errorf("posterior: HeldSigma: %w", err)
+	}
+	if err := checkIndices(cfg.Held, n); err != nil {
+		return nil, fmt.Errorf("posterior: Held: %w", err)
+	}
 	if cfg.Reference {
 		t.adam = nn.NewAdam(2*n+nh, cfg.LR)
+		t.hold = newHolds(cfg.HeldSigma, cfg.Held)
 	} else {
 		t.fast = newFastState(lik, cfg.BatchSize)
 		t.fast.natural = cfg.Optimizer == OptimizerNGVI
@@ -184,6 +207,7 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		if t.sigmaScale() > 1 {
 			t.fast.rhoOld = make([]float32, n)
 		}
+		t.fast.hold = newHolds32(engineIndices(t.fast.eval, cfg.HeldSigma, n), engineIndices(t.fast.eval, cfg.Held, n))
 	}
 	return t, nil
 }
@@ -306,6 +330,8 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 		panic("posterior: posterior size does not match the likelihood")
 	}
 	dMu, dRho, dHyper := t.grad[:n], t.grad[n:2*n], t.grad[2*n:]
+	t.hold.save(q.Mu, q.Rho)
+	defer t.hold.restore(q.Mu, q.Rho)
 	sig, sgm := t.sigma, t.sgm
 	if !t.cfg.Point { // a point estimate keeps sigma = 0
 		for j, r := range q.Rho {
@@ -388,6 +414,54 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 		}
 	}
 	return ll, scale
+}
+
+// holds keeps the parameters of TrainConfig.HeldSigma (rho) and
+// TrainConfig.Held (mu and rho) across an optimizer step: save before
+// it, restore after. The indices are in the layout of the vectors passed.
+type holds struct {
+	sigma, all    []int
+	rho, mu, rhoA []float64
+}
+
+func newHolds(sigma, all []int) holds {
+	return holds{
+		sigma: sigma, all: all,
+		rho: make([]float64, len(sigma)), mu: make([]float64, len(all)), rhoA: make([]float64, len(all)),
+	}
+}
+
+func (h *holds) save(mu, rho []float64) {
+	for i, j := range h.sigma {
+		h.rho[i] = rho[j]
+	}
+	for i, j := range h.all {
+		h.mu[i], h.rhoA[i] = mu[j], rho[j]
+	}
+}
+
+func (h *holds) restore(mu, rho []float64) {
+	for i, j := range h.sigma {
+		rho[j] = h.rho[i]
+	}
+	for i, j := range h.all {
+		mu[j], rho[j] = h.mu[i], h.rhoA[i]
+	}
+}
+
+// checkIndices reports an index outside [0, n) or a repeated one.
+func checkIndices(idx []int, n int) error {
+	seen := make(map[int]bool, len(idx))
+	for _, j := range idx {
+		if j < 0 || j >= n {
+			return fmt.Errorf("parameter index %d, want 0..%d", j, n-1)
+		}
+		if seen[j] {
+			return fmt.Errorf("parameter index %d repeated", j)
+		}
+		seen[j] = true
+	}
+	return nil
 }
 
 // sigmaScale is SigmaLR/LR when it exceeds 1 for a trainer of rho with

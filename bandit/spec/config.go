@@ -232,6 +232,15 @@ type ModelConfig struct {
 	// prior draw of the 2x100 network has outputs of standard
 	// deviation in the hundreds (the `paper` preset keeps it).
 	Prior string `json:"prior"`
+	// Stochastic is which parameters have a posterior width: "all"
+	// (default; the mean-field posterior of every weight, Havasi et al.
+	// 2021) or "output" (the output layer's, the hidden layers being
+	// point estimates trained with it: a partly stochastic network,
+	// Sharma et al. 2023, whose hidden layers fit the MAP of the same
+	// objective and whose output layer's mean-field posterior, and its
+	// refinement, are those of a linear model of the learned features).
+	// Only refined-ts and mf-ts.
+	Stochastic string `json:"stochastic"`
 	// InitSigma is the initial standard deviation of every factor of
 	// the mean-field posterior as a fraction of its prior standard
 	// deviation (means start He-style); default 0.1. Under the "fixed"
@@ -281,6 +290,9 @@ const (
 	PriorFixed  = "fixed"
 	NoisePerArm = "per-arm"
 	NoiseShared = "shared"
+	// Values of model.stochastic.
+	StochasticAll    = "all"
+	StochasticOutput = "output"
 )
 
 // TrainingConfig is the trainer: after new rewards arrive it runs

@@ -1,0 +1,89 @@
+package bandit_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/store"
+)
+
+// Under model.stochastic "output" the hidden layers are point estimates:
+// after training their standard deviations are still a thousandth of the
+// prior's while their means have moved, the output layer's standard
+// deviations have been fitted, and a refined sample takes the hidden
+// layers' means exactly and refines the output layer alone. Under "all"
+// (the default) no standard deviation is held.
+func TestStochasticOutputHoldsTheHiddenLayers(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{bandit.StochasticOutput, bandit.StochasticAll} {
+		t.Run(mode, func(t *testing.T) {
+			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Step: &bandit.StepConfig{TrainEvery: 5}})
+			if err := svc.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close(ctx)
+			cfg := smallConfig(bandit.RefinedTS)
+			cfg.Model.Stochastic = mode
+			a, err := svc.Create(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := a.Posterior()
+			mu0 := append([]float64(nil), before.Mu...)
+			for i := range 40 {
+				color := []string{"red", "blue"}[i%2]
+				out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Reward(ctx, out.Decision.EventID, toyReward(color, cfg.Arms[out.Decision.Arm])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pub := a.Posterior()
+			if pub.Version == 0 {
+				t.Fatal("no training")
+			}
+			out := pub.Arch.Layer(pub.Arch.NumLayers() - 1)
+			w, err := a.RefineOnce(ctx, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var heldMoved, outFitted, hiddenRefined int
+			for j := range pub.Mu {
+				ratio := pub.Sigma[j] / math.Sqrt(pub.PriorVar[j])
+				hidden := j < out.W
+				held := math.Abs(ratio-1e-3) < 1e-6
+				switch {
+				case hidden && mode == bandit.StochasticOutput && !held:
+					t.Fatalf("hidden parameter %d: sigma %g of the prior's, want 1e-3", j, ratio)
+				case !hidden && held:
+					t.Fatalf("output parameter %d: sigma held at 1e-3 of the prior's", j)
+				case hidden && mode == bandit.StochasticAll && held:
+					t.Fatalf("hidden parameter %d held under %q", j, mode)
+				}
+				if hidden && pub.Mu[j] != mu0[j] {
+					heldMoved++
+				}
+				if !hidden && math.Abs(ratio-bandit.DefaultInitSigma) > 1e-3 {
+					outFitted++
+				}
+				if hidden && w[j] != pub.Mu[j] {
+					hiddenRefined++
+				}
+			}
+			if heldMoved == 0 || outFitted == 0 {
+				t.Errorf("training moved %d hidden means and fitted %d output standard deviations, want both > 0", heldMoved, outFitted)
+			}
+			if mode == bandit.StochasticOutput && hiddenRefined != 0 {
+				t.Errorf("a refined sample moved %d hidden parameters off their means, want none", hiddenRefined)
+			}
+			if mode == bandit.StochasticAll && hiddenRefined == 0 {
+				t.Error("under \"all\" a refined sample left every hidden parameter at its mean")
+			}
+		})
+	}
+}
