@@ -79,7 +79,7 @@ const (
 	DefaultNGVIStep          = posterior.DefaultNGVIStep
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
-	DefaultInitSigma         = 0.1
+	DefaultInitSigma         = 1.0
 	DefaultSigmaLR           = posterior.DefaultLR
 	DefaultNoiseShape        = 2.0
 	DefaultNoiseRate         = 0.5

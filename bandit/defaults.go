@@ -40,7 +40,7 @@ func DefaultConfig(k PolicyKind) Config {
 			PriorVariance: DefaultPriorVariance,
 			InitSigma:     DefaultInitSigma,
 			Prior:         PriorFanIn,
-			Stochastic:    StochasticAll,
+			Stochastic:    StochasticOutput,
 			Likelihood:    LikelihoodAuto,
 			Noise:         NoiseShared,
 			NoisePrior:    &NoisePrior{Shape: DefaultNoiseShape, Rate: DefaultNoiseRate},

@@ -76,7 +76,8 @@ func Presets() map[string]Preset {
 		Bandit: bandit.Config{
 			Policy: bandit.PolicyConfig{Samples: 3, MaxSampleUses: 1},
 			Model: bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1, Prior: bandit.PriorFixed, InitSigma: 0.01,
-				Likelihood: bandit.LikelihoodGaussian, Noise: bandit.NoiseShared, NoisePrior: &bandit.NoisePrior{}},
+				Likelihood: bandit.LikelihoodGaussian, Noise: bandit.NoiseShared, NoisePrior: &bandit.NoisePrior{},
+				Stochastic: bandit.StochasticAll}, // every weight's posterior, as the paper's
 			Training: bandit.TrainingConfig{
 				Iterations: 500, IterationsPerReward: 500, StopTolerance: new(float64),
 				BatchSize: 64, LR: 1e-3, SigmaLR: 1e-3, Bound: "elbo",

@@ -232,19 +232,29 @@ type ModelConfig struct {
 	// prior draw of the 2x100 network has outputs of standard
 	// deviation in the hundreds (the `paper` preset keeps it).
 	Prior string `json:"prior"`
-	// Stochastic is which parameters have a posterior width: "all"
-	// (default; the mean-field posterior of every weight, Havasi et al.
-	// 2021) or "output" (the output layer's, the hidden layers being
-	// point estimates trained with it: a partly stochastic network,
-	// Sharma et al. 2023, whose hidden layers fit the MAP of the same
-	// objective and whose output layer's mean-field posterior, and its
-	// refinement, are those of a linear model of the learned features).
-	// Only refined-ts and mf-ts.
+	// Stochastic is which parameters have a posterior width: "output"
+	// (default) or "all". Under "output" the output layer has a
+	// mean-field posterior and the hidden layers are point estimates
+	// trained with it (a partly stochastic network, Sharma et al.
+	// 2023): their means follow the gradient of the MAP objective of
+	// the same bound, their standard deviations are held at a
+	// thousandth of the prior's, and refinement refines the output
+	// layer given them, a linear model of the learned features. "all"
+	// is every weight's mean-field posterior, as Havasi et al. (2021)
+	// have it (the `paper` preset keeps it). On the showdown's six
+	// problems (5 seeds, docs/model.md) "output" ended wheel-0.9,
+	// wheel-0.99, wheel-0.5, satellite and letter with less regret
+	// than "all" and locked into one arm on no seed where "all" did
+	// on two of wheel-0.99. Only refined-ts and mf-ts.
 	Stochastic string `json:"stochastic"`
 	// InitSigma is the initial standard deviation of every factor of
 	// the mean-field posterior as a fraction of its prior standard
-	// deviation (means start He-style); default 0.1. Under the "fixed"
-	// N(0, 1) prior 0.01 is the paper's initialization.
+	// deviation (means start He-style); default 1: the posterior starts
+	// as wide as the prior and narrows as rewards arrive, whatever the
+	// iterations a reward (at 0.1 Adam's steps widen it over thousands
+	// of iterations, and under "output" the first two seeds of
+	// wheel-0.99 locked into the safe arm; docs/model.md). Under the
+	// "fixed" N(0, 1) prior 0.01 is the paper's initialization.
 	InitSigma float64 `json:"init_sigma"`
 	// Likelihood is the reward model of the network: "bernoulli" (0/1
 	// rewards, or rewards in [0, 1]: the output is a logit and
