@@ -66,21 +66,21 @@ func (c nuContext) json() map[string]any {
 // that what is measured is the model and not the load of the machine
 // running the test.
 //
-// Neither bar is met reliably, so both ratios are logged and what is
-// asserted is that the default bandit learns the problem at all: at most
-// three quarters of uniform play's regret (issue 28's finding was 0.98
-// of it). The decisions depend on when the trainer and the refinement
-// workers run, so the same stream ends differently from run to run:
-// seven runs of the defaults on 2026-11-28 (56d5386 to fdfb6ff, one a
-// fresh-clone CI run) ended at 0.004, 0.007, 0.014, 0.022, 0.047, 0.087
-// and 0.166 a decision, against uniform play's 0.291 (a quarter: 0.073;
-// three quarters: 0.218). make bench-newuser plays
-// the same problem in step mode, where a stream's decisions do not
-// depend on timing: the defaults end one stream of eight above a quarter
-// of uniform play (stream 4, 0.084: a confident wrong score for one
-// device; bench/newuser-step). Earlier: with the service's defaults of
-// e914467 six streams ended at 0.1 to 8.3 times linear TS's regret, and
-// with the old stop_tolerance 0.001 mean-field TS at 6.8 to 73 times.
+// The quarter of uniform play's is asserted; twice linear TS's is
+// logged, because it is not met on every run. The decisions depend on
+// when the trainer and the refinement workers run, so the same stream
+// ends differently from run to run. With the defaults of issue 28's
+// partly stochastic model (model.stochastic "output", init_sigma 1)
+// eleven runs on 2026-11-28 (6387ee4, load 3-5) ended at 0.0008 to
+// 0.0135 a decision, at 0.1 to 2.2 times linear TS's on the same run
+// (above twice in one) and under a fifth of a quarter of uniform play's
+// 0.291 (a quarter: 0.073). make bench-newuser plays
+// the same problem in step mode, where a stream's decisions do not depend
+// on timing: 15 streams of 16 end within 1.5 times linear TS's regret,
+// and stream 2 at 0.111, a confident wrong score for one device
+// (bench/newuser-step). Before this model, with every weight stochastic,
+// seven runs of this test ended at 0.004 to 0.166 a decision, two above
+// a quarter of uniform play's.
 func TestNewUserBanditLearns(t *testing.T) {
 	const steps, window = 2000, 500
 	m := startServe(t, "")
@@ -170,7 +170,8 @@ func TestNewUserBanditLearns(t *testing.T) {
 		steps, time.Since(start).Seconds(), window, got, st.Status.ModelVersion, lin, uni)
 	t.Logf("the default bandit's regret per decision is %.1f times linear TS's", got/lin)
 	t.Logf("the default bandit's regret per decision is %.2f of uniform play's (issue 28's bar: at most 0.25)", got/uni)
-	if got > 0.75*uni {
-		t.Errorf("the default bandit's regret per decision %.4f is more than three quarters of uniform play's %.4f: it does not learn the problem", got, uni)
+	if got > 0.25*uni {
+		t.Errorf("the default bandit's regret per decision %.4f is more than a quarter of uniform play's %.4f", got, uni)
 	}
+	// Twice linear TS's is logged, not asserted: see above.
 }
