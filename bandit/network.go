@@ -80,11 +80,21 @@ func (a *Agent) freshPosterior() *posterior.MeanField {
 	for j, v := range pv {
 		sig[j] = a.cfg.Model.InitSigma * math.Sqrt(v)
 	}
-	for _, j := range a.pointParams() {
-		sig[j] = heldSigma * math.Sqrt(pv[j])
-	}
 	q.SetSigma(sig)
+	a.holdPointParams(q)
 	return q
+}
+
+// holdPointParams sets the standard deviations of q's point-estimate
+// parameters (pointParams) to heldSigma times the prior's, where the
+// trainer then holds them: for a fresh posterior, and for a snapshot's,
+// which may come from a bandit whose every weight was stochastic (its
+// configuration from before model.stochastic, or an Update that set it)
+// and then continues from its means as point estimates.
+func (a *Agent) holdPointParams(q *posterior.MeanField) {
+	for _, j := range a.pointParams() {
+		q.Rho[j] = posterior.SoftplusInv(heldSigma * math.Sqrt(q.PriorVar[j]))
+	}
 }
 
 // heldSigma is the standard deviation of a point-estimate parameter of a

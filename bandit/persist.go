@@ -89,6 +89,7 @@ func (a *Agent) install(ctx context.Context, snap *Snapshot, following bool) err
 				elbo = *meta.ELBO
 			}
 			if q != nil {
+				a.holdPointParams(q)
 				a.q, a.std, a.fit = q, nn.Standardization{Shift: meta.Shift, Scale: meta.Scale}, meta.Fit
 				a.fam, a.famSet = snapshotFamily(meta), true
 				_ = a.newTrainer(a.data.View()) // the configuration's trainer was made in newAgent

@@ -2,6 +2,7 @@ package bandit_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"testing"
@@ -85,5 +86,72 @@ func TestStochasticOutputHoldsTheHiddenLayers(t *testing.T) {
 				t.Error("under \"all\" a refined sample left every hidden parameter at its mean")
 			}
 		})
+	}
+}
+
+// A posterior whose every weight was stochastic, imported into a bandit
+// whose configuration is model.stochastic "output" (a snapshot file from
+// before the setting, whose configuration lacks it, takes the default),
+// continues with its hidden layers as point estimates at the snapshot's
+// means: their standard deviations are set to the held thousandth of the
+// prior's, and the output layer's are the snapshot's.
+func TestImportedPosteriorHoldsTheHiddenLayers(t *testing.T) {
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Step: &bandit.StepConfig{TrainEvery: 5}})
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(ctx)
+	cfg := smallConfig(bandit.MeanFieldTS)
+	cfg.Model.Stochastic = bandit.StochasticAll
+	a, err := svc.Create(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		color := []string{"red", "blue"}[i%2]
+		out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Reward(ctx, out.Decision.EventID, toyReward(color, cfg.Arms[out.Decision.Arm])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := a.Posterior()
+	f, err := a.ExportSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(f.Bandit, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["name"] = "imported"
+	delete(doc["model"].(map[string]any), "stochastic") // a file from before the setting
+	if f.Bandit, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	f.SHA256 = f.Sum()
+	b, err := svc.Import(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Config().Model.Stochastic; got != bandit.StochasticOutput {
+		t.Fatalf("imported model.stochastic %q, want the default %q", got, bandit.StochasticOutput)
+	}
+	pub := b.Posterior()
+	out := pub.Arch.Layer(pub.Arch.NumLayers() - 1)
+	for j := range pub.Mu {
+		if math.Abs(pub.Mu[j]-old.Mu[j]) > 1e-12 {
+			t.Fatalf("parameter %d: mean %g, the snapshot's %g", j, pub.Mu[j], old.Mu[j])
+		}
+		want := old.Sigma[j]
+		if j < out.W {
+			want = 1e-3 * math.Sqrt(pub.PriorVar[j])
+		}
+		if math.Abs(pub.Sigma[j]-want) > 1e-9*want {
+			t.Fatalf("parameter %d (hidden %v): sigma %g, want %g", j, j < out.W, pub.Sigma[j], want)
+		}
 	}
 }
