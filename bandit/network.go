@@ -93,7 +93,13 @@ func (a *Agent) freshPosterior() *posterior.MeanField {
 // and then continues from its means as point estimates.
 func (a *Agent) holdPointParams(q *posterior.MeanField) {
 	for _, j := range a.pointParams() {
-		q.Rho[j] = posterior.SoftplusInv(heldSigma * math.Sqrt(q.PriorVar[j]))
+		// A posterior held already (trained here, or by this bandit
+		// before a restart) keeps its rho as stored: the fast engine's
+		// float32 rounding of it is within 1e-6 of the held value.
+		want := heldSigma * math.Sqrt(q.PriorVar[j])
+		if math.Abs(posterior.Softplus(q.Rho[j])-want) > 1e-6*want {
+			q.Rho[j] = posterior.SoftplusInv(want)
+		}
 	}
 }
 
