@@ -78,6 +78,7 @@ for label, tag in [
     ("refined-ts:supply, output, init_sigma 0.5", "out8"),
     ("refined-ts:supply, output, sigma_lr 0.01", "out6"),
     ("refined-ts:supply, output, init_sigma 1, skip", "skip1"),
+    ("refined-ts:supply, output, init_sigma 1, hidden [100, 100]", "h2"),
     ("mf-ts, every weight (the committed default)", "showdown:mf"),
     ("mf-ts, output", "out1"),
     ("mf-ts, output, sigma_lr 0.01", "out3"),
