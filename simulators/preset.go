@@ -93,7 +93,7 @@ func Presets() map[string]Preset {
 	}
 	fast := paper
 	fast.Name = "fast"
-	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; one hidden layer of 100 for refined and mean-field TS, the paper's 2x100 for the others) and samples per decision (1 for refined and mean-field TS, the paper's 3 for the others), the paper's optimizer and refinement fractions; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; for refined and mean-field TS one hidden layer of 100 as a point estimate under the output layer's posterior, starting at the prior's width; the paper's 2x100 for the others) and samples per decision (1 for refined and mean-field TS, the paper's 3 for the others), the paper's optimizer and refinement fractions; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
 	fast.Bandit.Policy.Samples = 0 // the service's, per kind
 	fast.Bandit.Model = bandit.ModelConfig{PriorVariance: 1}
 	fast.Bandit.Training.Bound = ""
