@@ -41,16 +41,7 @@ func TestRefinementTargetsTheTrainedModelsPrior(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := range 10 {
-				color := []string{"red", "blue"}[i%2]
-				out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := a.Reward(ctx, out.Decision.EventID, toyReward(color, cfg.Arms[out.Decision.Arm])); err != nil {
-					t.Fatal(err)
-				}
-			}
+			trainToy(ctx, t, a, 10)
 			pub := a.Posterior()
 			if pub.Version == 0 {
 				t.Fatal("no training")

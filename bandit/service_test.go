@@ -67,6 +67,22 @@ func toyReward(color string, arm string) float64 {
 	return 0
 }
 
+// trainToy makes n decisions of a on alternating red and blue contexts of
+// size 1 and rewards each at once with toyReward.
+func trainToy(ctx context.Context, t *testing.T, a *bandit.Agent, n int) {
+	t.Helper()
+	for i := range n {
+		color := []string{"red", "blue"}[i%2]
+		out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Reward(ctx, out.Decision.EventID, toyReward(color, a.Config().Arms[out.Decision.Arm])); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestServiceLearnsAndResumes(t *testing.T) {
 	for _, kind := range []bandit.PolicyKind{bandit.RefinedTS, bandit.MeanFieldTS, bandit.EpsGreedy, bandit.Greedy, bandit.Uniform, bandit.LinearTS, bandit.LaplaceTS, bandit.FlowTS, bandit.NeuralLinear} {
 		t.Run(string(kind), func(t *testing.T) {

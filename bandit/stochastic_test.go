@@ -3,7 +3,6 @@ package bandit_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"testing"
 
@@ -34,16 +33,7 @@ func TestStochasticOutputHoldsTheHiddenLayers(t *testing.T) {
 			}
 			before := a.Posterior()
 			mu0 := append([]float64(nil), before.Mu...)
-			for i := range 40 {
-				color := []string{"red", "blue"}[i%2]
-				out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := a.Reward(ctx, out.Decision.EventID, toyReward(color, cfg.Arms[out.Decision.Arm])); err != nil {
-					t.Fatal(err)
-				}
-			}
+			trainToy(ctx, t, a, 40)
 			pub := a.Posterior()
 			if pub.Version == 0 {
 				t.Fatal("no training")
@@ -108,16 +98,7 @@ func TestImportedPosteriorHoldsTheHiddenLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 20 {
-		color := []string{"red", "blue"}[i%2]
-		out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Reward(ctx, out.Decision.EventID, toyReward(color, cfg.Arms[out.Decision.Arm])); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trainToy(ctx, t, a, 20)
 	old := a.Posterior()
 	f, err := a.ExportSnapshot()
 	if err != nil {
