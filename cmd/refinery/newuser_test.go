@@ -105,22 +105,7 @@ func TestNewUserBanditLearns(t *testing.T) {
 	caughtUp := func(rewards int64) {
 		t.Helper()
 		for _, name := range []string{"layouts", "layouts-linear"} {
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				var st struct {
-					Status struct {
-						TrainedRows int64 `json:"trained_rows"`
-					} `json:"status"`
-				}
-				if err := json.Unmarshal(c.must(http.StatusOK, "GET", "/v1/bandits/"+name, nil), &st); err != nil {
-					t.Fatal(err)
-				}
-				if st.Status.TrainedRows >= rewards {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: the trainer has not trained on %d rewards after 30s", name, rewards)
-				}
-			}
+			waitTrained(t, c, name, rewards)
 		}
 	}
 	for i := range steps {
