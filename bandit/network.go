@@ -148,7 +148,7 @@ func (a *Agent) initNetwork(m *model) error {
 	a.q = a.freshPosterior()
 	a.std = nn.Standardization{Scale: 1}
 	a.sigma = make([]float64, n)
-	point := a.caps.MAP
+	point, held := a.caps.MAP, a.pointParams() // the trainer and the refiner read held, neither writes it
 	tcfg := posterior.TrainConfig{BatchSize: cfg.Training.BatchSize, LR: cfg.Training.LR, Point: point}
 	if !point { // a point estimate has no collapsed bound
 		b, ok := trainerBounds[cfg.Training.Bound]
@@ -161,7 +161,7 @@ func (a *Agent) initNetwork(m *model) error {
 			return fmt.Errorf("training.optimizer: unknown optimizer %q", cfg.Training.Optimizer)
 		}
 		tcfg.Optimizer, tcfg.NGVIStep, tcfg.SigmaLR = o, cfg.Training.NGVIStep, cfg.Training.SigmaLR
-		tcfg.HeldSigma = a.pointParams()
+		tcfg.HeldSigma = held
 	}
 	a.tcfg = tcfg
 	if err := a.newTrainer(a.data.View()); err != nil {
@@ -172,7 +172,7 @@ func (a *Agent) initNetwork(m *model) error {
 		Iterations: cfg.Refinement.Iterations,
 		LR:         cfg.Refinement.LR,
 		BatchSize:  cfg.Refinement.BatchSize,
-		Held:       a.pointParams(),
+		Held:       held,
 	}
 	a.setPosterior(m)
 	return a.fitPosterior(m, a.tr.Likelihood().(*nn.Likelihood))

@@ -39,38 +39,6 @@ func engineIndices(ev nn.Evaluator32, idx []int, n int) []int {
 	return out
 }
 
-// holds32 is holds on the fast engine, keeping softplus(rho) and its
-// derivative (or, under NGVI, sigma itself) with rho.
-type holds32 struct {
-	sigma, all                          []int
-	rho, sig, sgm, mu, rhoA, sigA, sgmA []float32
-}
-
-func newHolds32(sigma, all []int) holds32 {
-	m := func(n int) []float32 { return make([]float32, n) }
-	return holds32{sigma: sigma, all: all,
-		rho: m(len(sigma)), sig: m(len(sigma)), sgm: m(len(sigma)),
-		mu: m(len(all)), rhoA: m(len(all)), sigA: m(len(all)), sgmA: m(len(all))}
-}
-
-func (h *holds32) save(mu, rho, sig, sgm []float32) {
-	for i, j := range h.sigma {
-		h.rho[i], h.sig[i], h.sgm[i] = rho[j], sig[j], sgm[j]
-	}
-	for i, j := range h.all {
-		h.mu[i], h.rhoA[i], h.sigA[i], h.sgmA[i] = mu[j], rho[j], sig[j], sgm[j]
-	}
-}
-
-func (h *holds32) restore(mu, rho, sig, sgm []float32) {
-	for i, j := range h.sigma {
-		rho[j], sig[j], sgm[j] = h.rho[i], h.sig[i], h.sgm[i]
-	}
-	for i, j := range h.all {
-		mu[j], rho[j], sig[j], sgm[j] = h.mu[i], h.rhoA[i], h.sigA[i], h.sgmA[i]
-	}
-}
-
 // newEvaluator32 returns lik's fast evaluator, or for a likelihood that
 // only has a float64 one (the closed-form test models) an adapter that
 // converts around it, so that the fast trainer runs on every Likelihood.
@@ -126,9 +94,9 @@ type fastState struct {
 	dMu, dSigma, pm, prec []float32
 	mMu, vMu, mRho, vRho  []float32
 	dHyper, tmp           []float64
-	rhoOld                []float32 // rho before an Adam step (SigmaLR; nil without)
-	hold                  holds32   // TrainConfig.HeldSigma and Held, engine layout
-	s2                    []float32 // PriorVar (collapsed bounds only)
+	rhoOld                []float32      // rho before an Adam step (SigmaLR; nil without)
+	hold                  holds[float32] // TrainConfig.HeldSigma and Held, engine layout
+	s2                    []float32      // PriorVar (collapsed bounds only)
 	hyper                 *nn.Adam
 	t                     int
 	natural               bool // OptimizerNGVI: sigma is stepped, rho is stale

@@ -154,3 +154,19 @@ func TestHeldIndicesAreChecked(t *testing.T) {
 		t.Error("NewRefiner accepted a held index out of range")
 	}
 }
+
+// Holding parameters adds no allocation to an iteration, on either engine.
+func TestHeldStepAllocatesNothing(t *testing.T) {
+	forEngines(t, func(t *testing.T, reference bool) {
+		lik, prior := heldProblem()
+		q := NewMeanField(3, 0, prior, 0.3)
+		tr, err := NewTrainer(lik, TrainConfig{Reference: reference, HeldSigma: []int{0}, Held: []int{1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		if a := testing.AllocsPerRun(50, func() { tr.Step(q, rng) }); a != 0 {
+			t.Errorf("a Step with held parameters allocates %v times, want 0", a)
+		}
+	})
+}

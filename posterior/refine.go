@@ -256,6 +256,13 @@ func (r *Refiner) Refine(ctx context.Context, dst []float64, q0 *MeanField, rng 
 	} else {
 		clear(r.b)
 	}
+	// A held parameter stays at q0's mean: b_j and the conditional
+	// prior's mean are it throughout, and the trainer does not move it.
+	for j, h := range r.held {
+		if h {
+			r.b[j], r.prior[j], r.pvar[j] = q0.Mu[j], q0.Mu[j], q0.PriorVar[j]
+		}
+	}
 
 	K := len(r.fracs)
 	for k := 1; k <= K; k++ {
@@ -266,8 +273,6 @@ func (r *Refiner) Refine(ctx context.Context, dst []float64, q0 *MeanField, rng 
 		r.q.Sigma(r.sigma)
 		for j := range n {
 			if r.held != nil && r.held[j] {
-				// w_j stays q0's mean: b_j is it throughout.
-				r.b[j], r.prior[j], r.pvar[j] = q0.Mu[j], q0.Mu[j], q0.PriorVar[j]
 				continue
 			}
 			varK := frac * q0.PriorVar[j]

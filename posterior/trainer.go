@@ -156,13 +156,13 @@ type Trainer struct {
 	fast *fastState // fast engine only
 	col  collapsed  // the collapsed bound's constants (Bound != BoundELBO)
 
-	hp     HyperPrior // the likelihood's, if it has one
-	hpd    []float64  // gradient of log p(hyper)
-	grad   []float64  // gradient of -ELBO w.r.t. [mu | rho | hyper]
-	sigma  []float64  // softplus(rho)
-	sgm    []float64  // sigmoid(rho), the softplus' derivative
-	rhoOld []float64  // rho before an Adam step (SigmaLR; nil without)
-	hold   holds      // HeldSigma and Held, canonical indices (reference path)
+	hp     HyperPrior     // the likelihood's, if it has one
+	hpd    []float64      // gradient of log p(hyper)
+	grad   []float64      // gradient of -ELBO w.r.t. [mu | rho | hyper]
+	sigma  []float64      // softplus(rho)
+	sgm    []float64      // sigmoid(rho), the softplus' derivative
+	rhoOld []float64      // rho before an Adam step (SigmaLR; nil without)
+	hold   holds[float64] // HeldSigma and Held, canonical indices (reference path)
 	rows   []int
 }
 
@@ -197,7 +197,7 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 	}
 	if cfg.Reference {
 		t.adam = nn.NewAdam(2*n+nh, cfg.LR)
-		t.hold = newHolds(cfg.HeldSigma, cfg.Held)
+		t.hold = newHolds[float64](cfg.HeldSigma, cfg.Held, 1)
 	} else {
 		t.fast = newFastState(lik, cfg.BatchSize)
 		t.fast.natural = cfg.Optimizer == OptimizerNGVI
@@ -207,7 +207,7 @@ func NewTrainer(lik Likelihood, cfg TrainConfig) (*Trainer, error) {
 		if t.sigmaScale() > 1 {
 			t.fast.rhoOld = make([]float32, n)
 		}
-		t.fast.hold = newHolds32(engineIndices(t.fast.eval, cfg.HeldSigma, n), engineIndices(t.fast.eval, cfg.Held, n))
+		t.fast.hold = newHolds[float32](engineIndices(t.fast.eval, cfg.HeldSigma, n), engineIndices(t.fast.eval, cfg.Held, n), 3)
 	}
 	return t, nil
 }
@@ -416,36 +416,55 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 	return ll, scale
 }
 
-// holds keeps the parameters of TrainConfig.HeldSigma (rho) and
-// TrainConfig.Held (mu and rho) across an optimizer step: save before
-// it, restore after. The indices are in the layout of the vectors passed.
-type holds struct {
-	sigma, all    []int
-	rho, mu, rhoA []float64
+// holds keeps the parameters of TrainConfig.HeldSigma (their width
+// vectors) and TrainConfig.Held (their means and width vectors) across an
+// optimizer step: save before it, restore after. The width vectors are
+// rho on the reference path, and rho, softplus(rho) and its derivative
+// on the fast engine, whose NGVI steps sigma itself. The indices are in
+// the layout of the vectors passed.
+type holds[F float32 | float64] struct {
+	sigma, all []int
+	// widths[k] holds width vector k at sigma's indices, then all's;
+	// means holds the means at all's.
+	widths [][]F
+	means  []F
 }
 
-func newHolds(sigma, all []int) holds {
-	return holds{
-		sigma: sigma, all: all,
-		rho: make([]float64, len(sigma)), mu: make([]float64, len(all)), rhoA: make([]float64, len(all)),
+func newHolds[F float32 | float64](sigma, all []int, nWidths int) holds[F] {
+	h := holds[F]{sigma: sigma, all: all, means: make([]F, len(all)), widths: make([][]F, nWidths)}
+	for k := range h.widths {
+		h.widths[k] = make([]F, len(sigma)+len(all))
 	}
+	return h
 }
 
-func (h *holds) save(mu, rho []float64) {
-	for i, j := range h.sigma {
-		h.rho[i] = rho[j]
+func (h *holds[F]) save(mu []F, widths ...[]F) {
+	for k, w := range widths {
+		buf := h.widths[k]
+		for i, j := range h.sigma {
+			buf[i] = w[j]
+		}
+		for i, j := range h.all {
+			buf[len(h.sigma)+i] = w[j]
+		}
 	}
 	for i, j := range h.all {
-		h.mu[i], h.rhoA[i] = mu[j], rho[j]
+		h.means[i] = mu[j]
 	}
 }
 
-func (h *holds) restore(mu, rho []float64) {
-	for i, j := range h.sigma {
-		rho[j] = h.rho[i]
+func (h *holds[F]) restore(mu []F, widths ...[]F) {
+	for k, w := range widths {
+		buf := h.widths[k]
+		for i, j := range h.sigma {
+			w[j] = buf[i]
+		}
+		for i, j := range h.all {
+			w[j] = buf[len(h.sigma)+i]
+		}
 	}
 	for i, j := range h.all {
-		mu[j], rho[j] = h.mu[i], h.rhoA[i]
+		mu[j] = h.means[i]
 	}
 }
 
