@@ -15,7 +15,7 @@ import (
 // prior's while their means have moved, the output layer's standard
 // deviations have been fitted, and a refined sample takes the hidden
 // layers' means exactly and refines the output layer alone. Under "all"
-// (the default) no standard deviation is held.
+// (the default before 6387ee4) no standard deviation is held.
 func TestStochasticOutputHoldsTheHiddenLayers(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []string{bandit.StochasticOutput, bandit.StochasticAll} {
