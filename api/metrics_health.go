@@ -22,10 +22,10 @@ type healthCollector struct {
 func newHealthCollector() *healthCollector {
 	return &healthCollector{
 		sigmaMedian: prometheus.NewDesc("refinery_posterior_sigma_median",
-			"Median posterior standard deviation of a layer's weights and biases (layer 1 the first hidden, the highest the output layer), network units: the mean-field posterior of mf-ts and refined-ts, the Laplace variances of laplace-ts diagonal.",
+			"Median posterior standard deviation of a layer's weights and biases (layer 1 the first hidden, the highest the output layer), network units: the mean-field posterior of mf-ts and refined-ts, the Laplace variances of laplace-ts diagonal. Not reported for a layer fitted as a point estimate (model.stochastic \"output\": the hidden layers).",
 			[]string{"bandit", "layer"}, nil),
 		atPrior: prometheus.NewDesc("refinery_posterior_sigma_at_prior_ratio",
-			"Share of a layer's parameters whose posterior standard deviation is at least 0.9 of the prior's (model.prior, model.prior_variance): the share the data has not narrowed.",
+			"Share of a layer's parameters whose posterior standard deviation is at least 0.9 of the prior's (model.prior, model.prior_variance): the share the data has not narrowed. Not reported for a layer fitted as a point estimate.",
 			[]string{"bandit", "layer"}, nil),
 		noise: prometheus.NewDesc("refinery_noise_variance",
 			"Learned Gaussian noise variance, squared reward units: arm=\"shared\" for one noise of every arm, else per arm (model.noise per-arm). None under the Bernoulli likelihood.",
@@ -66,6 +66,9 @@ func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 		name := a.Name()
 		h := a.Health()
 		for _, l := range h.Layers {
+			if l.PointEstimate {
+				continue // its held sigmas say nothing of the data
+			}
 			layer := strconv.Itoa(l.Layer)
 			gauge(c.sigmaMedian, l.MedianSigma, name, layer)
 			gauge(c.atPrior, l.AtPriorShare, name, layer)

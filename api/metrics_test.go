@@ -188,6 +188,9 @@ func TestMetricsHealthGauges(t *testing.T) {
 			t.Fatalf("%s: no health in the status", name)
 		}
 		for _, l := range h.Layers {
+			if l.PointEstimate {
+				continue // not reported: its sigmas are held
+			}
 			add("refinery_posterior_sigma_median", fmt.Sprintf(`bandit=%q,layer="%d"`, name, l.Layer), l.MedianSigma)
 			add("refinery_posterior_sigma_at_prior_ratio", fmt.Sprintf(`bandit=%q,layer="%d"`, name, l.Layer), l.AtPriorShare)
 		}
@@ -217,8 +220,8 @@ func TestMetricsHealthGauges(t *testing.T) {
 				t.Errorf("locked: %+v, want an alarm, held-out figures with an ECE, no layers (a point estimate)", h)
 			}
 		case "mf":
-			if len(h.Layers) != 2 || h.Noise == nil || len(h.Noise.Variances) != 1 || h.HeldOut == nil || h.HeldOut.CalibrationError != nil {
-				t.Errorf("mf: %+v, want 2 layers, one noise variance and held-out figures without an ECE", h)
+			if len(h.Layers) != 2 || !h.Layers[0].PointEstimate || h.Layers[1].PointEstimate || h.Noise == nil || len(h.Noise.Variances) != 1 || h.HeldOut == nil || h.HeldOut.CalibrationError != nil {
+				t.Errorf("mf: %+v, want 2 layers (the hidden a point estimate), one noise variance and held-out figures without an ECE", h)
 			}
 		case "u":
 			if h.LockIn.Alarm || h.Layers != nil || h.Noise != nil || h.HeldOut != nil || h.LockIn.Decisions != 120 {

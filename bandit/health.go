@@ -178,12 +178,20 @@ func (a *Agent) Health() (out *Health) {
 
 // layerHealth returns the spread per layer of m's posterior for the kinds
 // that have one over every weight (mf-ts, refined-ts, laplace-ts
-// "diagonal"), nil for the others.
+// "diagonal"), nil for the others; under model.stochastic "output" the
+// hidden layers are marked as point estimates.
 func (a *Agent) layerHealth(m *model) []LayerHealth {
 	if !a.caps.WeightSpread || m.sig2 == nil || m.q == nil {
 		return nil
 	}
-	return layerSpread(a.arch, m.sig2, m.q.PriorVar)
+	out := layerSpread(a.arch, m.sig2, m.q.PriorVar)
+	if len(a.pointParams()) > 0 {
+		// pointParams holds every layer but the output layer.
+		for l := range out[:len(out)-1] {
+			out[l].PointEstimate = true
+		}
+	}
+	return out
 }
 
 // layerSpread returns, per layer of arch, the median of sqrt(sig2) and

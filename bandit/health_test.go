@@ -161,7 +161,8 @@ func TestLockInAlarmStaysOff(t *testing.T) {
 // draws; log probabilities of 0/1 rewards are at most 0 and the ECE, a
 // mean absolute difference of probabilities, is in [0, 1]; the recent
 // window holds every reward scored so far (fewer than 512). The spread
-// has one entry per layer with shares in [0, 1]; the noise is none under
+// has one entry per layer with shares in [0, 1], the hidden layer marked
+// as a point estimate (model.stochastic "output"); the noise is none under
 // the Bernoulli likelihood, and one variance beside the rewards' under
 // the Gaussian.
 func TestHealthOfEachVersion(t *testing.T) {
@@ -213,8 +214,10 @@ func TestHealthOfEachVersion(t *testing.T) {
 			if len(h.Layers) != 2 {
 				t.Errorf("%d layers, want 2", len(h.Layers))
 			}
-			for _, l := range h.Layers {
-				if !(l.MedianSigma > 0) || l.AtPriorShare < 0 || l.AtPriorShare > 1 {
+			for i, l := range h.Layers {
+				// model.stochastic "output", mf-ts's default: the
+				// hidden layer is a point estimate.
+				if !(l.MedianSigma > 0) || l.AtPriorShare < 0 || l.AtPriorShare > 1 || l.PointEstimate != (i == 0) {
 					t.Errorf("layer %+v", l)
 				}
 			}

@@ -111,6 +111,12 @@ type LayerHealth struct {
 	// model.prior_variance: bandit's priorVars), the share the data has not
 	// narrowed.
 	AtPriorShare float64 `json:"at_prior_share"`
+	// PointEstimate says the layer is fitted as a point estimate, not
+	// a posterior (model.stochastic "output": the hidden layers of
+	// mf-ts and refined-ts). Its standard deviations are held at a
+	// thousandth of the prior's, so MedianSigma reports that held
+	// value and AtPriorShare is 0; neither measures the data.
+	PointEstimate bool `json:"point_estimate"`
 }
 
 // NoiseHealth is the likelihood's noise against the rewards trained on.

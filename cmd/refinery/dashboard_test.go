@@ -575,9 +575,10 @@ type statusHealth struct {
 		Health       struct {
 			ModelVersion int64 `json:"model_version"`
 			Layers       []struct {
-				Layer        int     `json:"layer"`
-				MedianSigma  float64 `json:"median_sigma"`
-				AtPriorShare float64 `json:"at_prior_share"`
+				Layer         int     `json:"layer"`
+				MedianSigma   float64 `json:"median_sigma"`
+				AtPriorShare  float64 `json:"at_prior_share"`
+				PointEstimate bool    `json:"point_estimate"`
 			} `json:"layers"`
 			Noise *struct {
 				Likelihood string `json:"likelihood"`
@@ -781,7 +782,22 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 	if len(mf.Layers) != 2 || mf.Noise == nil || len(mf.Noise.Variances) != 1 || mf.HeldOut == nil {
 		t.Fatalf("mf: health %+v, want 2 layers, a noise variance and held-out figures", mf)
 	}
+	// mf-ts's default model.stochastic "output": the hidden layer is a
+	// point estimate, whose held sigmas the page does not show as a
+	// posterior's.
+	if !mf.Layers[0].PointEstimate || mf.Layers[1].PointEstimate {
+		t.Errorf("mf: point estimates %v and %v, want the hidden layer only", mf.Layers[0].PointEstimate, mf.Layers[1].PointEstimate)
+	}
 	for _, l := range mf.Layers {
+		if l.PointEstimate {
+			if got := page["mf"][fmt.Sprint("point-estimate-", l.Layer)]; got != "point estimate" {
+				t.Errorf("mf: layer %d reads %q, want \"point estimate\"", l.Layer, got)
+			}
+			if _, ok := page["mf"][fmt.Sprint("sigma-median-", l.Layer)]; ok {
+				t.Errorf("mf: layer %d, a point estimate, shows a median sigma", l.Layer)
+			}
+			continue
+		}
 		near("mf", fmt.Sprint("sigma-median-", l.Layer), l.MedianSigma, false)
 		near("mf", fmt.Sprint("at-prior-", l.Layer), l.AtPriorShare, true)
 	}

@@ -49,7 +49,8 @@
     }
     if (hl.layers) {
       h += "<div>posterior σ per layer (median · share at ≥ 0.9 of the prior's): " + hl.layers.map((y) =>
-        (y.layer === hl.layers.length ? "out" : "layer " + y.layer) + " " + field("sigma-median-" + y.layer, fig(y.median_sigma)) + " · " + field("at-prior-" + y.layer, num(100 * y.at_prior_share, 1)) + "%").join("; ") + "</div>";
+        (y.layer === hl.layers.length ? "out" : "layer " + y.layer) + " " + (y.point_estimate ? field("point-estimate-" + y.layer, "point estimate") :
+          field("sigma-median-" + y.layer, fig(y.median_sigma)) + " · " + field("at-prior-" + y.layer, num(100 * y.at_prior_share, 1)) + "%")).join("; ") + "</div>";
     }
     if (hl.noise) {
       if (hl.noise.likelihood === "bernoulli") {
