@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // armFeatureConfig is a bandit whose four arms are described by one
@@ -68,11 +67,7 @@ func TestArmFeaturesLearnAndGeneralize(t *testing.T) {
 	} {
 		t.Run(strings.TrimSuffix(string(p.Kind)+" "+p.Laplace, " "), func(t *testing.T) {
 			ctx := context.Background()
-			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 3, Step: &bandit.StepConfig{TrainEvery: 20}})
-			defer svc.Close(ctx)
-			if err := svc.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
+			svc := stepService(t, 3, 20)
 			cfg := armFeatureConfig(p.Kind)
 			cfg.Policy = p
 			a, err := svc.Create(ctx, cfg)
@@ -188,11 +183,7 @@ func TestArmFeaturesValidation(t *testing.T) {
 // and a decision whose arm was retired since replays as made.
 func TestArmFeaturesShadowRankReplay(t *testing.T) {
 	ctx := context.Background()
-	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 4, Step: &bandit.StepConfig{TrainEvery: 10}})
-	defer svc.Close(ctx)
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svc := stepService(t, 4, 10)
 	cfg := armFeatureConfig(bandit.MeanFieldTS)
 	cfg.Shadow = &bandit.ShadowConfig{Policy: bandit.PolicyConfig{Kind: bandit.LinearTS}}
 	a, err := svc.Create(ctx, cfg)
@@ -246,11 +237,7 @@ func TestArmFeaturesShadowRankReplay(t *testing.T) {
 // before, to rounding, and takes contexts with the new value.
 func TestArmFeaturesGrowInputs(t *testing.T) {
 	ctx := context.Background()
-	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 2, Step: &bandit.StepConfig{TrainEvery: 20}})
-	defer svc.Close(ctx)
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svc := stepService(t, 2, 20)
 	cfg := armFeatureConfig(bandit.Greedy)
 	cfg.Features = append(cfg.Features, bandit.Feature{Name: "site", Type: bandit.Categorical, Values: []string{"web", "app"}})
 	a, err := svc.Create(ctx, cfg)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/refinery-bandits/refinery/bandit"
 	"github.com/refinery-bandits/refinery/nn"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // Under model.likelihood "auto" a bandit whose rewards are 0 or 1 trains
@@ -18,11 +17,7 @@ import (
 // the field, and nothing is stored.
 func TestLikelihoodFollowsTheRewards(t *testing.T) {
 	ctx := context.Background()
-	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 2, Step: &bandit.StepConfig{TrainEvery: 5}})
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close(ctx)
+	svc := stepService(t, 2, 5)
 	decide := func(a *bandit.Agent, i int) string {
 		color := []string{"red", "blue"}[i%2]
 		out, err := a.Decide(ctx, bandit.DecideRequest{Context: []byte(fmt.Sprintf(`{"color": %q, "size": 1}`, color))})

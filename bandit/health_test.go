@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // lockProblem is a two-arm problem on which the second arm is best on
@@ -52,15 +51,7 @@ type lockPhase struct {
 func lockRun(t *testing.T, cfg *bandit.Config, badB bool, phases ...lockPhase) {
 	t.Helper()
 	ctx := context.Background()
-	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 5, Step: &bandit.StepConfig{TrainEvery: 5}})
-	t.Cleanup(func() { svc.Close(ctx) })
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a, err := svc.Create(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := stepAgent(t, 5, 5, cfg)
 	i := 0
 	for _, ph := range phases {
 		for range ph.decisions {
@@ -172,15 +163,7 @@ func TestHealthOfEachVersion(t *testing.T) {
 	}{{"on 0/1 rewards", 1}, {"on real rewards", 3}} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 9, Step: &bandit.StepConfig{TrainEvery: 5}})
-			t.Cleanup(func() { svc.Close(ctx) })
-			if err := svc.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			a, err := svc.Create(ctx, lockConfig(bandit.MeanFieldTS))
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := stepAgent(t, 9, 5, lockConfig(bandit.MeanFieldTS))
 			const n = 60
 			for i := range n {
 				side := []string{"left", "right"}[i%2]
@@ -301,17 +284,9 @@ func TestLockInProbabilityAgreesWithPropensities(t *testing.T) {
 	}{{bandit.LinearTS, ""}, {bandit.NeuralLinear, ""}, {bandit.MeanFieldTS, ""}, {bandit.LaplaceTS, bandit.LaplaceDiagonal}, {bandit.LaplaceTS, bandit.LaplaceLastLayer}, {bandit.FlowTS, ""}} {
 		t.Run(string(c.kind)+" "+c.laplace, func(t *testing.T) {
 			ctx := context.Background()
-			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 3, Step: &bandit.StepConfig{TrainEvery: 5}})
-			t.Cleanup(func() { svc.Close(ctx) })
-			if err := svc.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
 			cfg := lockConfig(c.kind)
 			cfg.Policy.Samples, cfg.Policy.Laplace = 1, c.laplace
-			a, err := svc.Create(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := stepAgent(t, 3, 5, cfg)
 			decide := func(i int, side string) []float64 {
 				o, err := a.Decide(ctx, bandit.DecideRequest{Context: json.RawMessage(`{"side": "` + side + `"}`)})
 				if err != nil {

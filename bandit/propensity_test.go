@@ -10,26 +10,18 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // propensityAgent is a step-mode agent of kind on a three-arm toy bandit
 // (three arms: mf-ts and diagonal laplace-ts then estimate their groups'
 // probabilities from draws), trained on 20 rewarded decisions so that
 // its posterior is still uncertain, and then told nothing more: its
-// posterior is fixed.
-func propensityAgent(t *testing.T, name string, cfg *bandit.Config) (*bandit.Agent, func()) {
+// posterior is fixed. Its service is closed when the test ends.
+func propensityAgent(t *testing.T, name string, cfg *bandit.Config) *bandit.Agent {
 	t.Helper()
 	ctx := context.Background()
 	cfg.Arms = []string{"a", "b", "c"}
-	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 3, Step: &bandit.StepConfig{TrainEvery: 5}})
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a, err := svc.Create(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := stepAgent(t, 3, 5, cfg)
 	env := rand.New(rand.NewPCG(7, 8))
 	for i := range 20 {
 		color := []string{"red", "blue"}[env.IntN(2)]
@@ -45,7 +37,7 @@ func propensityAgent(t *testing.T, name string, cfg *bandit.Config) (*bandit.Age
 	if err := a.TrainNow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return a, func() { svc.Close(ctx) }
+	return a
 }
 
 // propensityKinds are the configurations of every policy kind, by a
@@ -107,8 +99,7 @@ func TestLoggedPropensityIsTheFrequencyOfTheArm(t *testing.T) {
 			if cfg.Policy.Kind == bandit.Uniform {
 				eps = 1
 			}
-			a, done := propensityAgent(t, name, cfg)
-			defer done()
+			a := propensityAgent(t, name, cfg)
 			raw := json.RawMessage(`{"color": "red", "size": 0.5}`)
 			var sum, sum2, mean [3]float64
 			var freq [3]float64

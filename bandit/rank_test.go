@@ -35,8 +35,7 @@ func TestRankedSlotPropensitiesAreTheirFrequencies(t *testing.T) {
 				if slotted {
 					req = slotRequest(cfg)
 				}
-				a, done := propensityAgent(t, name, cfg)
-				defer done()
+				a := propensityAgent(t, name, cfg)
 				testRankedFrequencies(t, ctx, a, req, name)
 			})
 		}
@@ -122,8 +121,7 @@ func testRankedFrequencies(t *testing.T, ctx context.Context, a *bandit.Agent, r
 // is stored).
 func TestRankRejectsBadRequests(t *testing.T) {
 	ctx := context.Background()
-	a, done := propensityAgent(t, "eps-greedy", smallConfig(bandit.EpsGreedy))
-	defer done()
+	a := propensityAgent(t, "eps-greedy", smallConfig(bandit.EpsGreedy))
 	raw := json.RawMessage(`{"color": "red", "size": 0.5}`)
 	for _, tc := range []struct {
 		name  string
@@ -175,8 +173,7 @@ func TestShadowSlotWeightsAverageOne(t *testing.T) {
 				if slotted {
 					req = slotRequest(cfg)
 				}
-				a, done := propensityAgent(t, "eps-greedy", cfg)
-				defer done()
+				a := propensityAgent(t, "eps-greedy", cfg)
 				testShadowSlotWeights(t, ctx, a, req, name)
 			})
 		}
@@ -238,8 +235,7 @@ func TestSlotScoresAreTheMergedContexts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := kinds[name]
 			req := slotRequest(cfg)
-			a, done := propensityAgent(t, name, cfg)
-			defer done()
+			a := propensityAgent(t, name, cfg)
 			outs, err := a.Rank(ctx, req)
 			if err != nil {
 				t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // Refinement targets the posterior of the model the trainer fitted: under
@@ -29,18 +28,10 @@ func TestRefinementTargetsTheTrainedModelsPrior(t *testing.T) {
 		{"collapsed-mean-var", 0},
 	} {
 		t.Run(fmt.Sprintf("%s reg %g", c.bound, c.reg), func(t *testing.T) {
-			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Step: &bandit.StepConfig{TrainEvery: 5}})
-			if err := svc.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer svc.Close(ctx)
 			cfg := smallConfig(bandit.RefinedTS)
 			cfg.Training.Bound, cfg.Training.CollapsedReg = bandit.Bound(c.bound), c.reg
 			cfg.Model.PriorVariance = 0.8
-			a, err := svc.Create(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := stepAgent(t, 1, 5, cfg)
 			trainToy(ctx, t, a, 10)
 			pub := a.Posterior()
 			if pub.Version == 0 {

@@ -41,6 +41,31 @@ func smallConfig(kind bandit.PolicyKind) *bandit.Config {
 	}
 }
 
+// stepService returns a loaded service on a fresh in-memory store in
+// step mode (training after every trainEvery rewards), closed when the
+// test ends.
+func stepService(t testing.TB, seed uint64, trainEvery int) *bandit.Service {
+	t.Helper()
+	ctx := context.Background()
+	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: seed, Step: &bandit.StepConfig{TrainEvery: trainEvery}})
+	t.Cleanup(func() { svc.Close(ctx) })
+	if err := svc.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// stepAgent returns the agent of a bandit created with cfg on a
+// stepService of the given seed and trainEvery.
+func stepAgent(t testing.TB, seed uint64, trainEvery int, cfg *bandit.Config) *bandit.Agent {
+	t.Helper()
+	a, err := stepService(t, seed, trainEvery).Create(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // reopen starts a service with cfg on st, as a restarted process does,
 // and returns it, closed when the test ends, and its agent of the toy
 // bandit.

@@ -34,15 +34,7 @@ func playStep(t *testing.T, kind bandit.PolicyKind, seed uint64, steps int) []st
 func playStepConfig(t *testing.T, cfg *bandit.Config, seed uint64, steps int) []stepDecision {
 	t.Helper()
 	ctx := context.Background()
-	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: seed, Step: &bandit.StepConfig{TrainEvery: 5}})
-	defer svc.Close(ctx)
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a, err := svc.Create(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := stepAgent(t, seed, 5, cfg)
 	env := rand.New(rand.NewPCG(7, 8))
 	var out []stepDecision
 	for i := range steps {

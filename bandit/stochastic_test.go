@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
-	"github.com/refinery-bandits/refinery/store"
 )
 
 // Under model.stochastic "output" the hidden layers are point estimates:
@@ -20,17 +19,9 @@ func TestStochasticOutputHoldsTheHiddenLayers(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []string{bandit.StochasticOutput, bandit.StochasticAll} {
 		t.Run(mode, func(t *testing.T) {
-			svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Step: &bandit.StepConfig{TrainEvery: 5}})
-			if err := svc.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer svc.Close(ctx)
 			cfg := smallConfig(bandit.RefinedTS)
 			cfg.Model.Stochastic = mode
-			a, err := svc.Create(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := stepAgent(t, 1, 5, cfg)
 			before := a.Posterior()
 			mu0 := append([]float64(nil), before.Mu...)
 			trainToy(ctx, t, a, 40)
@@ -87,11 +78,7 @@ func TestStochasticOutputHoldsTheHiddenLayers(t *testing.T) {
 // prior's, and the output layer's are the snapshot's.
 func TestImportedPosteriorHoldsTheHiddenLayers(t *testing.T) {
 	ctx := context.Background()
-	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{Seed: 1, Step: &bandit.StepConfig{TrainEvery: 5}})
-	if err := svc.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close(ctx)
+	svc := stepService(t, 1, 5)
 	cfg := smallConfig(bandit.MeanFieldTS)
 	cfg.Model.Stochastic = bandit.StochasticAll
 	a, err := svc.Create(ctx, cfg)
