@@ -80,15 +80,19 @@ const (
 	DefaultPropensitySamples = 32
 	DefaultPriorVariance     = 1.0
 	DefaultInitSigma         = 1.0
-	DefaultSigmaLR           = posterior.DefaultLR
-	DefaultNoiseShape        = 2.0
-	DefaultNoiseRate         = 0.5
-	DefaultTrainIterations   = 500
-	DefaultSnapshotEvery     = 10
-	DefaultMinInterval       = time.Second
-	DefaultRefineIterations  = posterior.DefaultRefineIterations
-	DefaultBankSize          = 16
-	DefaultRewardWait        = 10 * time.Minute
+	// DefaultThompsonHiddenPriorVariance is model.hidden_prior_variance
+	// of refined-ts and mf-ts (docs/model.md, "The hidden layers'
+	// weight decay").
+	DefaultThompsonHiddenPriorVariance = 15.0
+	DefaultSigmaLR                     = posterior.DefaultLR
+	DefaultNoiseShape                  = 2.0
+	DefaultNoiseRate                   = 0.5
+	DefaultTrainIterations             = 500
+	DefaultSnapshotEvery               = 10
+	DefaultMinInterval                 = time.Second
+	DefaultRefineIterations            = posterior.DefaultRefineIterations
+	DefaultBankSize                    = 16
+	DefaultRewardWait                  = 10 * time.Minute
 )
 
 // DefaultHidden and DefaultFractions are the paper's network and
@@ -521,6 +525,9 @@ func validateModel(c *Config, v *validator) {
 		}
 	}
 	v.positive("model.prior_variance", m.PriorVariance, 1e6)
+	if m.HiddenPriorVariance != 0 {
+		v.positive("model.hidden_prior_variance", m.HiddenPriorVariance, 1e6)
+	}
 	v.positive("model.init_sigma", m.InitSigma, 1e3)
 	v.oneOf("model.prior", m.Prior, PriorFanIn, PriorFixed)
 	v.oneOf("model.stochastic", m.Stochastic, StochasticAll, StochasticOutput)

@@ -105,6 +105,7 @@ func TestParseConfigNamesTheField(t *testing.T) {
 		{"too many hidden layers", `{` + base + `, "model": {"hidden": [1,1,1,1,1,1,1,1,1]}}`, "model.hidden"},
 		{"too many parameters", `{` + base + `, "model": {"hidden": [1024, 1024, 1024]}}`, "model.hidden"},
 		{"a negative prior variance", `{` + base + `, "model": {"prior_variance": -1}}`, "model.prior_variance"},
+		{"a negative hidden prior variance", `{` + base + `, "model": {"hidden_prior_variance": -1}}`, "model.hidden_prior_variance"},
 		{"a learning rate above 1", `{` + base + `, "training": {"lr": 2}}`, "training.lr"},
 		{"a negative refinement fraction", `{` + base + `, "refinement": {"fractions": [1.5, -0.5]}}`, "refinement.fractions"},
 		{"a default reward with a negative wait", `{` + base + `, "reward": {"wait": "-1s", "default": 0}}`, "reward.wait"},

@@ -76,6 +76,7 @@ func DefaultConfig(k PolicyKind) Config {
 	if caps.MeanField {
 		c.Policy.Samples = DefaultThompsonSamples
 		c.Model.Hidden = slices.Clone(DefaultThompsonHidden)
+		c.Model.HiddenPriorVariance = DefaultThompsonHiddenPriorVariance
 	}
 	if caps.MAP {
 		c.Model.Prior = PriorFixed

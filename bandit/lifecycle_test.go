@@ -147,17 +147,18 @@ func testGrowthKeepsThePosterior(t *testing.T, skip bool) {
 		at[i] = -1
 	}
 	a.Embed(b, InputMap(old, grown), at, idx)
-	// The grown network's prior (model.prior "fan-in", v = 0.5): weights
-	// N(0, g v/In) with g = 2 under a ReLU and 1 at the output, biases
-	// N(0, v); under a skip connection the output layer's weights on the
-	// inputs N(0, v), on the hidden units N(0, v/8).
-	const v = 0.5
+	// The grown network's prior (model.prior "fan-in", v = 0.5 on the
+	// output layer, mf-ts's default model.hidden_prior_variance on the
+	// hidden one): weights N(0, g v/In) with g = 2 under a ReLU and 1 at
+	// the output, biases N(0, v); under a skip connection the output
+	// layer's weights on the inputs N(0, v), on the hidden units
+	// N(0, v/8).
 	pv := make([]float64, b.NumParams())
 	for l := range b.NumLayers() {
 		ly := b.Layer(l)
-		g := 2.0
+		g, v := 2.0, DefaultThompsonHiddenPriorVariance
 		if l == b.NumLayers()-1 {
-			g = 1
+			g, v = 1, 0.5
 		}
 		for i := ly.W; i < ly.B; i++ {
 			pv[i] = g * v / float64(ly.In)

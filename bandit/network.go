@@ -34,10 +34,13 @@ func modelArch(m ModelConfig, dim, arms int) nn.Arch {
 // weights (ModelConfig.Skip).
 func priorVars(arch nn.Arch, m ModelConfig) []float64 {
 	pv := make([]float64, arch.NumParams())
-	v := m.PriorVariance
 	last := arch.NumLayers() - 1
 	for l := range arch.NumLayers() {
 		ly := arch.Layer(l)
+		v := m.PriorVariance
+		if l < last && m.HiddenPriorVariance > 0 {
+			v = m.HiddenPriorVariance
+		}
 		// Columns [0, from) of each weight row take w; under a skip
 		// connection the output layer's columns from SkipFrom on weigh
 		// the inputs and take v.

@@ -43,3 +43,43 @@ func TestPriorVarsOfASkipConnection(t *testing.T) {
 		}
 	}
 }
+
+// model.hidden_prior_variance v_h is the hidden layers' v, the output
+// layer keeps model.prior_variance's: under "fan-in" 2 v_h/In on a hidden
+// layer's weights and v_h on its biases, v/H and v on the output layer's;
+// under "fixed" v_h and v; 0 is v everywhere.
+func TestPriorVarsOfTheHiddenLayers(t *testing.T) {
+	const in, h1, h2, arms, v = 5, 4, 3, 2, 2.0
+	for _, c := range []struct {
+		prior string
+		vh    float64
+	}{{PriorFanIn, 8}, {PriorFixed, 8}, {PriorFanIn, 0}, {PriorFixed, 0}} {
+		m := ModelConfig{Hidden: []int{h1, h2}, PriorVariance: v, HiddenPriorVariance: c.vh, Prior: c.prior}
+		a := modelArch(m, in, arms)
+		pv := priorVars(a, m)
+		vh := c.vh
+		if vh == 0 {
+			vh = v
+		}
+		for l := range a.NumLayers() {
+			ly := a.Layer(l)
+			lv, g := vh, 2.0
+			if l == a.NumLayers()-1 {
+				lv, g = v, 1
+			}
+			w := lv
+			if c.prior == PriorFanIn {
+				w = g * lv / float64(ly.In)
+			}
+			for j := ly.W; j < ly.End(); j++ {
+				want := w
+				if j >= ly.B {
+					want = lv
+				}
+				if math.Abs(pv[j]-want) > 1e-15*want {
+					t.Fatalf("%s, v_h %g: layer %d parameter %d has variance %g, want %g", c.prior, c.vh, l, j-ly.W, pv[j], want)
+				}
+			}
+		}
+	}
+}

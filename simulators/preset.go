@@ -75,7 +75,7 @@ func Presets() map[string]Preset {
 		Description: "Havasi et al. (2021) Section 4.3: 2x100 ReLU, N(0,1) prior, 500 Adam iterations (lr 1e-3, batch 64) after every reward; refinement fractions 0.7/0.3 with 500 iterations, fresh samples for every decision; 3 samples per decision",
 		Bandit: bandit.Config{
 			Policy: bandit.PolicyConfig{Samples: 3, MaxSampleUses: 1},
-			Model: bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1, Prior: bandit.PriorFixed, InitSigma: 0.01,
+			Model: bandit.ModelConfig{Hidden: []int{100, 100}, PriorVariance: 1, HiddenPriorVariance: 1, Prior: bandit.PriorFixed, InitSigma: 0.01,
 				Likelihood: bandit.LikelihoodGaussian, Noise: bandit.NoiseShared, NoisePrior: &bandit.NoisePrior{},
 				Stochastic: bandit.StochasticAll}, // every weight's posterior, as the paper's
 			Training: bandit.TrainingConfig{
@@ -93,7 +93,7 @@ func Presets() map[string]Preset {
 	}
 	fast := paper
 	fast.Name = "fast"
-	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; for refined and mean-field TS one hidden layer of 100 as a point estimate under the output layer's posterior, starting at the prior's width; the paper's 2x100 for the others) and samples per decision (1 for refined and mean-field TS, the paper's 3 for the others), the paper's optimizer and refinement fractions; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; for refined and mean-field TS one hidden layer of 100 as a point estimate (prior variance 15, a weak weight decay) under the output layer's posterior, starting at the prior's width; the paper's 2x100 for the others) and samples per decision (1 for refined and mean-field TS, the paper's 3 for the others), the paper's optimizer and refinement fractions; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
 	fast.Bandit.Policy.Samples = 0 // the service's, per kind
 	fast.Bandit.Model = bandit.ModelConfig{PriorVariance: 1}
 	fast.Bandit.Training.Bound = ""

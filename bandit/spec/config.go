@@ -220,6 +220,14 @@ type ModelConfig struct {
 	// PriorVariance is v of the weight prior, in the network's output
 	// units (standardized rewards, or logits); default 1. See Prior.
 	PriorVariance float64 `json:"prior_variance"`
+	// HiddenPriorVariance is v of the hidden layers' weights and biases
+	// (the output layer's is PriorVariance), scaled by fan-in as Prior
+	// says; 0 means PriorVariance. Default 15 for refined-ts
+	// and mf-ts, 0 for the other kinds. Under Stochastic "output" the
+	// hidden layers are point estimates, and this is their weight decay:
+	// under the collapsed-mean bound their means are the MAP of
+	// N(0, g v_h/(In alpha_reg)) (alpha_reg is training.collapsed_reg).
+	HiddenPriorVariance float64 `json:"hidden_prior_variance"`
 	// Prior is the zero-mean Gaussian prior of the weights: "fan-in"
 	// (default for refined-ts and mf-ts; "fixed" for the kinds that fit
 	// a point estimate, eps-greedy, greedy, laplace-ts, flow-ts and
