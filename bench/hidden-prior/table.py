@@ -100,6 +100,8 @@ if __name__ == "__main__":
         ("D: output layer's pull 0.3, hidden decay as now", "hpvD"),
         ("E: output pull 0.3, hidden decay as at 0.02", "hpvE"),
         ("F: the ELBO, v 13.3 (the collapsed model's marginal prior)", "elbo133"),
+        ("G: on the new default, collapsed_reg 0.15", "scrG"),
+        ("H: on the new default, collapsed_reg 0.3, v_h 60", "scrH"),
     ]:
         screen(label, tag)
     print("\nFive seeds:\n")
