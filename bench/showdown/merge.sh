@@ -8,7 +8,8 @@
 #   re-run at 2275168 (their code and defaults are unchanged since;
 #   PROBLEM-lin: linear-ts and neural-linear, PROBLEM-rest: uniform,
 #   greedy, eps-greedy 0.01 and 0.05, laplace-ts diagonal and last-layer);
-# - ../showdown-720ebf2/: flow-ts, not re-run (8-128 ms a step).
+# - ../showdown-720ebf2/: flow-ts, not re-run (8-128 ms a step; it plays
+#   those runs step for step at d8ba28b, README.md says how checked).
 # pieces-output/, pieces-samples1/, pieces-e914467/, pieces-c0a4890/ and
 # fan-in-c0a4890/ hold the earlier models' runs the README compares them
 # with. Run from the repository root after `make build`.
