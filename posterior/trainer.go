@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/refinery-bandits/refinery/nn"
 )
@@ -423,29 +424,28 @@ func (t *Trainer) step(q *MeanField, rng *rand.Rand) (ll, scale float64) {
 // on the fast engine, whose NGVI steps sigma itself. The indices are in
 // the layout of the vectors passed.
 type holds[F float32 | float64] struct {
-	sigma, all []int
-	// widths[k] holds width vector k at sigma's indices, then all's;
-	// means holds the means at all's.
+	// width lists the indices whose width vectors are held (sigma's,
+	// then all's), all those whose means are held too.
+	width, all []int
+	// widths[k] holds width vector k at width's indices; means holds
+	// the means at all's.
 	widths [][]F
 	means  []F
 }
 
 func newHolds[F float32 | float64](sigma, all []int, nWidths int) holds[F] {
-	h := holds[F]{sigma: sigma, all: all, means: make([]F, len(all)), widths: make([][]F, nWidths)}
+	width := append(slices.Clone(sigma), all...)
+	h := holds[F]{width: width, all: all, means: make([]F, len(all)), widths: make([][]F, nWidths)}
 	for k := range h.widths {
-		h.widths[k] = make([]F, len(sigma)+len(all))
+		h.widths[k] = make([]F, len(width))
 	}
 	return h
 }
 
 func (h *holds[F]) save(mu []F, widths ...[]F) {
 	for k, w := range widths {
-		buf := h.widths[k]
-		for i, j := range h.sigma {
-			buf[i] = w[j]
-		}
-		for i, j := range h.all {
-			buf[len(h.sigma)+i] = w[j]
+		for i, j := range h.width {
+			h.widths[k][i] = w[j]
 		}
 	}
 	for i, j := range h.all {
@@ -455,12 +455,8 @@ func (h *holds[F]) save(mu []F, widths ...[]F) {
 
 func (h *holds[F]) restore(mu []F, widths ...[]F) {
 	for k, w := range widths {
-		buf := h.widths[k]
-		for i, j := range h.sigma {
-			w[j] = buf[i]
-		}
-		for i, j := range h.all {
-			w[j] = buf[len(h.sigma)+i]
+		for i, j := range h.width {
+			w[j] = h.widths[k][i]
 		}
 	}
 	for i, j := range h.all {
