@@ -48,6 +48,8 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 		from     string
 		runs     []*RunResult
 		lockedIn map[int]bool
+		// candidate names the shadow of the policy's runs, "" for none.
+		candidate string
 	}
 	var (
 		out    Summary
@@ -158,6 +160,18 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 					out.Notes = append(out.Notes, fmt.Sprintf("%s's bandit configuration in %s differs from %s's; the summary shows %s's", p.Policy, dir, a.from, a.from))
 				}
 			}
+			cand := ""
+			if p.Shadow != nil {
+				cand = p.Shadow.Candidate
+			}
+			if a.decided == 0 {
+				a.candidate = cand
+			} else if cand != a.candidate {
+				return Summary{}, nil, fmt.Errorf("merge: %s's runs in %s have candidate %q, in %s %q; merge runs of one candidate", p.Policy, dir, cand, a.from, a.candidate)
+			}
+			if i == 0 || out.Shadow == "" {
+				out.Shadow = sum.Shadow
+			}
 			a.ps.WallSeconds += p.WallSeconds
 			a.ps.CPUSeconds += p.CPUSeconds
 			for k, share := range p.Samples {
@@ -203,6 +217,9 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 		}
 		for k := range ps.Samples {
 			ps.Samples[k] /= a.decided
+		}
+		if a.candidate != "" {
+			ps.Shadow = summarizeShadow(a.candidate, a.runs, out.Steps)
 		}
 		out.Policies = append(out.Policies, *ps)
 		all = append(all, a.runs...)

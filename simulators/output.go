@@ -36,8 +36,11 @@ type Summary struct {
 	// BanditConfig names the file of simulate --bandit-config when the
 	// runs played that configuration instead of the preset's (which then
 	// gives only the retraining schedule).
-	BanditConfig string          `json:"bandit_config,omitempty"`
-	Policies     []PolicySummary `json:"policies"`
+	BanditConfig string `json:"bandit_config,omitempty"`
+	// Shadow names the candidate every bandit ran beside its policy
+	// (simulate --shadow), empty without one.
+	Shadow   string          `json:"shadow,omitempty"`
+	Policies []PolicySummary `json:"policies"`
 	// WallSeconds is the wall time of the whole simulation.
 	WallSeconds float64 `json:"wall_seconds"`
 	// Command is the command line that produced the results.
@@ -105,6 +108,66 @@ type PolicySummary struct {
 	Bandit      *bandit.Config `json:"bandit,omitempty"`
 	TrainEvery  int            `json:"train_every"`
 	RewardDelay int            `json:"reward_delay"`
+	// Shadow is what the bandit's candidate (RunConfig.Shadow) would
+	// have cost at this policy's decisions; nil without one.
+	Shadow *ShadowSummary `json:"shadow,omitempty"`
+}
+
+// ShadowSummary is a candidate's counterfactual regret at one policy's
+// decisions (RunResult.ShadowExpected), over the summarized runs.
+type ShadowSummary struct {
+	// Candidate names the candidate's policy ("refined-ts-supply").
+	Candidate string `json:"candidate"`
+	// Runs are the runs' own figures, by seed.
+	Runs []ShadowRun `json:"runs"`
+	// The candidate's cumulative expected regret: mean, sample standard
+	// deviation and standard error over Runs.
+	ExpectedMean float64 `json:"expected_regret_mean"`
+	ExpectedStd  float64 `json:"expected_regret_std"`
+	ExpectedSE   float64 `json:"expected_regret_se"`
+	// DiffMean and DiffSE are the candidate's regret less the live
+	// policy's, paired by run (the same contexts): mean and standard
+	// error over Runs. Set only when the candidate chose at every
+	// decision of every run (else the two sums are over different
+	// decisions).
+	DiffMean *float64 `json:"paired_difference_mean,omitempty"`
+	DiffSE   *float64 `json:"paired_difference_se,omitempty"`
+}
+
+// ShadowRun is one run's candidate figures: the decisions it chose at
+// and the expected regret of those choices.
+type ShadowRun struct {
+	Seed      int     `json:"seed"`
+	Decisions int     `json:"decisions"`
+	Expected  float64 `json:"expected_regret"`
+}
+
+// summarizeShadow summarizes the candidate's figures of runs (each
+// completed, of steps steps), nil when no run had a candidate.
+func summarizeShadow(candidate string, runs []*RunResult, steps int) *ShadowSummary {
+	sh := &ShadowSummary{Candidate: candidate}
+	var exp, diff []float64
+	every := true
+	for _, r := range runs {
+		if r.ShadowDecisions == 0 {
+			continue
+		}
+		sh.Runs = append(sh.Runs, ShadowRun{Seed: r.Seed, Decisions: r.ShadowDecisions, Expected: r.ShadowExpected})
+		exp = append(exp, r.ShadowExpected)
+		diff = append(diff, r.ShadowExpected-r.Expected)
+		every = every && r.ShadowDecisions == r.Steps && r.Steps == steps
+	}
+	if len(sh.Runs) == 0 {
+		return nil
+	}
+	sh.ExpectedMean, sh.ExpectedStd = meanStd(exp)
+	sh.ExpectedSE = sh.ExpectedStd / math.Sqrt(float64(len(exp)))
+	if every && len(sh.Runs) == len(runs) {
+		m, sd := meanStd(diff)
+		se := sd / math.Sqrt(float64(len(diff)))
+		sh.DiffMean, sh.DiffSE = &m, &se
+	}
+	return sh
 }
 
 // InterruptedRun is a run that an interrupt stopped after Steps steps of
@@ -191,6 +254,10 @@ func (s Summary) InterruptedSteps() (lo, hi int) {
 // runs an interrupt cut short when it has none (PolicySummary.AtStep).
 func Summarize(cfg RunConfig, results []*RunResult) Summary {
 	s := Summary{Env: cfg.Env.Name(), Steps: cfg.Steps, Seeds: cfg.Seeds, FirstSeed: max(cfg.FirstSeed, 1), Preset: cfg.Preset}
+	candidate := "shadow" // a --bandit-config file's own
+	if cfg.Shadow != nil {
+		s.Shadow, candidate = cfg.Shadow.Name, cfg.Shadow.Name
+	}
 	for _, p := range cfg.Policies {
 		ps := PolicySummary{Policy: p.Name, RewardDelay: cfg.RewardDelay, TrainEvery: cfg.Preset.Retraining(cfg.TrainEvery)}
 		if bc, err := BanditConfig(p, cfg.Env, cfg.Preset); err == nil {
@@ -244,6 +311,9 @@ func Summarize(cfg RunConfig, results []*RunResult) Summary {
 		}
 		for k := range ps.Samples {
 			ps.Samples[k] /= float64(decided)
+		}
+		if at == 0 {
+			ps.Shadow = summarizeShadow(candidate, runs, cfg.Steps)
 		}
 		s.Policies = append(s.Policies, ps)
 	}
@@ -366,6 +436,39 @@ func writeRegretCSV(w io.Writer, cfg RunConfig, results []*RunResult) error {
 	return nil
 }
 
+// writeShadowTable writes the candidates' counterfactual regrets of ps
+// (PolicySummary.Shadow), if any, as a table of their own.
+func writeShadowTable(b *strings.Builder, ps []PolicySummary) {
+	head := true
+	for _, p := range ps {
+		sh := p.Shadow
+		if sh == nil {
+			continue
+		}
+		if head {
+			b.WriteString("\nA candidate beside each policy (simulate --shadow; bandit.Config.Shadow): trained on the policy's log and asked at each of its decisions without acting on the answer, its choices' expected regret there, and less the policy's own on the same runs:\n\n")
+			b.WriteString("| policy | candidate | runs | candidate's expected regret (mean ± std) | std. error | candidate - policy, paired by run | decisions with a choice |\n")
+			b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
+			head = false
+		}
+		spread := func(x float64) string {
+			if len(sh.Runs) < 2 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f", x)
+		}
+		diff := "-"
+		if sh.DiffMean != nil {
+			diff = fmt.Sprintf("%+.1f ± %s", *sh.DiffMean, spread(*sh.DiffSE))
+		}
+		var decided int
+		for _, r := range sh.Runs {
+			decided += r.Decisions
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %.1f ± %s | %s | %s | %d |\n", p.Policy, sh.Candidate, len(sh.Runs), sh.ExpectedMean, spread(sh.ExpectedStd), spread(sh.ExpectedSE), diff, decided)
+	}
+}
+
 // WriteSummaryMarkdown writes the summary as a Markdown table, best
 // policy (lowest mean final expected regret) first.
 func WriteSummaryMarkdown(w io.Writer, s Summary) error {
@@ -462,6 +565,7 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 			p.Policy, runs, p.ExpectedMean, spread(p.ExpectedStd), spread(p.ExpectedSE), p.RealizedMean, spread(p.RealizedStd), refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
 	}
 	fmt.Fprintf(&b, "\nLocked into one arm: one arm took at least %g%% of the decisions of a run's last %d steps (all of them in a shorter run).\n", 100*LockInShare, LockInWindow)
+	writeShadowTable(&b, ps)
 	head := "\nInterrupted runs:\n\n"
 	for _, p := range s.Policies {
 		for _, r := range p.InterruptedRuns {
@@ -776,6 +880,18 @@ func ReadOutputs(dir string) (Summary, []*RunResult, error) {
 		}
 		r.Points = append(r.Points, RegretPoint{Step: step, Expected: exp, Realized: real})
 		r.Steps, r.Expected, r.Realized = step, exp, real
+	}
+	// The candidate's figures are the summary's alone (regret.csv has
+	// the policies' own).
+	for _, p := range sum.Policies {
+		if p.Shadow == nil {
+			continue
+		}
+		for _, sr := range p.Shadow.Runs {
+			if r := byRun[p.Policy+"\x00"+strconv.Itoa(sr.Seed)]; r != nil {
+				r.ShadowDecisions, r.ShadowExpected = sr.Decisions, sr.Expected
+			}
+		}
 	}
 	return sum, order, nil
 }

@@ -57,6 +57,14 @@ type RunConfig struct {
 	// Progress, if not nil, receives a progress line (steps/s, ETA)
 	// about twice a second and a final newline.
 	Progress io.Writer
+	// Shadow, if not nil, is a candidate every bandit runs beside its
+	// policy (bandit.Config.Shadow, apprentice mode): trained on the
+	// policy's log and asked at each of its decisions without acting on
+	// the answer. RunResult.ShadowExpected is the expected regret of its
+	// choices there, which the environment knows exactly: how the
+	// candidate's model decides on the rows another policy collected.
+	// A --bandit-config file's own shadow is recorded the same way.
+	Shadow *PolicySpec
 }
 
 func (c *RunConfig) validate() error {
@@ -104,6 +112,12 @@ type RunResult struct {
 	// whether the run locked into it (TopArmShare >= LockInShare).
 	TopArm      int
 	TopArmShare float64
+	// ShadowDecisions counts the decisions at which the bandit's
+	// candidate (RunConfig.Shadow) gave a choice, and ShadowExpected is
+	// the cumulative expected regret of those choices: the candidate's
+	// counterfactual regret on this run's contexts, never acted on.
+	ShadowDecisions int
+	ShadowExpected  float64
 	// Decisions, with RunConfig.KeepDecisions, are the run's decisions in
 	// order.
 	Decisions []*bandit.Decision
@@ -271,6 +285,17 @@ func (spec PolicySpec) seedName() string {
 	return spec.Name
 }
 
+// attachShadow makes the policy of spec, as the preset configures it,
+// the candidate of bc (bandit.Config.Shadow).
+func attachShadow(bc *bandit.Config, spec PolicySpec, env Env, p Preset) error {
+	sc, err := banditConfig(spec, env, p)
+	if err != nil {
+		return fmt.Errorf("shadow %s: %w", spec.Name, err)
+	}
+	bc.Shadow = &bandit.ShadowConfig{Policy: sc.Policy, Model: sc.Model, Training: sc.Training, Refinement: sc.Refinement}
+	return nil
+}
+
 // StepInterval is how far a simulation moves the agents' clock per
 // decision (bandit.StepConfig.Clock): a service taking 100 decisions a
 // second.
@@ -296,6 +321,12 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 	if err != nil {
 		r.Err = err
 		return
+	}
+	if cfg.Shadow != nil {
+		if err := attachShadow(bc, *cfg.Shadow, cfg.Env, cfg.Preset); err != nil {
+			r.Err = err
+			return
+		}
 	}
 	clock := bandit.NewManualClock(time.Unix(0, 0).UTC())
 	svc := bandit.NewService(store.NewMemory(), bandit.ServiceConfig{
@@ -346,6 +377,11 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 		}
 		arm := out.Decision.Arm
 		reg.Record(st, arm)
+		if out.Decision.ShadowPropensities != nil {
+			e, _ := st.Regret(out.Decision.ShadowArm)
+			r.ShadowExpected += e
+			r.ShadowDecisions++
+		}
 		arms.record(i, arm)
 		r.Samples.add(out.Decision.Sample)
 		if cfg.KeepDecisions {

@@ -55,6 +55,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	banditConfig := fs.String("bandit-config", "", "play exactly this bandit configuration (the JSON body of POST /v1/bandits) instead of --policies and --preset; its arms and features must be the environment's")
 	rewardDelay := fs.Int("reward-delay", 0, "rewards arrive this many decisions late (0: before the next decision)")
 	trainEvery := fs.Int("train-every", 0, "retrain after this many rewards (default: the preset's)")
+	shadow := fs.String("shadow", "", "a candidate policy (one of --policies' names) run beside every policy as its shadow: trained on that policy's log and asked at each of its decisions without acting; summary.md gives the expected regret of its choices there, paired with the policy's own (the preset and --set configure it too)")
 	var estimator bandit.Estimator
 	fs.TextVar(&estimator, "estimator", bandit.Estimator(""), "the trainer's estimator of the neural policies (training.estimator): local-reparam, weight-reparam or ris (default: the preset's, "+def.Training.Estimator.String()+")")
 	var bound bandit.Bound
@@ -67,7 +68,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	merge := fs.String("merge", "", "combine the outputs of earlier simulations in the comma-separated DIRs (same env, steps and preset; each run from one of them) into --out, as one simulation of all their runs, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--optimizer adam|ngvi] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T] [--set PATH=VALUE]...")
+			fmt.Fprintln(stdout, "usage: refinery simulate --env mushroom|wheel|csv:PATH --policies LIST --steps N --seeds S [--preset fast|paper] [--estimator local-reparam|weight-reparam|ris] [--bound elbo|collapsed-mean|collapsed-mean-var] [--optimizer adam|ngvi] [--out DIR] [--data PATH] [--bandit-config FILE] [--reward-delay N] [--train-every T] [--shadow POLICY] [--set PATH=VALUE]...")
 			fmt.Fprintln(stdout, "       refinery simulate --merge DIR,DIR,... --out DIR")
 			fmt.Fprintln(stdout, "       refinery simulate --replot DIR")
 			fmt.Fprintln(stdout)
@@ -145,6 +146,20 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	} else if specs, err = simulators.ParsePolicies(*policies, preset); err != nil {
 		return usageError{fmt.Errorf("--policies: %w", err)}
 	}
+	var cand *simulators.PolicySpec
+	if *shadow != "" {
+		if *banditConfig != "" {
+			return usageError{errors.New("--shadow: the --bandit-config file sets shadow")}
+		}
+		cs, err := simulators.ParsePolicies(*shadow, preset)
+		if err != nil {
+			return usageError{fmt.Errorf("--shadow: %w", err)}
+		}
+		if len(cs) != 1 {
+			return usageError{fmt.Errorf("--shadow %s: want one policy, not %d", *shadow, len(cs))}
+		}
+		cand = &cs[0]
+	}
 	switch {
 	case *steps < 1:
 		return usageError{fmt.Errorf("--steps %d: want at least 1", *steps)}
@@ -187,10 +202,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("policy %s: %w", sp.Name, err)
 		}
 	}
+	if cand != nil {
+		if _, err := simulators.BanditConfig(*cand, env, preset); err != nil {
+			return fmt.Errorf("--shadow %s: %w", cand.Name, err)
+		}
+	}
 	cfg := simulators.RunConfig{
 		Env: env, Policies: specs, Steps: *steps, Seeds: *seeds, FirstSeed: *firstSeed,
 		Preset: preset, Workers: *workers, Every: *every,
-		TrainEvery: *trainEvery, RewardDelay: *rewardDelay,
+		TrainEvery: *trainEvery, RewardDelay: *rewardDelay, Shadow: cand,
 	}
 	if !*quiet {
 		cfg.Progress = stderr

@@ -66,6 +66,11 @@ func TestSimulateBanditConfig(t *testing.T) {
 			`refinery simulate: --policies: mf-ts@vogn: unknown training method "vogn" (want one of collapsed-mean, collapsed-mean-var, elbo, ngvi, ris, joined by +)` + "\n"},
 		{"--estimator does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--estimator", "ris"}, 2, "",
 			"refinery simulate: --estimator: the --bandit-config file sets training.estimator\n"},
+		{"a candidate beside the policy gets its own table", []string{"simulate", "--env", "wheel", "--policies", "uniform", "--shadow", "greedy", "--steps", "30", "--train-every", "10", "--quiet"}, 0, "| uniform | greedy | 1 |", ""},
+		{"--shadow is one policy", []string{"simulate", "--env", "wheel", "--shadow", "greedy,uniform"}, 2, "", "refinery simulate: --shadow greedy,uniform: want one policy, not 2\n"},
+		{"--shadow names a policy", []string{"simulate", "--env", "wheel", "--shadow", "greed"}, 2, "", `refinery simulate: --shadow: unknown policy "greed" (want one of "refined-ts", "mf-ts", "eps-greedy", "greedy", "uniform", "linear-ts", "laplace-ts", "flow-ts", "neural-linear")` + "\n"},
+		{"--shadow does not override a configuration file", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--shadow", "greedy"}, 2, "",
+			"refinery simulate: --shadow: the --bandit-config file sets shadow\n"},
 	})
 }
 
