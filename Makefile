@@ -190,6 +190,10 @@ METHODS_POLICY := $(subst $(space),$(comma),$(strip $(foreach m,$(METHODS),mf-ts
 bench-mushroom-methods: data build ## mean-field and refined TS trained with each method (elbo, ris, collapsed-mean, collapsed-mean-var, ngvi), fast preset, METHODS_SEEDS (5) seeds x METHODS_STEPS (10,000) steps, into METHODS_OUT (bench/mushroom-methods): regret ± s.e., seeds locked into one arm, CPU per run (about 400 CPU-minutes)
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies $(METHODS_POLICY) --steps $(METHODS_STEPS) --seeds $(METHODS_SEEDS) --first-seed $(METHODS_FIRST_SEED) --preset fast --out $(METHODS_OUT)
 
+.PHONY: bench-model-or-rows
+bench-model-or-rows: data build ## is refined TS's mushroom regret its model's or its rows'? each policy with a candidate beside it (simulate --shadow) scored on the policy's own rows; ROWS_PART all|pairs|variants, into ROWS_OUT (out/model-or-rows; see bench/model-or-rows, about 4 CPU-hours)
+	BIN=$(BIN) DATA=$(DATA_DIR) sh bench/model-or-rows/run.sh $(or $(ROWS_PART),all)
+
 PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper
 bench-mushroom-paper: data build ## the paper preset (Havasi et al. 2021, Section 4.3) for PAPER_STEPS steps, into bench/mushroom-paper
