@@ -29,8 +29,13 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads a duration string.
+// UnmarshalJSON reads a duration string; null leaves d unchanged (as
+// encoding/json does for a plain field, and unmarshalJSONName for the
+// named settings).
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return &json.UnmarshalTypeError{Value: JSONKind(b)[strings.Index(JSONKind(b), " ")+1:], Type: reflect.TypeFor[Duration]()}

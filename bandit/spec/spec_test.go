@@ -116,6 +116,26 @@ func TestDurationUnmarshalRejects(t *testing.T) {
 	}
 }
 
+// TestDurationNullIsANoOp: null leaves a Duration unchanged, as
+// encoding/json does for a plain field and as the package's named
+// settings do, rather than reading the empty string. A *Duration field
+// (reward.wait) is set to nil by encoding/json itself.
+func TestDurationNullIsANoOp(t *testing.T) {
+	d := spec.Duration(time.Hour)
+	if err := d.UnmarshalJSON([]byte("null")); err != nil || d != spec.Duration(time.Hour) {
+		t.Errorf("UnmarshalJSON(null) = %v, %v; want 1h0m0s unchanged, nil", time.Duration(d), err)
+	}
+	var v struct{ D spec.Duration }
+	v.D = spec.Duration(time.Minute)
+	if err := json.Unmarshal([]byte(`{"D": null}`), &v); err != nil || v.D != spec.Duration(time.Minute) {
+		t.Errorf(`Unmarshal({"D": null}) = %v, %v; want 1m0s unchanged, nil`, time.Duration(v.D), err)
+	}
+	r := spec.RewardConfig{Wait: new(spec.Duration)}
+	if err := json.Unmarshal([]byte(`{"wait": null}`), &r); err != nil || r.Wait != nil {
+		t.Errorf(`Unmarshal({"wait": null}) = %v, %v; want a nil wait`, r.Wait, err)
+	}
+}
+
 // TestDurationErrorsNameTheField: inside a configuration, encoding/json
 // adds the field to Duration's error, so that a client reads which
 // member was wrong.
