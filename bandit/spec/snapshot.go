@@ -49,7 +49,8 @@ type SnapshotFile struct {
 
 // Sum returns the hex SHA-256 of the file's content: every member but
 // SHA256, each length-prefixed (8 bytes, little-endian) in the order of
-// the struct, the JSON members compacted (whitespace is not content).
+// the struct, the JSON members compacted (whitespace is not content) and
+// a nil one read as null, which is how encoding/json writes it.
 func (f *SnapshotFile) Sum() string {
 	h := sha256.New()
 	field := func(b []byte) {
@@ -59,6 +60,9 @@ func (f *SnapshotFile) Sum() string {
 		h.Write(b)
 	}
 	compact := func(raw json.RawMessage) []byte {
+		if raw == nil {
+			return []byte("null")
+		}
 		var buf bytes.Buffer
 		if json.Compact(&buf, raw) != nil {
 			return raw

@@ -439,8 +439,11 @@ func TestSnapshotSumCoversEveryMember(t *testing.T) {
 
 // TestSnapshotSumSurvivesJSON: a file checksummed, written as JSON
 // (indented or not) and read back has the sum it was written with, so
-// that an import verifies what an export wrote.
+// that an import verifies what an export wrote. That holds for members
+// left empty as well: encoding/json writes a nil JSON member as null.
 func TestSnapshotSumSurvivesJSON(t *testing.T) {
+	empty := snapshotFile()
+	empty.Bandit, empty.Posterior, empty.PosteriorMeta = nil, nil, nil
 	emptyBytes := snapshotFile()
 	emptyBytes.Posterior = []byte{}
 	for _, c := range []struct {
@@ -448,6 +451,7 @@ func TestSnapshotSumSurvivesJSON(t *testing.T) {
 		f    spec.SnapshotFile
 	}{
 		{"every member set", snapshotFile()},
+		{"no posterior and no meta", empty},
 		{"an empty, non-nil posterior", emptyBytes},
 	} {
 		c.f.SHA256 = c.f.Sum()
