@@ -485,7 +485,13 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		fmt.Fprintf(&b, "# Regret: %s, %s, %s (%s)\n\n", s.Env, plural.Count(s.Steps, "step", "steps"), plural.Count(s.Seeds, "seed", "seeds"), seeds)
 	}
 	if s.BanditConfig != "" {
-		fmt.Fprintf(&b, "Bandit configuration `%s` (the preset `%s` gives only the retraining schedule: every %d rewards).\n\n", s.BanditConfig, s.Preset.Name, s.Preset.Retraining(0))
+		// The schedule the runs kept (--train-every's when given), not
+		// the preset's.
+		every := s.Preset.Retraining(0)
+		if len(s.Policies) > 0 && s.Policies[0].TrainEvery > 0 {
+			every = s.Policies[0].TrainEvery
+		}
+		fmt.Fprintf(&b, "Bandit configuration `%s`, retrained every %d rewards (the preset `%s` gives only the retraining schedule, --train-every overrides it).\n\n", s.BanditConfig, every, s.Preset.Name)
 	} else {
 		fmt.Fprintf(&b, "Preset `%s`: %s.\n\n", s.Preset.Name, s.Preset.Description)
 	}

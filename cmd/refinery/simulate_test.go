@@ -38,8 +38,9 @@ func TestSimulateBanditConfig(t *testing.T) {
 		"created_at": "2026-11-27T20:00:00Z", "status": {"decisions": 12, "rewards": 10}}`)
 	runCases(t, []runCase{
 		{"the answer of GET /v1/bandits/NAME is a configuration, its arms matched by name", []string{"simulate", "--env", "wheel", "--bandit-config", got, "--steps", "30", "--quiet"}, 0, "| wheel-got | 1 |", ""},
-		{"the summary names the configuration, not the preset", []string{"simulate", "--env", "wheel", "--bandit-config", got, "--steps", "30", "--quiet"}, 0, "Bandit configuration `" + got + "`", ""},
+		{"the summary names the configuration, not the preset", []string{"simulate", "--env", "wheel", "--bandit-config", got, "--steps", "30", "--quiet"}, 0, "Bandit configuration `" + got + "`, retrained every 10 rewards", ""},
 		{"a fitting configuration is played with delayed rewards", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--reward-delay", "5", "--train-every", "3", "--quiet"}, 0, "retrained every 3 rewards", ""},
+		{"the summary gives --train-every's schedule, not the preset's", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--train-every", "3", "--quiet"}, 0, "Bandit configuration `" + fits + "`, retrained every 3 rewards", ""},
 		{"the table names the configuration", []string{"simulate", "--env", "wheel", "--bandit-config", fits, "--steps", "30", "--quiet"}, 0, "| wheel-mf | 1 |", ""},
 		{"features that do not fit are a one-line error", []string{"simulate", "--env", "wheel", "--bandit-config", narrow, "--steps", "10", "--quiet"}, 1, "",
 			"refinery simulate: --bandit-config " + narrow + ": bandit configuration's features encode to 1 inputs, the environment wheel:delta=0.95 has 2\n"},
