@@ -8,32 +8,12 @@ parentheses). Five seeds: mean ± standard error over seeds 1-5 (a tag's
 runs TAG hold seeds 1-2 or 1-5, TAG-s35 seeds 3-5), L the runs locked
 into one arm. Paired: the mean difference from the defaults on the same
 seeds ± its standard error, and on how many seeds it is lower."""
-import csv, json, math, os
+import os, sys
 
-P = ["mushroom", "wheel-0.5", "wheel-0.9", "wheel-0.99", "satellite", "letter"]
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def finals(d):
-    last = {}
-    try:
-        with open(os.path.join(d, "regret.csv")) as f:
-            for r in csv.DictReader(f):
-                s, st = int(r["seed"]), int(r["step"])
-                if s not in last or st > last[s][0]:
-                    last[s] = (st, float(r["cumulative_expected_regret"]))
-    except FileNotFoundError:
-        return {}
-    # a run stopped before its last step is no result
-    return {s: v for s, (st, v) in last.items() if st == 5000}
-
-
-def locked(d):
-    try:
-        js = json.load(open(os.path.join(d, "summary.json")))
-    except FileNotFoundError:
-        return 0
-    return sum(p["locked_in"] for p in js["policies"])
+sys.path.insert(0, os.path.join(HERE, ".."))  # bench/screentable.py
+import screentable  # noqa: E402
+from screentable import PROBLEMS as P, five_cell, head, row, screen_cell  # noqa: E402
 
 
 def dirs(tag, p):
@@ -45,52 +25,21 @@ def dirs(tag, p):
 
 
 def seeds(tag, p):
-    f, L = {}, 0
-    for d in dirs(tag, p):
-        f.update(finals(d))
-        L += locked(d)
-    return f, L
+    # a run stopped before its last step is no result
+    return screentable.seeds(dirs(tag, p), last_step=5000)
 
 
 def screen(label, tag):
-    cells = []
-    for p in P:
-        f, _ = seeds(tag, p)
-        if 1 not in f or 2 not in f:
-            cells.append("-")
-            continue
-        cells.append(f"{(f[1] + f[2]) / 2:,.0f} ({f[1]:,.0f}, {f[2]:,.0f})")
-    print(f"| {label} | " + " | ".join(cells) + " |")
-
-
-def mse(v):
-    m = sum(v) / len(v)
-    return m, math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v))
+    print(row(label, [screen_cell(seeds(tag, p)[0]) for p in P]))
 
 
 def five(label, tag, base=None):
-    cells = []
-    for p in P:
-        f, L = seeds(tag, p)
-        v = [f[s] for s in range(1, 6) if s in f]
-        if len(v) < 5:
-            cells.append("-")
-            continue
-        m, se = mse(v)
-        c = f"{m:,.0f} ± {se:,.0f}" + (f" ({L} L)" if L else "")
-        if base:
-            b, _ = seeds(base, p)
-            d = [f[s] - b[s] for s in range(1, 6)]
-            dm, dse = mse(d)
-            c += f"; paired {dm:+,.0f} ± {dse:,.0f} ({sum(x < 0 for x in d)} of 5 lower)"
-        cells.append(c)
-    print(f"| {label} | " + " | ".join(cells) + " |")
+    print(row(label, [five_cell(*seeds(tag, p), base=seeds(base, p)[0] if base else None) for p in P]))
 
 
 if __name__ == "__main__":
-    head = "| variant | " + " | ".join(P) + " |\n|---|" + "---:|" * len(P)
     print("Screens (seeds 1 and 2), refined-ts:supply:\n")
-    print(head)
+    print(head(P))
     for label, tag in [
         ("the defaults (6387ee4)", "so:out5"),
         ("collapsed_reg 0.02 (both halves)", "so:reg002"),
@@ -105,7 +54,7 @@ if __name__ == "__main__":
     ]:
         screen(label, tag)
     print("\nFive seeds:\n")
-    print(head)
+    print(head(P))
     for label, tag, base in [
         ("refined-ts:supply, the defaults (6387ee4)", "pieces:supply", None),
         ("refined-ts:supply, A (v_h 3.75)", "hpvA", "pieces:supply"),
