@@ -7,10 +7,12 @@ by seed (the seed fixes the problem's stream for every policy); its ratio
 to uniform play's regret; the runs locked into one arm.
 
 usage: python3 bench/showdown/bar.py   (from the repository root)"""
-import csv, json, math, os
+import csv, json, math, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-P = ["mushroom", "wheel-0.5", "wheel-0.9", "wheel-0.99", "satellite", "letter"]
+sys.path.insert(0, os.path.join(HERE, ".."))  # bench/screentable.py
+from screentable import PROBLEMS as P, mse  # noqa: E402
+
 ME = "refined-ts-supply"
 
 
@@ -26,11 +28,6 @@ def finals(p):
     for (pol, s), (_, v) in last.items():
         out.setdefault(pol, {})[s] = v
     return out
-
-
-def mse(v):
-    m = sum(v) / len(v)
-    return m, math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v))
 
 
 within = 0
