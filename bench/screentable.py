@@ -9,8 +9,10 @@ against a baseline, the paired difference on the same seeds.
 
 The scripts beside it (stochastic-output/table.py, hidden-prior/table.py,
 screens-issue28/table.py, showdown/bar.py) import it after putting bench/
-on sys.path, so that each runs from anywhere:
+on sys.path, so that each runs from anywhere, and without leaving a
+__pycache__ beside it:
 
+    sys.dont_write_bytecode = True
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import screentable
 

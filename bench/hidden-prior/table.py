@@ -11,6 +11,7 @@ seeds ± its standard error, and on how many seeds it is lower."""
 import os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
 sys.path.insert(0, os.path.join(HERE, ".."))  # bench/screentable.py
 import screentable  # noqa: E402
 from screentable import PROBLEMS as P, five_cell, head, row, screen_cell  # noqa: E402

@@ -8,6 +8,7 @@ seeds 1 and 2, their mean, and the mean's difference from the default's
 mean over the same seeds."""
 import os, sys
 
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench/screentable.py
 from screentable import PROBLEMS, screen_cell  # noqa: E402
 import screentable  # noqa: E402

@@ -10,6 +10,7 @@ usage: python3 bench/showdown/bar.py   (from the repository root)"""
 import csv, json, math, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
 sys.path.insert(0, os.path.join(HERE, ".."))  # bench/screentable.py
 from screentable import PROBLEMS as P, mse  # noqa: E402
 

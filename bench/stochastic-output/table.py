@@ -7,6 +7,7 @@ holds seeds 1-2, runs/TAG-s35 seeds 3-5), L the runs locked into one arm."""
 import os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
 sys.path.insert(0, os.path.join(HERE, ".."))  # bench/screentable.py
 from screentable import PROBLEMS as P, finals, five_cell, head, row, screen_cell, seeds  # noqa: E402
 
