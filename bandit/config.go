@@ -284,9 +284,9 @@ func Candidate(c *Config) *Config {
 		Policy: s.Policy, Model: s.Model, Training: s.Training, Refinement: s.Refinement}
 }
 
-// shadowOf is the inverse of Candidate: the ShadowConfig of the
+// ShadowOf is the inverse of Candidate: the ShadowConfig of the
 // candidate's configuration cand, set at since.
-func shadowOf(cand *Config, since time.Time) *ShadowConfig {
+func ShadowOf(cand *Config, since time.Time) *ShadowConfig {
 	return &ShadowConfig{Policy: cand.Policy, Model: cand.Model, Training: cand.Training, Refinement: cand.Refinement, Since: since}
 }
 
@@ -295,7 +295,7 @@ func shadowOf(cand *Config, since time.Time) *ShadowConfig {
 func SetDefaults(c *Config) {
 	if cand := Candidate(c); cand != nil {
 		setDefaults(cand)
-		c.Shadow = shadowOf(cand, c.Shadow.Since)
+		c.Shadow = ShadowOf(cand, c.Shadow.Since)
 	}
 	setDefaults(c)
 }

@@ -84,7 +84,7 @@ func (a *Agent) Config() Config {
 	c := *a.current.Load()
 	c.Shadow = nil // the candidate agent's configuration is the one
 	if sh := a.shadow.Load(); sh != nil {
-		c.Shadow = shadowOf(&sh.cfg, sh.shadowSince)
+		c.Shadow = ShadowOf(&sh.cfg, sh.shadowSince)
 	}
 	return c
 }

@@ -91,6 +91,9 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 				return Summary{}, nil, fmt.Errorf("merge: %s has preset %s, %s has %s", dir, sum.Preset.Name, dirs[0], out.Preset.Name)
 			}
 		}
+		if out.Shadow == "" {
+			out.Shadow = sum.Shadow
+		}
 		if !wallOf[dir] {
 			wallOf[dir] = true
 			out.WallSeconds += sum.WallSeconds
@@ -139,14 +142,19 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 				continue
 			}
 			described = append(described, fmt.Sprintf("%s %s %s", p.Policy, plural.Word(len(got), "seed", "seeds"), joinInts(got)))
+			cand := ""
+			if p.Shadow != nil {
+				cand = p.Shadow.Candidate
+			}
 			a := byName[p.Policy]
 			bj, _ := json.Marshal(p.Bandit)
 			if a == nil {
 				a = &acc{
-					ps:       PolicySummary{Policy: p.Policy, Bandit: p.Bandit, TrainEvery: p.TrainEvery, RewardDelay: p.RewardDelay},
-					bandit:   bj,
-					from:     dir,
-					lockedIn: map[int]bool{},
+					ps:        PolicySummary{Policy: p.Policy, Bandit: p.Bandit, TrainEvery: p.TrainEvery, RewardDelay: p.RewardDelay},
+					bandit:    bj,
+					from:      dir,
+					lockedIn:  map[int]bool{},
+					candidate: cand,
 				}
 				byName[p.Policy] = a
 				order = append(order, p.Policy)
@@ -156,21 +164,11 @@ func Merge(dirs []string) (Summary, []*RunResult, error) {
 					return Summary{}, nil, fmt.Errorf("merge: %s retrains %s every %d rewards, %s every %d", dir, p.Policy, p.TrainEvery, a.from, a.ps.TrainEvery)
 				case p.RewardDelay != a.ps.RewardDelay:
 					return Summary{}, nil, fmt.Errorf("merge: %s delays %s's rewards by %d steps, %s by %d", dir, p.Policy, p.RewardDelay, a.from, a.ps.RewardDelay)
+				case cand != a.candidate:
+					return Summary{}, nil, fmt.Errorf("merge: %s's runs in %s have candidate %q, in %s %q; merge runs of one candidate", p.Policy, dir, cand, a.from, a.candidate)
 				case string(bj) != string(a.bandit):
 					out.Notes = append(out.Notes, fmt.Sprintf("%s's bandit configuration in %s differs from %s's; the summary shows %s's", p.Policy, dir, a.from, a.from))
 				}
-			}
-			cand := ""
-			if p.Shadow != nil {
-				cand = p.Shadow.Candidate
-			}
-			if a.decided == 0 {
-				a.candidate = cand
-			} else if cand != a.candidate {
-				return Summary{}, nil, fmt.Errorf("merge: %s's runs in %s have candidate %q, in %s %q; merge runs of one candidate", p.Policy, dir, cand, a.from, a.candidate)
-			}
-			if i == 0 || out.Shadow == "" {
-				out.Shadow = sum.Shadow
 			}
 			a.ps.WallSeconds += p.WallSeconds
 			a.ps.CPUSeconds += p.CPUSeconds

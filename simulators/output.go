@@ -436,6 +436,16 @@ func writeRegretCSV(w io.Writer, cfg RunConfig, results []*RunResult) error {
 	return nil
 }
 
+// spread formats a standard deviation or error over runs runs: one run
+// has no spread, so its standard deviation and error are undefined
+// ("-"), not 0.
+func spread(runs int, x float64) string {
+	if runs < 2 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
 // writeShadowTable writes the candidates' counterfactual regrets of ps
 // (PolicySummary.Shadow), if any, as a table of their own.
 func writeShadowTable(b *strings.Builder, ps []PolicySummary) {
@@ -451,21 +461,16 @@ func writeShadowTable(b *strings.Builder, ps []PolicySummary) {
 			b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
 			head = false
 		}
-		spread := func(x float64) string {
-			if len(sh.Runs) < 2 {
-				return "-"
-			}
-			return fmt.Sprintf("%.1f", x)
-		}
+		n := len(sh.Runs)
 		diff := "-"
 		if sh.DiffMean != nil {
-			diff = fmt.Sprintf("%+.1f ± %s", *sh.DiffMean, spread(*sh.DiffSE))
+			diff = fmt.Sprintf("%+.1f ± %s", *sh.DiffMean, spread(n, *sh.DiffSE))
 		}
 		var decided int
 		for _, r := range sh.Runs {
 			decided += r.Decisions
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %.1f ± %s | %s | %s | %d |\n", p.Policy, sh.Candidate, len(sh.Runs), sh.ExpectedMean, spread(sh.ExpectedStd), spread(sh.ExpectedSE), diff, decided)
+		fmt.Fprintf(b, "| %s | %s | %d | %.1f ± %s | %s | %s | %d |\n", p.Policy, sh.Candidate, n, sh.ExpectedMean, spread(n, sh.ExpectedStd), spread(n, sh.ExpectedSE), diff, decided)
 	}
 }
 
@@ -559,16 +564,8 @@ func WriteSummaryMarkdown(w io.Writer, s Summary) error {
 		} else if p.LockedIn > 0 {
 			locked += fmt.Sprintf(" (%s %s)", plural.Word(p.LockedIn, "seed", "seeds"), joinInts(p.LockedInSeeds))
 		}
-		// One run has no spread: its standard deviation and error are
-		// undefined, not 0.
-		spread := func(x float64) string {
-			if p.Runs < 2 {
-				return "-"
-			}
-			return fmt.Sprintf("%.1f", x)
-		}
 		fmt.Fprintf(&b, "| %s | %s | %.1f ± %s | %s | %.1f ± %s | %s | %s | %.1f | %.1f |\n",
-			p.Policy, runs, p.ExpectedMean, spread(p.ExpectedStd), spread(p.ExpectedSE), p.RealizedMean, spread(p.RealizedStd), refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
+			p.Policy, runs, p.ExpectedMean, spread(p.Runs, p.ExpectedStd), spread(p.Runs, p.ExpectedSE), p.RealizedMean, spread(p.Runs, p.RealizedStd), refined, locked, p.StepsPerSecond, p.CPUSeconds/float64(p.Runs))
 	}
 	fmt.Fprintf(&b, "\nLocked into one arm: one arm took at least %g%% of the decisions of a run's last %d steps (all of them in a shorter run).\n", 100*LockInShare, LockInWindow)
 	writeShadowTable(&b, ps)

@@ -292,7 +292,7 @@ func attachShadow(bc *bandit.Config, spec PolicySpec, env Env, p Preset) error {
 	if err != nil {
 		return fmt.Errorf("shadow %s: %w", spec.Name, err)
 	}
-	bc.Shadow = &bandit.ShadowConfig{Policy: sc.Policy, Model: sc.Model, Training: sc.Training, Refinement: sc.Refinement}
+	bc.Shadow = bandit.ShadowOf(sc, time.Time{})
 	return nil
 }
 

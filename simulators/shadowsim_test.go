@@ -130,6 +130,22 @@ func TestShadowCandidateCountsItsOwnRegret(t *testing.T) {
 	if merged.Shadow != "mf-ts" {
 		t.Errorf("merged Summary.Shadow %q", merged.Shadow)
 	}
+	// Runs without the candidate do not merge with runs that had it.
+	var plain2 []*RunResult
+	for _, r := range plain {
+		if r.Seed == 2 {
+			plain2 = append(plain2, r)
+		}
+	}
+	c := cfg
+	c.Shadow, c.Seeds, c.FirstSeed = nil, 1, 2
+	bare := filepath.Join(dir, "bare")
+	if err := WriteOutputs(bare, c, plain2, Summarize(c, plain2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Merge([]string{dirs[0], bare}); err == nil || !strings.Contains(err.Error(), "merge runs of one candidate") {
+		t.Errorf("merging runs with and without a candidate: %v, want a refusal", err)
+	}
 }
 
 func total(x []float64) float64 {
