@@ -1,8 +1,8 @@
 #!/bin/sh
 # run.sh: every simulation of bench/model-or-rows/README.md, into
 # $ROWS_OUT (default out/model-or-rows), after `make data build`:
-#   sh bench/model-or-rows/run.sh          (all; about 4 CPU-hours)
-#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants)
+#   sh bench/model-or-rows/run.sh          (all; about 5 CPU-hours)
+#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants | network | skip-fan-in)
 # Each simulation plays one policy and a candidate beside it (simulate
 # --shadow, or a --bandit-config file's shadow): the candidate is scored
 # at the policy's own decisions, on the rows the policy collected.
@@ -43,4 +43,40 @@ if [ "$part" = all ] || [ "$part" = variants ]; then
 		python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 "$@" >"$out/$name.json"
 		sim "mushroom-$name" --env mushroom --bandit-config "$out/$name.json" --steps 5000 --seeds 3
 	done
+fi
+if [ "$part" = all ] || [ "$part" = network ]; then
+	# The same, for the network's size, decay, fit and noise prior
+	# (2026-11-29).
+	base="$out/refined-by-lin/summary.json"
+	for v in "h25 model.hidden=[25]" "h10 model.hidden=[10]" \
+		"vh100 model.hidden_prior_variance=100" "it300 training.iterations=300 training.iterations_per_reward=30" \
+		"lr0003 training.lr=0.0003" "reg02 training.collapsed_reg=0.02" "b8 training.batch_size=8" \
+		"b16 training.batch_size=16" "b32 training.batch_size=32" "b256 training.batch_size=256" \
+		'np05 model.noise_prior={"shape":200,"rate":100}' 'np1 model.noise_prior={"shape":200,"rate":200}' \
+		'all model.stochastic="all"'; do
+		name=${v%% *}
+		set -- ${v#"$name"}
+		python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 "$@" >"$out/$name.json"
+		sim "mushroom-$name" --env mushroom --bandit-config "$out/$name.json" --steps 5000 --seeds 3
+	done
+fi
+if [ "$part" = all ] || [ "$part" = skip-fan-in ]; then
+	# The skip connection's input weights under the fan-in prior (v over
+	# the number of inputs instead of v), and the hidden units' output
+	# weights' prior divided by SKIPNET_SCALE: a patch of bandit/network.go
+	# (skip-fan-in.patch), built apart.
+	root=$PWD wt=$(mktemp -d)
+	git worktree add -q --detach "$wt" HEAD
+	git -C "$wt" apply "$root/bench/model-or-rows/skip-fan-in.patch"
+	(cd "$wt" && go build -o "$root/bin/refinery-skipfan" ./cmd/refinery)
+	git worktree remove --force "$wt"
+	python3 bench/model-or-rows/config.py "$out/refined-by-lin/summary.json" refined-ts-supply refined-ts 117 model.skip=true >"$out/skipfan.json"
+	bin=bin/refinery-skipfan
+	sim mushroom-skipfan --env mushroom --bandit-config "$out/skipfan.json" --steps 5000 --seeds 3
+	for k in 10 100; do
+		export SKIPNET_SCALE=$k
+		sim "mushroom-skipfan-k$k" --env mushroom --bandit-config "$out/skipfan.json" --steps 5000 --seeds 3
+	done
+	unset SKIPNET_SCALE
+	bin=${BIN:-bin/refinery}
 fi
