@@ -32,11 +32,14 @@ if [ "$part" = all ] || [ "$part" = pairs ]; then
 	sim wheel-0.5-refined-by-neural-linear --env wheel:delta=0.5 --policies refined-ts:supply \
 		--shadow neural-linear --steps 5000 --seeds 5
 fi
+# The variants take the configuration refined-ts:supply played from its
+# pairs run, or from the committed one when the pairs part has not run.
+base="$out/refined-by-lin/summary.json"
+[ -f "$base" ] || base=bench/model-or-rows/runs/refined-by-lin/summary.json
 if [ "$part" = all ] || [ "$part" = variants ]; then
 	# The service's refined TS playing, a changed configuration beside it,
 	# all on the same rows (the live bandit is named refined-ts: it plays
 	# refined-ts:supply's seeds step for step); 3 seeds x 5,000 steps.
-	base="$out/refined-by-lin/summary.json"
 	for v in "same" "linear model.hidden=[]" "skip model.skip=true" "lr01 training.lr=0.01" "vh1 model.hidden_prior_variance=1" "perarm model.noise=per-arm"; do
 		name=${v%% *}
 		set -- ${v#"$name"}
@@ -47,7 +50,6 @@ fi
 if [ "$part" = all ] || [ "$part" = network ]; then
 	# The same, for the network's size, decay, fit and noise prior
 	# (2026-11-29).
-	base="$out/refined-by-lin/summary.json"
 	for v in "h25 model.hidden=[25]" "h10 model.hidden=[10]" \
 		"vh100 model.hidden_prior_variance=100" "it300 training.iterations=300 training.iterations_per_reward=30" \
 		"lr0003 training.lr=0.0003" "reg02 training.collapsed_reg=0.02" "b8 training.batch_size=8" \
@@ -70,7 +72,7 @@ if [ "$part" = all ] || [ "$part" = skip-fan-in ]; then
 	git -C "$wt" apply "$root/bench/model-or-rows/skip-fan-in.patch"
 	(cd "$wt" && go build -o "$root/bin/refinery-skipfan" ./cmd/refinery)
 	git worktree remove --force "$wt"
-	python3 bench/model-or-rows/config.py "$out/refined-by-lin/summary.json" refined-ts-supply refined-ts 117 model.skip=true >"$out/skipfan.json"
+	python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 model.skip=true >"$out/skipfan.json"
 	bin=bin/refinery-skipfan
 	sim mushroom-skipfan --env mushroom --bandit-config "$out/skipfan.json" --steps 5000 --seeds 3
 	for k in 10 100; do
