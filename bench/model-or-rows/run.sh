@@ -1,8 +1,8 @@
 #!/bin/sh
 # run.sh: every simulation of bench/model-or-rows/README.md, into
 # $ROWS_OUT (default out/model-or-rows), after `make data build`:
-#   sh bench/model-or-rows/run.sh          (all; about 5 CPU-hours)
-#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants | network | skip-fan-in)
+#   sh bench/model-or-rows/run.sh          (all; about 6 CPU-hours)
+#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants | network | skip-fan-in | fit-budget)
 # Each simulation plays one policy and a candidate beside it (simulate
 # --shadow, or a --bandit-config file's shadow): the candidate is scored
 # at the policy's own decisions, on the rows the policy collected.
@@ -81,4 +81,21 @@ if [ "$part" = all ] || [ "$part" = skip-fan-in ]; then
 	done
 	unset SKIPNET_SCALE
 	bin=${BIN:-bin/refinery}
+fi
+if [ "$part" = all ] || [ "$part" = fit-budget ]; then
+	# Less fitting as the policy itself on the showdown's six problems, 5
+	# seeds x 5,000 steps, into $out/fit-budget/TAG/PROBLEM: batches of 8,
+	# and (a patch of bandit/agent.go, fit-budget.patch) a retraining's
+	# iterations scaled by rows/EARLY_ROWS below EARLY_ROWS rows, or by
+	# LATE_ROWS/rows above LATE_ROWS rows.
+	root=$PWD wt=$(mktemp -d)
+	git worktree add -q --detach "$wt" HEAD
+	git -C "$wt" apply "$root/bench/model-or-rows/fit-budget.patch"
+	(cd "$wt" && go build -o "$root/bin/refinery-fitbudget" ./cmd/refinery)
+	git worktree remove --force "$wt"
+	for p in mushroom wheel-0.5 wheel-0.9 wheel-0.99 satellite letter; do
+		BIN=$bin SCREEN_OUT="$out/fit-budget" DATA=$data sh bench/collapsed-reg/screen.sh b8 "$p" refined-ts:supply 5000 5 --preset fast --set training.batch_size=8
+		EARLY_ROWS=1000 BIN=bin/refinery-fitbudget SCREEN_OUT="$out/fit-budget" DATA=$data sh bench/collapsed-reg/screen.sh early1000 "$p" refined-ts:supply 5000 5 --preset fast
+		LATE_ROWS=1000 BIN=bin/refinery-fitbudget SCREEN_OUT="$out/fit-budget" DATA=$data sh bench/collapsed-reg/screen.sh late1000 "$p" refined-ts:supply 5000 5 --preset fast
+	done
 fi
