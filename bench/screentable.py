@@ -1,4 +1,5 @@
-"""screentable: the final-regret tables of the bench's screens.
+"""screentable: the final-regret tables of the bench's screens, and the
+regret curves of a merged run.
 
 A run directory is a `refinery simulate` output of one policy:
 DIR/regret.csv (thinned or not) and DIR/summary.json. The tables give
@@ -8,7 +9,7 @@ seeds, the mean ± its standard error, the runs locked into one arm and,
 against a baseline, the paired difference on the same seeds.
 
 The scripts beside it (stochastic-output/table.py, hidden-prior/table.py,
-screens-issue28/table.py, showdown/bar.py) import it after putting bench/
+screens-issue28/table.py, showdown/bar.py, showdown/periods.py) import it after putting bench/
 on sys.path, so that each runs from anywhere, and without leaving a
 __pycache__ beside it:
 
@@ -41,6 +42,18 @@ def finals(d, last_step=None):
     except FileNotFoundError:
         return {}
     return {s: v for s, (st, v) in last.items() if last_step is None or st == last_step}
+
+
+def curves(path):
+    """Every policy's cumulative expected regret in the regret.csv at
+    path (a merged one holds several policies): {policy: {seed: {step:
+    regret}}}."""
+    out = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            out.setdefault(r["policy"], {}).setdefault(int(r["seed"]), {})[int(r["step"])] = float(
+                r["cumulative_expected_regret"])
+    return out
 
 
 def locked(d):

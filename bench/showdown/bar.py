@@ -7,28 +7,20 @@ by seed (the seed fixes the problem's stream for every policy); its ratio
 to uniform play's regret; the runs locked into one arm.
 
 usage: python3 bench/showdown/bar.py   (from the repository root)"""
-import csv, json, math, os, sys
+import json, math, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
 sys.path.insert(0, os.path.join(HERE, ".."))  # bench/screentable.py
-from screentable import PROBLEMS as P, mse  # noqa: E402
+from screentable import PROBLEMS as P, curves, mse  # noqa: E402
 
 ME = "refined-ts-supply"
 
 
 def finals(p):
-    last = {}
-    with open(os.path.join(HERE, p, "regret.csv")) as f:
-        for r in csv.DictReader(f):
-            k = (r["policy"], int(r["seed"]))
-            st = int(r["step"])
-            if k not in last or st > last[k][0]:
-                last[k] = (st, float(r["cumulative_expected_regret"]))
-    out = {}
-    for (pol, s), (_, v) in last.items():
-        out.setdefault(pol, {})[s] = v
-    return out
+    """{policy: {seed: final cumulative expected regret}} of problem p."""
+    return {pol: {s: c[max(c)] for s, c in seeds.items()}
+            for pol, seeds in curves(os.path.join(HERE, p, "regret.csv")).items()}
 
 
 within = 0

@@ -6,26 +6,15 @@ the final cumulative figure. A policy that learns slower pays early; a
 policy whose model stops improving keeps paying late.
 
 usage: python3 bench/showdown/periods.py [PROBLEM ...]   (default: all six)"""
-import csv
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the work tree
 sys.path.insert(0, os.path.join(HERE, ".."))  # bench/screentable.py
-from screentable import PROBLEMS  # noqa: E402
+from screentable import PROBLEMS, curves  # noqa: E402
 
 ENDS = [250, 500, 1000, 2000, 3000, 4000, 5000]
-
-
-def curves(problem):
-    """{policy: {seed: {step: cumulative expected regret}}}"""
-    out = {}
-    with open(os.path.join(HERE, problem, "regret.csv")) as f:
-        for r in csv.DictReader(f):
-            out.setdefault(r["policy"], {}).setdefault(int(r["seed"]), {})[int(r["step"])] = float(
-                r["cumulative_expected_regret"])
-    return out
 
 
 def at(curve, step):
@@ -41,7 +30,7 @@ def main():
         print("| policy | seeds | " + " | ".join(heads) + " | final |")
         print("|---|---:|" + "---:|" * (len(heads) + 1))
         rows = []
-        for pol, seeds in curves(p).items():
+        for pol, seeds in curves(os.path.join(HERE, p, "regret.csv")).items():
             mean = [sum(at(c, e) for c in seeds.values()) / len(seeds) for e in ENDS]
             paid = [mean[0]] + [mean[i] - mean[i - 1] for i in range(1, len(mean))]
             rows.append((mean[-1], pol, len(seeds), paid))
