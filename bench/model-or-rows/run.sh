@@ -18,6 +18,25 @@ sim() { # sim NAME ARGS...: one simulation into $out/NAME
 	nice -n 5 "$bin" simulate --data "$data" --workers 1 --quiet --out "$out/$name" "$@" >"$out/$name.log" 2>&1
 	echo "$name done"
 }
+config() { # config NAME [PATH=VALUE ...]: $out/NAME.json, refined-ts:supply with a candidate so changed
+	name=$1; shift
+	python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 "$@" >"$out/$name.json"
+}
+variants() { # variants "NAME [PATH=VALUE ...]" ...: each candidate beside refined TS, seeds 1-3 of the mushroom
+	for v; do
+		name=${v%% *}
+		set -- ${v#"$name"}
+		config "$name" "$@"
+		sim "mushroom-$name" --env mushroom --bandit-config "$out/$name.json" --steps 5000 --seeds 3
+	done
+}
+patched() { # patched NAME PATCH: bin/refinery-NAME, built from HEAD with bench/model-or-rows/PATCH applied
+	root=$PWD wt=$(mktemp -d)
+	git worktree add -q --detach "$wt" HEAD
+	git -C "$wt" apply "$root/bench/model-or-rows/$2"
+	(cd "$wt" && go build -o "$root/bin/refinery-$1" ./cmd/refinery)
+	git worktree remove --force "$wt"
+}
 if [ "$part" = all ] || [ "$part" = pairs ]; then
 	# Policy against candidate on the mushroom, 5 seeds x 5,000 steps.
 	sim lin-by-refined --env mushroom --policies linear-ts --shadow refined-ts:supply --steps 5000 --seeds 5
@@ -40,39 +59,26 @@ if [ "$part" = all ] || [ "$part" = variants ]; then
 	# The service's refined TS playing, a changed configuration beside it,
 	# all on the same rows (the live bandit is named refined-ts: it plays
 	# refined-ts:supply's seeds step for step); 3 seeds x 5,000 steps.
-	for v in "same" "linear model.hidden=[]" "skip model.skip=true" "lr01 training.lr=0.01" "vh1 model.hidden_prior_variance=1" "perarm model.noise=per-arm"; do
-		name=${v%% *}
-		set -- ${v#"$name"}
-		python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 "$@" >"$out/$name.json"
-		sim "mushroom-$name" --env mushroom --bandit-config "$out/$name.json" --steps 5000 --seeds 3
-	done
+	variants "same" "linear model.hidden=[]" "skip model.skip=true" "lr01 training.lr=0.01" \
+		"vh1 model.hidden_prior_variance=1" "perarm model.noise=per-arm"
 fi
 if [ "$part" = all ] || [ "$part" = network ]; then
 	# The same, for the network's size, decay, fit and noise prior
 	# (2026-11-29).
-	for v in "h25 model.hidden=[25]" "h10 model.hidden=[10]" \
+	variants "h25 model.hidden=[25]" "h10 model.hidden=[10]" \
 		"vh100 model.hidden_prior_variance=100" "it300 training.iterations=300 training.iterations_per_reward=30" \
 		"lr0003 training.lr=0.0003" "reg02 training.collapsed_reg=0.02" "b8 training.batch_size=8" \
 		"b16 training.batch_size=16" "b32 training.batch_size=32" "b256 training.batch_size=256" \
 		'np05 model.noise_prior={"shape":200,"rate":100}' 'np1 model.noise_prior={"shape":200,"rate":200}' \
-		'all model.stochastic="all"'; do
-		name=${v%% *}
-		set -- ${v#"$name"}
-		python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 "$@" >"$out/$name.json"
-		sim "mushroom-$name" --env mushroom --bandit-config "$out/$name.json" --steps 5000 --seeds 3
-	done
+		'all model.stochastic="all"'
 fi
 if [ "$part" = all ] || [ "$part" = skip-fan-in ]; then
 	# The skip connection's input weights under the fan-in prior (v over
 	# the number of inputs instead of v), and the hidden units' output
 	# weights' prior divided by SKIPNET_SCALE: a patch of bandit/network.go
 	# (skip-fan-in.patch), built apart.
-	root=$PWD wt=$(mktemp -d)
-	git worktree add -q --detach "$wt" HEAD
-	git -C "$wt" apply "$root/bench/model-or-rows/skip-fan-in.patch"
-	(cd "$wt" && go build -o "$root/bin/refinery-skipfan" ./cmd/refinery)
-	git worktree remove --force "$wt"
-	python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 model.skip=true >"$out/skipfan.json"
+	patched skipfan skip-fan-in.patch
+	config skipfan model.skip=true
 	bin=bin/refinery-skipfan
 	sim mushroom-skipfan --env mushroom --bandit-config "$out/skipfan.json" --steps 5000 --seeds 3
 	for k in 10 100; do
@@ -88,11 +94,7 @@ if [ "$part" = all ] || [ "$part" = fit-budget ]; then
 	# and (a patch of bandit/agent.go, fit-budget.patch) a retraining's
 	# iterations scaled by rows/EARLY_ROWS below EARLY_ROWS rows, or by
 	# LATE_ROWS/rows above LATE_ROWS rows.
-	root=$PWD wt=$(mktemp -d)
-	git worktree add -q --detach "$wt" HEAD
-	git -C "$wt" apply "$root/bench/model-or-rows/fit-budget.patch"
-	(cd "$wt" && go build -o "$root/bin/refinery-fitbudget" ./cmd/refinery)
-	git worktree remove --force "$wt"
+	patched fitbudget fit-budget.patch
 	for p in mushroom wheel-0.5 wheel-0.9 wheel-0.99 satellite letter; do
 		BIN=$bin SCREEN_OUT="$out/fit-budget" DATA=$data sh bench/collapsed-reg/screen.sh b8 "$p" refined-ts:supply 5000 5 --preset fast --set training.batch_size=8
 		EARLY_ROWS=1000 BIN=bin/refinery-fitbudget SCREEN_OUT="$out/fit-budget" DATA=$data sh bench/collapsed-reg/screen.sh early1000 "$p" refined-ts:supply 5000 5 --preset fast
