@@ -65,6 +65,13 @@ type RunConfig struct {
 	// candidate's model decides on the rows another policy collected.
 	// A --bandit-config file's own shadow is recorded the same way.
 	Shadow *PolicySpec
+	// AtEnd, if not nil, is called with each run's bandit after its last
+	// step (not after a run that failed or was interrupted), before the
+	// bandit is closed: to ask the trained bandit questions the regret
+	// does not answer (bench/model-or-rows/probe asks it about every
+	// mushroom). Its error fails the run. Runs call it concurrently
+	// when Workers > 1.
+	AtEnd func(ctx context.Context, r *RunResult, agent *bandit.Agent) error
 }
 
 func (c *RunConfig) validate() error {
@@ -398,6 +405,12 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 		}
 		clock.Advance(StepInterval)
 		done.Add(1)
+	}
+	if cfg.AtEnd != nil {
+		r.Steps = reg.Steps()
+		if err := cfg.AtEnd(ctx, r, agent); err != nil {
+			r.Err = fmt.Errorf("%s seed %d: at the end: %w", spec.Name, r.Seed, err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/refinery-bandits/refinery/bandit"
@@ -559,5 +561,49 @@ func TestRegretPlotTicks(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: labels %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestAtEnd: RunConfig.AtEnd gets each run's bandit once, after its last
+// step, while the bandit still decides; its error fails that run only.
+func TestAtEnd(t *testing.T) {
+	env, err := ParseEnv("mushroom", sharedMushroom(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[int]int{}
+	cfg := RunConfig{Env: env, Policies: []PolicySpec{{Name: "linear-ts", Kind: "linear-ts"}}, Steps: 30, Seeds: 3, Preset: tinyPreset(), Workers: 2,
+		AtEnd: func(ctx context.Context, r *RunResult, agent *bandit.Agent) error {
+			mu.Lock()
+			seen[r.Seed] = r.Steps
+			mu.Unlock()
+			x, _ := env.(*Mushroom).At(0)
+			raw, err := bandit.NewEncoder(agent.Config().Features).Decode(x)
+			if err != nil {
+				return err
+			}
+			if _, err := agent.Decide(ctx, bandit.DecideRequest{EventID: "probe", Context: raw}); err != nil {
+				return err
+			}
+			if r.Seed == 2 {
+				return errors.New("probe failed")
+			}
+			return nil
+		}}
+	results, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 || seen[1] != 30 || seen[2] != 30 || seen[3] != 30 {
+		t.Errorf("AtEnd saw runs %v (seed: steps), want seeds 1-3 at 30 steps each", seen)
+	}
+	for _, r := range results {
+		if failed := r.Err != nil; failed != (r.Seed == 2) {
+			t.Errorf("seed %d: err %v; want an error for seed 2 only", r.Seed, r.Err)
+		}
+	}
+	if r := results[1]; r.Err == nil || !strings.Contains(r.Err.Error(), "probe failed") {
+		t.Errorf("seed 2's error %v does not carry AtEnd's", r.Err)
 	}
 }

@@ -1,0 +1,188 @@
+// Command probe plays a policy on the mushroom as `refinery simulate`
+// does (simulators.Run, the same seeds and steps) and then asks each
+// run's trained bandit about every mushroom of the data set, without
+// rewards: how many of its decisions would be wrong, by the mushroom's
+// odor and class. It says which mushrooms a policy's late regret comes
+// from, which the regret curve does not.
+//
+//	go run ./bench/model-or-rows/probe --policy refined-ts:supply --steps 5000 --seeds 3
+//	go run ./bench/model-or-rows/probe --bandit-config FILE ...
+//
+// Each mushroom is asked --asks times; consecutive decisions of the
+// service's sample supply share a posterior sample, so the asks of one
+// mushroom mostly see the same sample and the sweep over the data set
+// sees the bank's samples in turn.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/refinery-bandits/refinery/bandit"
+	"github.com/refinery-bandits/refinery/simulators"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(1)
+	}
+}
+
+// tally is what one run's bandit decided about one group of mushrooms.
+type tally struct {
+	mushrooms int
+	wrong     float64 // expected wrong decisions: the share of asks wrong, summed
+	allWrong  int     // mushrooms wrong at every ask
+}
+
+func run() error {
+	data := flag.String("data", "", "path of agaricus-lepiota.data or its directory (default: simulate's search)")
+	policy := flag.String("policy", "refined-ts:supply", "the policy, as simulate's --policies (one), on the fast preset")
+	configFile := flag.String("bandit-config", "", "play this bandit configuration instead (its shadow, if any, is dropped)")
+	steps := flag.Int("steps", 5000, "steps per run")
+	seeds := flag.Int("seeds", 1, "seeds")
+	first := flag.Int("first-seed", 1, "first seed")
+	asks := flag.Int("asks", 4, "decisions asked per mushroom at the end")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
+	}
+	if *asks < 1 || *steps < 1 || *seeds < 1 || *first < 1 {
+		return errors.New("--asks, --steps, --seeds and --first-seed must be positive")
+	}
+	path, err := simulators.ResolveMushroom(*data)
+	if err != nil {
+		return err
+	}
+	d, err := simulators.LoadMushroom(path)
+	if err != nil {
+		return err
+	}
+	env, err := simulators.NewMushroom(d, simulators.MushroomOneHot, simulators.DefaultMushroomRewards())
+	if err != nil {
+		return err
+	}
+	preset := simulators.Presets()["fast"]
+	var specs []simulators.PolicySpec
+	if *configFile != "" {
+		b, err := os.ReadFile(*configFile)
+		if err != nil {
+			return err
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("--bandit-config: %w", err)
+		}
+		delete(m, "shadow")
+		b, _ = json.Marshal(m)
+		bc, err := bandit.ParseConfig(b)
+		if err != nil {
+			return fmt.Errorf("--bandit-config: %w", err)
+		}
+		specs = []simulators.PolicySpec{{Name: bc.Name, Kind: string(bc.Policy.Kind), Config: bc}}
+	} else if specs, err = simulators.ParsePolicies(*policy, preset); err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	if len(specs) != 1 {
+		return fmt.Errorf("--policy %s: want one policy, not %d", *policy, len(specs))
+	}
+	odor := odorColumns(env.FeatureNames())
+	var mu sync.Mutex
+	tallies := map[int]map[string]*tally{} // seed -> group -> tally
+	cfg := simulators.RunConfig{Env: env, Policies: specs, Steps: *steps, Seeds: *seeds, FirstSeed: *first, Preset: preset,
+		AtEnd: func(ctx context.Context, r *simulators.RunResult, agent *bandit.Agent) error {
+			t, err := probe(ctx, env, agent, odor, *asks)
+			mu.Lock()
+			tallies[r.Seed] = t
+			mu.Unlock()
+			return err
+		}}
+	results, err := simulators.Run(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("# %s on the mushroom, %d steps: each trained bandit asked %d times about each of the %d mushrooms\n\n", specs[0].Name, *steps, *asks, env.Len())
+	fmt.Println("| seed | final expected regret | mushrooms (class, odor) | count | expected wrong decisions | wrong at every ask |")
+	fmt.Println("|---:|---:|---|---:|---:|---:|")
+	for _, r := range results {
+		if r.Err != nil {
+			return r.Err
+		}
+		groups := make([]string, 0, len(tallies[r.Seed]))
+		for g := range tallies[r.Seed] {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+		for _, g := range groups {
+			t := tallies[r.Seed][g]
+			fmt.Printf("| %d | %.0f | %s | %d | %.1f | %d |\n", r.Seed, r.Expected, g, t.mushrooms, t.wrong, t.allWrong)
+		}
+	}
+	return nil
+}
+
+// odorColumns maps the encoded columns of the odor feature to its values.
+func odorColumns(names []string) map[int]string {
+	m := map[int]string{}
+	for j, n := range names {
+		if v, ok := strings.CutPrefix(n, "odor="); ok {
+			m[j] = v
+		}
+	}
+	return m
+}
+
+// probe asks agent asks decisions about every mushroom of env and tallies
+// the wrong ones by class and odor: eating a poisonous one, passing an
+// edible one.
+func probe(ctx context.Context, env *simulators.Mushroom, agent *bandit.Agent, odor map[int]string, asks int) (map[string]*tally, error) {
+	enc := bandit.NewEncoder(agent.Config().Features)
+	out := map[string]*tally{}
+	for i := range env.Len() {
+		x, expected := env.At(i)
+		raw, err := enc.Decode(x)
+		if err != nil {
+			return nil, err
+		}
+		edible := expected[simulators.MushroomEat] > expected[simulators.MushroomPass]
+		wrong := 0
+		for k := range asks {
+			o, err := agent.Decide(ctx, bandit.DecideRequest{EventID: "probe-" + strconv.Itoa(i) + "-" + strconv.Itoa(k), Context: raw})
+			if err != nil {
+				return nil, err
+			}
+			if eat := o.Decision.Arm == simulators.MushroomEat; eat != edible {
+				wrong++
+			}
+		}
+		g := "poisonous"
+		if edible {
+			g = "edible"
+		}
+		for j, v := range odor {
+			if x[j] == 1 {
+				g += ", odor " + v
+			}
+		}
+		t := out[g]
+		if t == nil {
+			t = &tally{}
+			out[g] = t
+		}
+		t.mushrooms++
+		t.wrong += float64(wrong) / float64(asks)
+		if wrong == asks {
+			t.allWrong++
+		}
+	}
+	return out, nil
+}
