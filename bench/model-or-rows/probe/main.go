@@ -2,7 +2,9 @@
 // does (simulators.Run, the same seeds and steps) and then asks each
 // run's trained bandit about every mushroom of the data set, without
 // rewards: how many of its decisions would be wrong, by the mushroom's
-// odor and class. It says which mushrooms a policy's late regret comes
+// odor and class, and the quantiles of the sampled scores' margin (the
+// eat arm's score less the pass arm's: the policy eats when it is
+// positive). It says which mushrooms a policy's late regret comes
 // from, which the regret curve does not.
 //
 //	go run ./bench/model-or-rows/probe --policy refined-ts:supply --steps 5000 --seeds 3
@@ -40,8 +42,9 @@ func main() {
 // tally is what one run's bandit decided about one group of mushrooms.
 type tally struct {
 	mushrooms int
-	wrong     float64 // expected wrong decisions: the share of asks wrong, summed
-	allWrong  int     // mushrooms wrong at every ask
+	wrong     float64   // expected wrong decisions: the share of asks wrong, summed
+	allWrong  int       // mushrooms wrong at every ask
+	margins   []float64 // the eat score less the pass score of every ask
 }
 
 func run() error {
@@ -111,8 +114,8 @@ func run() error {
 		return err
 	}
 	fmt.Printf("# %s on the mushroom, %d steps: each trained bandit asked %d times about each of the %d mushrooms\n\n", specs[0].Name, *steps, *asks, env.Len())
-	fmt.Println("| seed | final expected regret | mushrooms (class, odor) | count | expected wrong decisions | wrong at every ask |")
-	fmt.Println("|---:|---:|---|---:|---:|---:|")
+	fmt.Println("| seed | final expected regret | mushrooms (class, odor) | count | expected wrong decisions | wrong at every ask | eat less pass: 1% | 50% | 99% |")
+	fmt.Println("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
 		if r.Err != nil {
 			return r.Err
@@ -124,7 +127,9 @@ func run() error {
 		sort.Strings(groups)
 		for _, g := range groups {
 			t := tallies[r.Seed][g]
-			fmt.Printf("| %d | %.0f | %s | %d | %.1f | %d |\n", r.Seed, r.Expected, g, t.mushrooms, t.wrong, t.allWrong)
+			sort.Float64s(t.margins)
+			q := func(p float64) float64 { return t.margins[int(p*float64(len(t.margins)-1))] }
+			fmt.Printf("| %d | %.0f | %s | %d | %.1f | %d | %.1f | %.1f | %.1f |\n", r.Seed, r.Expected, g, t.mushrooms, t.wrong, t.allWrong, q(0.01), q(0.5), q(0.99))
 		}
 	}
 	return nil
@@ -155,11 +160,14 @@ func probe(ctx context.Context, env *simulators.Mushroom, agent *bandit.Agent, o
 		}
 		edible := expected[simulators.MushroomEat] > expected[simulators.MushroomPass]
 		wrong := 0
+		var margins []float64
 		for k := range asks {
 			o, err := agent.Decide(ctx, bandit.DecideRequest{EventID: "probe-" + strconv.Itoa(i) + "-" + strconv.Itoa(k), Context: raw})
 			if err != nil {
 				return nil, err
 			}
+			sc := o.Decision.Scores
+			margins = append(margins, sc[simulators.MushroomEat]-sc[simulators.MushroomPass])
 			if eat := o.Decision.Arm == simulators.MushroomEat; eat != edible {
 				wrong++
 			}
@@ -179,6 +187,7 @@ func probe(ctx context.Context, env *simulators.Mushroom, agent *bandit.Agent, o
 			out[g] = t
 		}
 		t.mushrooms++
+		t.margins = append(t.margins, margins...)
 		t.wrong += float64(wrong) / float64(asks)
 		if wrong == asks {
 			t.allWrong++
