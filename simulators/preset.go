@@ -27,6 +27,11 @@ type Preset struct {
 	TrainEvery int `json:"train_every"`
 	// Epsilons are the exploration rates "eps-greedy" expands to.
 	Epsilons []float64 `json:"epsilons"`
+	// Set, if not nil, changes each bandit's configuration after the
+	// policy's own choices (refined-ts:supply's SupplyConfig): simulate
+	// --set puts its settings in Bandit and here too, so that a setting
+	// given on the command line is the one played.
+	Set func(*bandit.Config) error `json:"-"`
 }
 
 // Retraining returns after how many rewards the simulated agents
@@ -246,6 +251,11 @@ func banditConfig(spec PolicySpec, env Env, p Preset) (*bandit.Config, error) {
 		c.Policy.Laplace = spec.Laplace
 		if spec.Supply {
 			SupplyConfig(&c)
+			if p.Set != nil {
+				if err := p.Set(&c); err != nil {
+					return nil, err
+				}
+			}
 		}
 		zero := bandit.Duration(0)
 		c.Training.MinInterval = &zero // step mode: training.min_interval does not apply

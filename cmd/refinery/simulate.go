@@ -134,6 +134,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := sets.apply(&preset.Bandit); err != nil {
 			return usageError{err}
 		}
+		preset.Set = sets.apply
 	}
 	var specs []simulators.PolicySpec
 	var err error

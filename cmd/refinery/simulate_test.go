@@ -146,6 +146,47 @@ func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
 	}
 }
 
+// A --set of the sample supply's own settings is the one refined-ts:supply
+// plays: the supply's defaults (simulators.SupplyConfig) do not override
+// the command line. The policy without :supply plays it too.
+func TestSimulateSetWinsOverTheSupply(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	var stdout, stderr bytes.Buffer
+	args := []string{"simulate", "--env", "wheel", "--policies", "refined-ts:supply,refined-ts", "--set", "policy.max_sample_uses=7", "--set", "refinement.bank_size=5",
+		"--steps", "1", "--quiet", "--out", out}
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Policies []struct {
+			Policy string `json:"policy"`
+			Bandit struct {
+				Policy struct {
+					MaxSampleUses int `json:"max_sample_uses"`
+				} `json:"policy"`
+				Refinement struct {
+					BankSize int `json:"bank_size"`
+				} `json:"refinement"`
+			} `json:"bandit"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Policies) != 2 {
+		t.Fatalf("summary.json has %d policies, want 2", len(sum.Policies))
+	}
+	for _, p := range sum.Policies {
+		if p.Bandit.Policy.MaxSampleUses != 7 || p.Bandit.Refinement.BankSize != 5 {
+			t.Errorf("%s played max_sample_uses %d, bank_size %d; want the --set 7, 5", p.Policy, p.Bandit.Policy.MaxSampleUses, p.Bandit.Refinement.BankSize)
+		}
+	}
+}
+
 // Counts in English: one policy, one seed, one step (issue 30, polish).
 func TestSimulateCountsInEnglish(t *testing.T) {
 	runCases(t, []runCase{
