@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""config.py SUMMARY_JSON POLICY NAME INPUTS [PATH=VALUE ...] > bandit.json
+"""config.py SUMMARY_JSON POLICY NAME INPUTS [--play] [PATH=VALUE ...] > bandit.json
 
 Writes a --bandit-config file: the configuration POLICY played in a
 simulate summary.json (its features put back as the environment's
@@ -8,10 +8,25 @@ is the same configuration changed by each PATH=VALUE (a JSON path under
 policy, model, training or refinement, and a JSON value, as simulate's
 --set). Named after the policy's seed name (refined-ts for
 refined-ts-supply), the live bandit plays the seeds of `simulate
---policies POLICY` step for step.
+--policies POLICY` step for step. With --play the changes apply to the
+live bandit itself, which then has no shadow.
 """
 import json
 import sys
+
+
+def change(d, kvs):
+    for kv in kvs:
+        path, val = kv.split("=", 1)
+        try:
+            val = json.loads(val)
+        except ValueError:
+            pass
+        keys = path.split(".")
+        t = d
+        for k in keys[:-1]:
+            t = t.setdefault(k, {})
+        t[keys[-1]] = val
 
 
 def main():
@@ -21,19 +36,13 @@ def main():
     b = p["bandit"]
     b["name"] = name
     b["features"] = [{"name": "x%d" % i, "type": "numeric"} for i in range(int(sys.argv[4]))]
-    shadow = {k: json.loads(json.dumps(b[k])) for k in ("policy", "model", "training", "refinement")}
-    for kv in sys.argv[5:]:
-        path, val = kv.split("=", 1)
-        try:
-            val = json.loads(val)
-        except ValueError:
-            pass
-        keys = path.split(".")
-        d = shadow
-        for k in keys[:-1]:
-            d = d.setdefault(k, {})
-        d[keys[-1]] = val
-    b["shadow"] = shadow
+    kvs = sys.argv[5:]
+    if kvs[:1] == ["--play"]:
+        change(b, kvs[1:])
+    else:
+        shadow = {k: json.loads(json.dumps(b[k])) for k in ("policy", "model", "training", "refinement")}
+        change(shadow, kvs)
+        b["shadow"] = shadow
     json.dump(b, sys.stdout, indent=1)
 
 

@@ -2,7 +2,7 @@
 # run.sh: every simulation of bench/model-or-rows/README.md, into
 # $ROWS_OUT (default out/model-or-rows), after `make data build`:
 #   sh bench/model-or-rows/run.sh          (all; about 6 CPU-hours)
-#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants | network | skip-fan-in | fit-budget)
+#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants | network | skip-fan-in | fit-budget | late-errors)
 # Each simulation plays one policy and a candidate beside it (simulate
 # --shadow, or a --bandit-config file's shadow): the candidate is scored
 # at the policy's own decisions, on the rows the policy collected.
@@ -18,7 +18,7 @@ sim() { # sim NAME ARGS...: one simulation into $out/NAME
 	nice -n 5 "$bin" simulate --data "$data" --workers 1 --quiet --out "$out/$name" "$@" >"$out/$name.log" 2>&1
 	echo "$name done"
 }
-config() { # config NAME [PATH=VALUE ...]: $out/NAME.json, refined-ts:supply with a candidate so changed
+config() { # config NAME [--play] [PATH=VALUE ...]: $out/NAME.json, refined-ts:supply with a candidate so changed (--play: itself so changed)
 	name=$1; shift
 	python3 bench/model-or-rows/config.py "$base" refined-ts-supply refined-ts 117 "$@" >"$out/$name.json"
 }
@@ -100,4 +100,36 @@ if [ "$part" = all ] || [ "$part" = fit-budget ]; then
 		EARLY_ROWS=1000 BIN=bin/refinery-fitbudget SCREEN_OUT="$out/fit-budget" DATA=$data sh bench/collapsed-reg/screen.sh early1000 "$p" refined-ts:supply 5000 5 --preset fast
 		LATE_ROWS=1000 BIN=bin/refinery-fitbudget SCREEN_OUT="$out/fit-budget" DATA=$data sh bench/collapsed-reg/screen.sh late1000 "$p" refined-ts:supply 5000 5 --preset fast
 	done
+fi
+if [ "$part" = all ] || [ "$part" = late-errors ]; then
+	# What the mushroom's late regret is made of (2026-11-29, second
+	# session): refined TS and linear TS logged at every step
+	# (errors.py), each trained bandit asked about every mushroom
+	# (probe/), the network's fit and sampling beside refined TS on its
+	# rows, and the service's inference on the linear model as the policy
+	# itself, with its sample supply and without.
+	sim every1 --env mushroom --policies refined-ts:supply,linear-ts --steps 5000 --seeds 3 --every 1
+	python3 bench/model-or-rows/errors.py "$out/every1/regret.csv" >"$out/every1/errors.md"
+	go build -o "$out/probe" ./bench/model-or-rows/probe
+	for p in refined-ts:supply mf-ts linear-ts; do
+		f="$out/probe-$(echo "$p" | tr : -).md"
+		[ -f "$f" ] || nice -n 5 "$out/probe" --data "$data" --policy "$p" --steps 5000 --seeds 3 --asks 4 >"$f"
+	done
+	variants "b8it400 training.batch_size=8 training.iterations=400 training.iterations_per_reward=40" \
+		"b8it800 training.batch_size=8 training.iterations=800 training.iterations_per_reward=80" \
+		'npsmall model.noise_prior={"shape":200,"rate":10}' "h300 model.hidden=[300]" "pv5 model.prior_variance=5" \
+		"ref4 refinement.fractions=[0.4,0.3,0.2,0.1]" "refit800 refinement.iterations=800" \
+		"s4 policy.samples=4" "s8 policy.samples=8"
+	for v in "def" "perarm model.noise=per-arm" "elbo training.bound=elbo" "pv5 model.prior_variance=5" \
+		"uses1 policy.max_sample_uses=1" "uses10 policy.max_sample_uses=10" "uses100 policy.max_sample_uses=100"; do
+		name=${v%% *}
+		set -- ${v#"$name"}
+		config "lp-$name" --play 'model.hidden=[]' "$@"
+		sim "lp-$name" --env mushroom --bandit-config "$out/lp-$name.json" --steps 5000 --seeds 3
+	done
+	sim lin10 --env mushroom --policies linear-ts --steps 5000 --seeds 10
+	sim lp-def-s4 --env mushroom --bandit-config "$out/lp-def.json" --steps 5000 --seeds 7 --first-seed 4
+	sim lp-uses1-s4 --env mushroom --bandit-config "$out/lp-uses1.json" --steps 5000 --seeds 7 --first-seed 4
+	sim net-uses1 --env mushroom --policies refined-ts:supply --set policy.max_sample_uses=1 --steps 5000 --seeds 3
+	sim net-fresh --env mushroom --policies refined-ts --steps 5000 --seeds 3
 fi
