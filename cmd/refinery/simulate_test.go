@@ -99,17 +99,8 @@ func TestSimulateMerge(t *testing.T) {
 // settings that differ from the service's defaults, readably, instead of
 // the preset's JSON full of zeros (issue 30, polish).
 func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out")
-	var stdout, stderr bytes.Buffer
-	args := []string{"simulate", "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--bound", "collapsed-mean", "--optimizer", "ngvi",
-		"--set", "model.noise=per-arm", "--set", "training.sigma_lr=0.01", "--steps", "30", "--train-every", "10", "--quiet", "--out", out}
-	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit code %d: %s", code, stderr.String())
-	}
-	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, stdout := simulateSummary(t, "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--bound", "collapsed-mean", "--optimizer", "ngvi",
+		"--set", "model.noise=per-arm", "--set", "training.sigma_lr=0.01", "--steps", "30", "--train-every", "10")
 	var sum struct {
 		Policies []struct {
 			Bandit struct {
@@ -136,7 +127,7 @@ func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
 		t.Errorf("summary.json's bandit: %+v; want estimator ris, bound collapsed-mean, optimizer ngvi, sigma_lr 0.01, noise per-arm", got)
 	}
 	// collapsed-mean is the service's default bound: not printed.
-	printed := stdout.String()
+	printed := stdout
 	want := "  mf-ts: model.noise=per-arm policy.max_sample_uses=1 refinement.bank_size=3 refinement.iterations=200 training.estimator=ris training.iterations=100 training.iterations_per_reward=10 training.optimizer=ngvi training.sigma_lr=0.01\n"
 	if !strings.Contains(printed, "preset fast, retrained every 10 rewards; each policy's settings beside the service's defaults:\n"+want) {
 		t.Errorf("stdout does not describe the settings as\n%s\ngot:\n%s", want, printed)
@@ -150,17 +141,8 @@ func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
 // plays: the supply's defaults (simulators.SupplyConfig) do not override
 // the command line. The policy without :supply plays it too.
 func TestSimulateSetWinsOverTheSupply(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out")
-	var stdout, stderr bytes.Buffer
-	args := []string{"simulate", "--env", "wheel", "--policies", "refined-ts:supply,refined-ts", "--set", "policy.max_sample_uses=7", "--set", "refinement.bank_size=5",
-		"--steps", "1", "--quiet", "--out", out}
-	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit code %d: %s", code, stderr.String())
-	}
-	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := simulateSummary(t, "--env", "wheel", "--policies", "refined-ts:supply,refined-ts", "--set", "policy.max_sample_uses=7", "--set", "refinement.bank_size=5",
+		"--steps", "1")
 	var sum struct {
 		Policies []struct {
 			Policy string `json:"policy"`
@@ -185,6 +167,24 @@ func TestSimulateSetWinsOverTheSupply(t *testing.T) {
 			t.Errorf("%s played max_sample_uses %d, bank_size %d; want the --set 7, 5", p.Policy, p.Bandit.Policy.MaxSampleUses, p.Bandit.Refinement.BankSize)
 		}
 	}
+}
+
+// simulateSummary runs simulate with args, --quiet and --out a temporary
+// directory, and returns the summary.json it wrote and its standard
+// output.
+func simulateSummary(t *testing.T, args ...string) ([]byte, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	var stdout, stderr bytes.Buffer
+	args = append(append([]string{"simulate"}, args...), "--quiet", "--out", out)
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, stdout.String()
 }
 
 // Counts in English: one policy, one seed, one step (issue 30, polish).
