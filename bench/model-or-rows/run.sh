@@ -81,7 +81,7 @@ if [ "$part" = all ] || [ "$part" = skip-fan-in ]; then
 	config skipfan model.skip=true
 	bin=bin/refinery-skipfan
 	sim mushroom-skipfan --env mushroom --bandit-config "$out/skipfan.json" --steps 5000 --seeds 3
-	for k in 10 100; do
+	for k in 10 30 100 1000; do
 		export SKIPNET_SCALE=$k
 		sim "mushroom-skipfan-k$k" --env mushroom --bandit-config "$out/skipfan.json" --steps 5000 --seeds 3
 	done
