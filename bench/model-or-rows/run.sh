@@ -85,6 +85,12 @@ if [ "$part" = all ] || [ "$part" = skip-fan-in ]; then
 		export SKIPNET_SCALE=$k
 		sim "mushroom-skipfan-k$k" --env mushroom --bandit-config "$out/skipfan.json" --steps 5000 --seeds 3
 	done
+	# The hidden path's prior / 100 as the policy itself on the six
+	# problems, 5 seeds, into $out/skip-policy/skipk100/PROBLEM.
+	for p in mushroom wheel-0.5 wheel-0.9 wheel-0.99 satellite letter; do
+		SKIPNET_SCALE=100 BIN=$bin SCREEN_OUT="$out/skip-policy" DATA=$data sh bench/collapsed-reg/screen.sh skipk100 "$p" \
+			refined-ts:supply 5000 5 --preset fast --set model.skip=true
+	done
 	unset SKIPNET_SCALE
 	bin=${BIN:-bin/refinery}
 fi
