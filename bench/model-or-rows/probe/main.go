@@ -113,7 +113,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("# %s on the mushroom, %d steps: each trained bandit asked %d times about each of the %d mushrooms\n\n", specs[0].Name, *steps, *asks, env.Len())
+	times := "times"
+	if *asks == 1 {
+		times = "time"
+	}
+	fmt.Printf("# %s on the mushroom, %d steps: each trained bandit asked %d %s about each of the %d mushrooms\n\n", specs[0].Name, *steps, *asks, times, env.Len())
 	fmt.Println("| seed | final expected regret | mushrooms (class, odor) | count | expected wrong decisions | wrong at every ask | eat less pass: 1% | 50% | 99% |")
 	fmt.Println("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
