@@ -65,9 +65,9 @@ type RunConfig struct {
 	// candidate's model decides on the rows another policy collected.
 	// A --bandit-config file's own shadow is recorded the same way.
 	Shadow *PolicySpec
-	// AtEnd, if not nil, is called with each run's bandit after its last
-	// step (not after a run that failed or was interrupted), before the
-	// bandit is closed: to ask the trained bandit questions the regret
+	// AtEnd, if not nil, is called with each run's result (its regret
+	// figures filled in) and bandit after its last step (not after a run
+	// that failed or was interrupted), before the bandit is closed: to ask the trained bandit questions the regret
 	// does not answer (bench/model-or-rows/probe asks it about every
 	// mushroom). Its error fails the run. Runs call it concurrently
 	// when Workers > 1.
@@ -354,12 +354,13 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 	envRNG := rand.New(rand.NewPCG(uint64(r.Seed), envStream))
 	reg := NewRegret(every)
 	arms := newArmCounter(cfg.Steps, len(bc.Arms))
-	defer func() {
+	record := func() { // r's figures from reg and arms
 		r.Steps = reg.Steps()
 		r.Points = reg.Points()
 		r.Expected, r.Realized = reg.Cumulative()
 		r.TopArm, r.TopArmShare = arms.top()
-	}()
+	}
+	defer record()
 	type pending struct {
 		id     string
 		reward float64
@@ -407,7 +408,7 @@ func runOne(ctx context.Context, r *RunResult, spec PolicySpec, cfg RunConfig, e
 		done.Add(1)
 	}
 	if cfg.AtEnd != nil {
-		r.Steps = reg.Steps()
+		record()
 		if err := cfg.AtEnd(ctx, r, agent); err != nil {
 			r.Err = fmt.Errorf("%s seed %d: at the end: %w", spec.Name, r.Seed, err)
 		}
