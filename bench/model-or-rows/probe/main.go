@@ -8,17 +8,14 @@
 // from, which the regret curve does not.
 //
 //	go run ./bench/model-or-rows/probe --policy refined-ts:supply --steps 5000 --seeds 3
-//	go run ./bench/model-or-rows/probe --bandit-config FILE ...
 //
-// Each mushroom is asked --asks times; consecutive decisions of the
-// service's sample supply share a posterior sample, so the asks of one
-// mushroom mostly see the same sample and the sweep over the data set
-// sees the bank's samples in turn.
+// Each mushroom is asked --asks times, each ask a decision of its own:
+// on refined TS's sample supply one of the bank's samples drawn at
+// random, on mean-field and linear TS a fresh posterior draw.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,7 +47,6 @@ type tally struct {
 func run() error {
 	data := flag.String("data", "", "path of agaricus-lepiota.data or its directory (default: simulate's search)")
 	policy := flag.String("policy", "refined-ts:supply", "the policy, as simulate's --policies (one), on the fast preset")
-	configFile := flag.String("bandit-config", "", "play this bandit configuration instead (its shadow, if any, is dropped)")
 	steps := flag.Int("steps", 5000, "steps per run")
 	seeds := flag.Int("seeds", 1, "seeds")
 	first := flag.Int("first-seed", 1, "first seed")
@@ -62,37 +58,14 @@ func run() error {
 	if *asks < 1 || *steps < 1 || *seeds < 1 || *first < 1 {
 		return errors.New("--asks, --steps, --seeds and --first-seed must be positive")
 	}
-	path, err := simulators.ResolveMushroom(*data)
+	e, err := simulators.ParseEnv("mushroom", *data)
 	if err != nil {
 		return err
 	}
-	d, err := simulators.LoadMushroom(path)
-	if err != nil {
-		return err
-	}
-	env, err := simulators.NewMushroom(d, simulators.MushroomOneHot, simulators.DefaultMushroomRewards())
-	if err != nil {
-		return err
-	}
+	env := e.(*simulators.Mushroom)
 	preset := simulators.Presets()["fast"]
-	var specs []simulators.PolicySpec
-	if *configFile != "" {
-		b, err := os.ReadFile(*configFile)
-		if err != nil {
-			return err
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(b, &m); err != nil {
-			return fmt.Errorf("--bandit-config: %w", err)
-		}
-		delete(m, "shadow")
-		b, _ = json.Marshal(m)
-		bc, err := bandit.ParseConfig(b)
-		if err != nil {
-			return fmt.Errorf("--bandit-config: %w", err)
-		}
-		specs = []simulators.PolicySpec{{Name: bc.Name, Kind: string(bc.Policy.Kind), Config: bc}}
-	} else if specs, err = simulators.ParsePolicies(*policy, preset); err != nil {
+	specs, err := simulators.ParsePolicies(*policy, preset)
+	if err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
 	if len(specs) != 1 {
