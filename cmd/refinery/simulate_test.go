@@ -99,7 +99,7 @@ func TestSimulateMerge(t *testing.T) {
 // settings that differ from the service's defaults, readably, instead of
 // the preset's JSON full of zeros (issue 30, polish).
 func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
-	b, stdout := simulateSummary(t, "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--bound", "collapsed-mean", "--optimizer", "ngvi",
+	b, printed := simulateSummary(t, "--env", "wheel", "--policies", "mf-ts", "--estimator", "ris", "--bound", "collapsed-mean", "--optimizer", "ngvi",
 		"--set", "model.noise=per-arm", "--set", "training.sigma_lr=0.01", "--steps", "30", "--train-every", "10")
 	var sum struct {
 		Policies []struct {
@@ -127,7 +127,6 @@ func TestSimulateTrainingFlagsReachTheConfiguration(t *testing.T) {
 		t.Errorf("summary.json's bandit: %+v; want estimator ris, bound collapsed-mean, optimizer ngvi, sigma_lr 0.01, noise per-arm", got)
 	}
 	// collapsed-mean is the service's default bound: not printed.
-	printed := stdout
 	want := "  mf-ts: model.noise=per-arm policy.max_sample_uses=1 refinement.bank_size=3 refinement.iterations=200 training.estimator=ris training.iterations=100 training.iterations_per_reward=10 training.optimizer=ngvi training.sigma_lr=0.01\n"
 	if !strings.Contains(printed, "preset fast, retrained every 10 rewards; each policy's settings beside the service's defaults:\n"+want) {
 		t.Errorf("stdout does not describe the settings as\n%s\ngot:\n%s", want, printed)
