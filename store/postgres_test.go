@@ -172,6 +172,15 @@ func (c *committer) pendingLen() int {
 	return len(c.pending)
 }
 
+// committingAlone reports whether one batch is committing and no write
+// waits: a stalled write's batch has left. (pendingLen() == 0 alone is
+// true too before the stalled write is enqueued at all.)
+func (c *committer) committingAlone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending) == 0 && c.inflight == 1
+}
+
 func TestPostgresBadRowFailsAlone(t *testing.T) {
 	log := &batchLog{}
 	s, pool := openTestPostgres(t, Config{MaxInFlight: 1, Observer: log})
@@ -195,7 +204,7 @@ func TestPostgresBadRowFailsAlone(t *testing.T) {
 	release := holdRewardLock(t, pool, "blocker")
 	blocked := make(chan error, 1)
 	go func() { blocked <- s.InsertReward(ctx, &bandit.Reward{Bandit: "blocker", EventID: "x", Value: 1}) }()
-	waitFor(t, "the first batch is committing", func() bool { return s.gc.pendingLen() == 0 && len(log.all()) == 3 })
+	waitFor(t, "the first batch is committing", func() bool { return s.gc.committingAlone() && len(log.all()) == 3 })
 
 	type call struct {
 		name    string
@@ -290,7 +299,7 @@ func TestPostgresCloseFlushesPendingWrites(t *testing.T) {
 			t.Errorf("the stalled reward = %v", err)
 		}
 	})
-	waitFor(t, "the first batch is committing", func() bool { return s.gc.pendingLen() == 0 })
+	waitFor(t, "the first batch is committing", func() bool { return s.gc.committingAlone() })
 	const n = 20
 	for i := range n {
 		wg.Go(func() {
