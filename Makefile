@@ -191,7 +191,7 @@ bench-mushroom-methods: data build ## mean-field and refined TS trained with eac
 	$(BIN) simulate --env mushroom --data $(DATA_DIR) --policies $(METHODS_POLICY) --steps $(METHODS_STEPS) --seeds $(METHODS_SEEDS) --first-seed $(METHODS_FIRST_SEED) --preset fast --out $(METHODS_OUT)
 
 .PHONY: bench-model-or-rows
-bench-model-or-rows: data build ## is refined TS's mushroom regret its model's or its rows'? each policy with a candidate beside it (simulate --shadow) scored on the policy's own rows; ROWS_PART all|pairs|variants|network|skip-fan-in|fit-budget|late-errors, into ROWS_OUT (out/model-or-rows; see bench/model-or-rows, about 6 CPU-hours)
+bench-model-or-rows: data build ## is refined TS's mushroom regret its model's or its rows'? each policy with a candidate beside it (simulate --shadow) scored on the policy's own rows; ROWS_PART all|pairs|variants|network|skip-fan-in|fit-budget|late-errors|prior-groups, into ROWS_OUT (out/model-or-rows; see bench/model-or-rows, about 6 CPU-hours)
 	BIN=$(BIN) DATA=$(DATA_DIR) sh bench/model-or-rows/run.sh $(or $(ROWS_PART),all)
 
 PAPER_STEPS ?= 2000

@@ -2,7 +2,7 @@
 # run.sh: every simulation of bench/model-or-rows/README.md, into
 # $ROWS_OUT (default out/model-or-rows), after `make data build`:
 #   sh bench/model-or-rows/run.sh          (all; about 6 CPU-hours)
-#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants | network | skip-fan-in | fit-budget | late-errors)
+#   sh bench/model-or-rows/run.sh pairs    (one part: pairs | variants | network | skip-fan-in | fit-budget | late-errors | prior-groups)
 # Each simulation plays one policy and a candidate beside it (simulate
 # --shadow, or a --bandit-config file's shadow): the candidate is scored
 # at the policy's own decisions, on the rows the policy collected.
@@ -138,4 +138,26 @@ if [ "$part" = all ] || [ "$part" = late-errors ]; then
 	sim lp-uses1-s4 --env mushroom --bandit-config "$out/lp-uses1.json" --steps 5000 --seeds 7 --first-seed 4
 	sim net-uses1 --env mushroom --policies refined-ts:supply --set policy.max_sample_uses=1 --steps 5000 --seeds 3
 	sim net-fresh --env mushroom --policies refined-ts --steps 5000 --seeds 3
+fi
+if [ "$part" = all ] || [ "$part" = prior-groups ]; then
+	# A prior variance learned per path of the output layer (empirical
+	# Bayes: model.prior_scale "learned" of prior-groups.patch, built
+	# apart) with the skip connection, as the policy on the six problems,
+	# 5 seeds, into $out/prior-groups/TAG/PROBLEM, under the default
+	# bound and under the ELBO; then one mushroom seed of each with every
+	# M-step's group variances logged (groups.py).
+	patched pg prior-groups.patch
+	for b in collapsed-mean elbo; do
+		for p in mushroom wheel-0.5 wheel-0.9 wheel-0.99 satellite letter; do
+			BIN=bin/refinery-pg SCREEN_OUT="$out/prior-groups" DATA=$data sh bench/collapsed-reg/screen.sh "skiplearn-$b" "$p" \
+				refined-ts:supply 5000 5 --preset fast --set model.skip=true --set model.prior_scale=learned --set training.bound=$b
+		done
+		f="$out/prior-groups/trace-$b"
+		[ -f "$f.md" ] || {
+			PRIOR_GROUPS_LOG=1 nice -n 5 bin/refinery-pg simulate --env mushroom --data "$data" --policies refined-ts:supply \
+				--steps 5000 --seeds 1 --workers 1 --quiet --out "$f" --preset fast \
+				--set model.skip=true --set model.prior_scale=learned --set training.bound=$b 2>"$f.log" >/dev/null
+			python3 bench/model-or-rows/groups.py "$f.log" >"$f.md"
+		}
+	done
 fi
