@@ -194,6 +194,10 @@ bench-mushroom-methods: data build ## mean-field and refined TS trained with eac
 bench-model-or-rows: data build ## is refined TS's mushroom regret its model's or its rows'? each policy with a candidate beside it (simulate --shadow) scored on the policy's own rows; ROWS_PART all|pairs|variants|network|skip-fan-in|fit-budget|late-errors|prior-groups, into ROWS_OUT (out/model-or-rows; see bench/model-or-rows, about 6 CPU-hours)
 	BIN=$(BIN) DATA=$(DATA_DIR) sh bench/model-or-rows/run.sh $(or $(ROWS_PART),all)
 
+.PHONY: bench-mushroom-noise
+bench-mushroom-noise: data build ## does a ReLU network fit the mushroom's reward lottery? offline fits (numpy), then refined TS with a noise linear in the context (a patch, built apart) on the mushroom and the wheels, into NOISE_OUT (out/mushroom-noise; see bench/mushroom-noise, about 2 CPU-hours)
+	DATA=$(DATA_DIR) sh bench/mushroom-noise/run.sh
+
 PAPER_STEPS ?= 2000
 .PHONY: bench-mushroom-paper
 bench-mushroom-paper: data build ## the paper preset (Havasi et al. 2021, Section 4.3) for PAPER_STEPS steps, into bench/mushroom-paper
