@@ -147,6 +147,13 @@ if [ "$part" = all ] || [ "$part" = prior-groups ]; then
 	# bound and under the ELBO; then one mushroom seed of each with every
 	# M-step's group variances logged (groups.py).
 	patched pg prior-groups.patch
+	# The two scales of the default (the hidden layers' v_h 15, the output
+	# layer's v 1) split the other way with the same product, beside
+	# refined TS on its rows.
+	config split1 model.hidden_prior_variance=1 model.prior_variance=15
+	sim mushroom-split1 --env mushroom --bandit-config "$out/split1.json" --steps 5000 --seeds 3
+	config split100 model.hidden_prior_variance=100 model.prior_variance=0.15
+	sim mushroom-split100 --env mushroom --bandit-config "$out/split100.json" --steps 5000 --seeds 3
 	for b in collapsed-mean elbo; do
 		for p in mushroom wheel-0.5 wheel-0.9 wheel-0.99 satellite letter; do
 			BIN=bin/refinery-pg SCREEN_OUT="$out/prior-groups" DATA=$data sh bench/collapsed-reg/screen.sh "skiplearn-$b" "$p" \
