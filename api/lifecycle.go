@@ -32,8 +32,16 @@ const (
 // decided (arms added later are absent).
 type decisionRecordView struct {
 	wire.Decision
-	Context json.RawMessage `json:"context"`
-	Reward  *rewardView     `json:"reward"`
+	// Slot is the decision's place in its ranking (POST .../rank), 1 at
+	// the top; absent for a decision that is no ranking's.
+	Slot int `json:"slot,omitempty"`
+	// ShadowAbove, on a slot below the first with a shadow choice, is
+	// the candidate's probability of the live arms of the slots above
+	// over the live policy's: the weight the slot's decision takes in
+	// the candidate's off-policy estimate (bandit.Decision.ShadowAbove).
+	ShadowAbove *float64        `json:"shadow_above,omitempty"`
+	Context     json.RawMessage `json:"context"`
+	Reward      *rewardView     `json:"reward"`
 }
 
 // rewardView is a stored reward.
@@ -43,7 +51,11 @@ type rewardView struct {
 }
 
 func newDecisionRecordView(arms []string, rec *bandit.DecisionRecord) decisionRecordView {
-	v := decisionRecordView{Decision: newWireDecision(arms, &rec.Decision), Context: rec.Context}
+	v := decisionRecordView{Decision: newWireDecision(arms, &rec.Decision), Slot: rec.Slot, Context: rec.Context}
+	if rec.Slot > 1 && rec.ShadowPropensities != nil {
+		w := rec.ShadowAbove
+		v.ShadowAbove = &w
+	}
 	if rec.Reward != nil {
 		v.Reward = &rewardView{Value: rec.Reward.Value, ReceivedAt: rec.Reward.ReceivedAt}
 	}

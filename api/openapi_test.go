@@ -594,6 +594,11 @@ func drive(t *testing.T, h, second http.Handler, c *contract) {
 	do(exchange{"GET", "/v1/bandits/eps/decisions?since=2000-01-01T00:00:00Z", "", "", 200})
 	do(exchange{"GET", "/v1/bandits/eps/decisions?limit=0", "", "", 400})
 	do(exchange{"GET", "/v1/bandits/eps/decisions/x1", "", "", 200})
+	// A ranking's second slot: its slot and, eps having a shadow, the
+	// weight of the slot above.
+	if out := do(exchange{"GET", "/v1/bandits/eps/decisions/k2", "", "", 200}); !strings.Contains(string(out), `"slot":2`) || !strings.Contains(string(out), `"shadow_above":`) {
+		t.Errorf("GET .../decisions/k2 = %s, want slot 2 and shadow_above", out)
+	}
 	do(exchange{"GET", "/v1/bandits/eps/decisions/none", "", "", 404})
 	do(exchange{"DELETE", "/v1/bandits/eps/decisions/x1", "", "", 405})
 	do(exchange{"GET", "/metrics", "", "", 200})

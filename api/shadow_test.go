@@ -206,15 +206,21 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 	}
 	kinds := map[string]string{"uniform": "uniform", "mf": "mf-ts", "plain": ""}
 	answered := make(map[string]map[string]*wire.ShadowChoice) // bandit, event ID
+	// Each event's place in its ranking and, below the top with a shadow
+	// choice, the weight of the slot above: the candidate's probability
+	// of the live arm there over the live policy's.
+	slotOf := make(map[string]int)
+	aboveOf := make(map[string]float64)
 	for name, kind := range kinds {
 		f.must(t, http.StatusCreated, "POST", "/v1/bandits", withShadow(name, kind))
 		answered[name] = make(map[string]*wire.ShadowChoice)
 		for i := range 4 {
 			var page struct {
 				Decisions []struct {
-					EventID string             `json:"event_id"`
-					Arm     string             `json:"arm"`
-					Shadow  *wire.ShadowChoice `json:"shadow"`
+					EventID       string             `json:"event_id"`
+					Arm           string             `json:"arm"`
+					Probabilities map[string]float64 `json:"probabilities"`
+					Shadow        *wire.ShadowChoice `json:"shadow"`
 				} `json:"decisions"`
 			}
 			body := f.must(t, http.StatusCreated, "POST", "/v1/bandits/"+name+"/rankings", fmt.Sprintf(`{"context": {"color": "red", "size": %d}, "slots": 2}`, i))
@@ -226,9 +232,13 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 			}
 			var slots []*wire.ShadowChoice
 			var live []string
-			for _, d := range page.Decisions {
+			for j, d := range page.Decisions {
 				answered[name][d.EventID] = d.Shadow
 				slots, live = append(slots, d.Shadow), append(live, d.Arm)
+				slotOf[name+"/"+d.EventID] = j + 1
+				if top := page.Decisions[0]; j == 1 && d.Shadow != nil {
+					aboveOf[name+"/"+d.EventID] = top.Shadow.Probabilities[top.Arm] / top.Probabilities[top.Arm]
+				}
 			}
 			checkShadowSlots(t, fmt.Sprintf("%s: ranking %d's answer", name, i), kind, slots, live)
 		}
@@ -238,8 +248,10 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 		for name := range kinds {
 			var page struct {
 				Decisions []struct {
-					EventID string             `json:"event_id"`
-					Shadow  *wire.ShadowChoice `json:"shadow"`
+					EventID     string             `json:"event_id"`
+					Shadow      *wire.ShadowChoice `json:"shadow"`
+					Slot        int                `json:"slot"`
+					ShadowAbove *float64           `json:"shadow_above"`
 				} `json:"decisions"`
 			}
 			if err := json.Unmarshal(h.must(t, http.StatusOK, "GET", "/v1/bandits/"+name+"/decisions?limit=1000", ""), &page); err != nil {
@@ -255,6 +267,17 @@ func testShadowRanksSlots(t *testing.T, st bandit.Store) {
 				}
 				if fmt.Sprint(d.Shadow) != fmt.Sprint(want) {
 					t.Errorf("%s: event %s logged the shadow choice %+v, answered %+v", name, d.EventID, d.Shadow, want)
+				}
+				key := name + "/" + d.EventID
+				if d.Slot != slotOf[key] {
+					t.Errorf("%s: event %s logged slot %d, answered in slot %d", name, d.EventID, d.Slot, slotOf[key])
+				}
+				w, below := aboveOf[key]
+				switch {
+				case below != (d.ShadowAbove != nil):
+					t.Errorf("%s: event %s (slot %d, shadow %v) logged shadow_above %v", name, d.EventID, d.Slot, d.Shadow != nil, d.ShadowAbove)
+				case below && math.Abs(*d.ShadowAbove-w) > 1e-9*w:
+					t.Errorf("%s: event %s logged shadow_above %g, want the candidate's %g over the live policy's above", name, d.EventID, *d.ShadowAbove, w)
 				}
 			}
 		}

@@ -360,6 +360,14 @@ func (c *Client) ImportSnapshot(ctx context.Context, snapshot any) (*Bandit, err
 // the arms the bandit had when it decided.
 type DecisionRecord struct {
 	wire.Decision
+	// Slot is the decision's place in its ranking (Rank), 1 at the top;
+	// 0 for a decision that is no ranking's.
+	Slot int `json:"slot,omitempty"`
+	// ShadowAbove, on a slot below the first with a shadow choice, is
+	// the weight of the slots above in the candidate's off-policy
+	// estimate of this slot: its probability of the live arms above
+	// over the live policy's. Nil otherwise.
+	ShadowAbove *float64 `json:"shadow_above,omitempty"`
 	// Context is the context exactly as it was sent.
 	Context json.RawMessage `json:"context"`
 	// Reward is nil while the decision has none.

@@ -40,12 +40,17 @@ a reward are left out unless --unrewarded.
            ARM}} per arm, in the bandit's order, with the arm's features
            in namespace "ArmFeatures" when the bandit has arm features,
            as it was created or added) and VWState.m (the
-           posterior version), and _shadow, on decisions of a bandit with a
+           posterior version); _slot, on a ranking's decisions, its place
+           (1 at the top); and _shadow, on decisions of a bandit with a
            candidate (shadow): {"a": its action, 1-based, "p": its
-           probability of every arm in the bandit's order}; refinery
-           evaluate --log reads it back (an action beyond the arms or a p
-           not of one per arm is an error) and does not use it. Unrewarded decisions (--unrewarded) have no
-           _label_* members and "_skipLearn": true.
+           probability of every arm in the bandit's order, and on a slot
+           below the first "above": the candidate's probability of the
+           live arms of the slots above over the live policy's, the
+           weight of the slot in its estimate}; refinery evaluate --log
+           reads them back (an action beyond the arms, a p not of one per
+           arm or an above not a number >= 0 on a slot below the first is
+           an error) and does not use them. Unrewarded decisions
+           (--unrewarded) have no _label_* members and "_skipLearn": true.
   obp-csv  a CSV header and one row per decision in Open Bandit Pipeline's
            layout: event_id, timestamp, action (the arm's 0-based index in
            the bandit's arms), reward (empty when none), pscore (the chosen

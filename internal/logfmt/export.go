@@ -61,6 +61,9 @@ type dsjsonLine struct {
 	P           []float64     `json:"p"`
 	VWState     dsjsonVWState `json:"VWState"`
 	Shadow      *dsjsonShadow `json:"_shadow,omitempty"`
+	// Slot is the decision's place in its ranking, 1 at the top;
+	// absent for a decision that is no ranking's (bandit.Decision.Slot).
+	Slot int `json:"_slot,omitempty"`
 }
 
 // dsjsonShadow is the choice of the bandit's candidate (shadow) at the
@@ -69,6 +72,9 @@ type dsjsonLine struct {
 type dsjsonShadow struct {
 	Action int       `json:"a"`
 	P      []float64 `json:"p"`
+	// Above, on a ranking's slot below the first, is the weight of the
+	// slots above in the candidate's estimate (bandit.Decision.ShadowAbove).
+	Above *float64 `json:"above,omitempty"`
 }
 
 type dsjsonContext struct {
@@ -136,7 +142,12 @@ func WriteDSJSON(w *bufio.Writer, b *Bandit, rec *bandit.DecisionRecord) error {
 	}
 	if d.ShadowPropensities != nil {
 		l.Shadow = &dsjsonShadow{Action: d.ShadowArm + 1, P: d.ShadowPropensities}
+		if d.Slot > 1 {
+			w := d.ShadowAbove
+			l.Shadow.Above = &w
+		}
 	}
+	l.Slot = d.Slot
 	if rec.Reward != nil {
 		// 0 - v, not -v: a reward of 0 is a cost of 0, not -0.
 		cost, p, action, index := 0-rec.Reward.Value, d.Propensities[d.Arm], d.Arm+1, d.Arm
@@ -213,7 +224,8 @@ func WriteOBP(w *bufio.Writer, b *Bandit, rec *bandit.DecisionRecord) error {
 // remembers how many there were). A line's _shadow (a candidate's
 // choice) is read back into ShadowArm and ShadowPropensities: its
 // action 1 to the arms of _multi, and one probability per arm of
-// _multi, in the bandit's order.
+// _multi, in the bandit's order; its above into ShadowAbove, and _slot
+// into Slot.
 func ReadDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.DecisionRecord) error) error {
 	sc := bufio.NewScanner(&lineLimiter{r: r, max: maxLogLine})
 	sc.Buffer(make([]byte, 64<<10), maxLogLine+1)
@@ -267,7 +279,17 @@ func ReadDSJSON(r io.Reader, arms []string, fn func(line int, rec *bandit.Decisi
 				return fmt.Errorf("line %d: _shadow: action %d, want 1 to %d", n, sh.Action, k)
 			}
 			rec.ShadowArm, rec.ShadowPropensities = sh.Action-1, sh.P
+			if sh.Above != nil {
+				if !(*sh.Above >= 0) || math.IsInf(*sh.Above, 0) || l.Slot < 2 {
+					return fmt.Errorf("line %d: _shadow: above %g on slot %d, want a finite number >= 0 on a slot below the first", n, *sh.Above, l.Slot)
+				}
+				rec.ShadowAbove = *sh.Above
+			}
 		}
+		if l.Slot < 0 {
+			return fmt.Errorf("line %d: _slot %d, want 1 or more (absent: no ranking's)", n, l.Slot)
+		}
+		rec.Slot = l.Slot
 		if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
 			rec.CreatedAt = t
 		} else {

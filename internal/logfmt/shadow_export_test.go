@@ -72,3 +72,60 @@ func TestDSJSONRefusesAMalformedShadowChoice(t *testing.T) {
 		})
 	}
 }
+
+// TestDSJSONCarriesARankingsSlot: a ranking's decision is exported with
+// _slot (its place) and, below the first slot with a shadow choice, the
+// weight of the slots above as _shadow's above, and both read back; a
+// decision of no ranking has neither.
+func TestDSJSONCarriesARankingsSlot(t *testing.T) {
+	b := &Bandit{Arms: []string{"x", "y", "z"}}
+	for _, tc := range []struct {
+		name  string
+		slot  int
+		above float64
+	}{{"the top slot", 1, 0}, {"a slot below", 3, 0.375}, {"a slot below of weight 0", 2, 0}, {"no ranking's", 0, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &bandit.DecisionRecord{Decision: bandit.Decision{EventID: "e1", Context: json.RawMessage(`{}`), Arm: 1,
+				Propensities: []float64{0.2, 0.5, 0.3}, ShadowArm: 2, ShadowPropensities: []float64{0.1, 0.2, 0.7},
+				Slot: tc.slot, ShadowAbove: tc.above}}
+			var sb strings.Builder
+			w := bufio.NewWriter(&sb)
+			if err := WriteDSJSON(w, b, rec); err != nil {
+				t.Fatal(err)
+			}
+			w.Flush()
+			line := sb.String()
+			if has := strings.Contains(line, `"_slot":`); has != (tc.slot > 0) {
+				t.Errorf("_slot in %s: %v, want %v", line, has, tc.slot > 0)
+			}
+			if has := strings.Contains(line, `"above":`); has != (tc.slot > 1) {
+				t.Errorf("above in %s: %v, want %v", line, has, tc.slot > 1)
+			}
+			var got *bandit.DecisionRecord
+			err := ReadDSJSON(strings.NewReader(line), b.Arms, func(_ int, r *bandit.DecisionRecord) error {
+				got = r
+				return nil
+			})
+			if err != nil || got == nil {
+				t.Fatalf("ReadDSJSON(%s) = %v", line, err)
+			}
+			if got.Slot != tc.slot || got.ShadowAbove != tc.above {
+				t.Errorf("read back slot %d, above %g; want %d, %g", got.Slot, got.ShadowAbove, tc.slot, tc.above)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, extra, want string
+	}{
+		{"a negative slot", `,"_slot":-1`, "line 1: _slot -1, want 1 or more (absent: no ranking's)"},
+		{"above on the top slot", `,"_slot":1,"_shadow":{"a":1,"p":[0.5,0.5],"above":0.5}`, "line 1: _shadow: above 0.5 on slot 1, want a finite number >= 0 on a slot below the first"},
+		{"a negative above", `,"_slot":2,"_shadow":{"a":1,"p":[0.5,0.5],"above":-0.5}`, "line 1: _shadow: above -0.5 on slot 2, want a finite number >= 0 on a slot below the first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ReadDSJSON(strings.NewReader(dsjsonLineFor(t, "e1", tc.extra)), []string{"a", "b"}, func(int, *bandit.DecisionRecord) error { return nil })
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("ReadDSJSON = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
