@@ -49,10 +49,11 @@ const (
 
 // Weight priors of model.prior and noise structures of model.noise.
 const (
-	PriorFanIn  = spec.PriorFanIn
-	PriorFixed  = spec.PriorFixed
-	NoisePerArm = spec.NoisePerArm
-	NoiseShared = spec.NoiseShared
+	PriorFanIn   = spec.PriorFanIn
+	PriorFixed   = spec.PriorFixed
+	NoisePerArm  = spec.NoisePerArm
+	NoiseShared  = spec.NoiseShared
+	NoiseContext = spec.NoiseContext
 	// Values of model.stochastic (ModelConfig.Stochastic).
 	StochasticAll    = spec.StochasticAll
 	StochasticOutput = spec.StochasticOutput
@@ -534,7 +535,7 @@ func validateModel(c *Config, v *validator) {
 	if _, err := spec.ParseLikelihood(string(m.Likelihood)); err != nil {
 		v.add("model.likelihood", fmt.Sprintf("%q, %v", m.Likelihood, err))
 	}
-	v.oneOf("model.noise", m.Noise, NoisePerArm, NoiseShared)
+	v.oneOf("model.noise", m.Noise, NoisePerArm, NoiseShared, NoiseContext)
 	if np := m.NoisePrior; np != nil && !(np.Shape == 0 && np.Rate == 0) {
 		v.positive("model.noise_prior.shape", np.Shape, 1e6)
 		v.positive("model.noise_prior.rate", np.Rate, 1e6)

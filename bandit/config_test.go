@@ -23,7 +23,7 @@ func TestParseConfigFillsTheDefaults(t *testing.T) {
 	switch {
 	case p.Kind != bandit.RefinedTS || p.Samples != 1 || p.MaxSampleUses != 1000 || *p.MaxSampleAge != bandit.Duration(30*time.Second) || *p.MaxVersionsBehind != 3 || p.PropensitySamples != 32 || p.Epsilon != nil:
 		t.Errorf("policy %+v", p)
-	case !reflect.DeepEqual(m.Hidden, []int{100}) || m.PriorVariance != 1 || m.InitSigma != bandit.DefaultInitSigma || m.Prior != "fan-in" || m.Likelihood != "auto" || m.Noise != "shared" ||
+	case !reflect.DeepEqual(m.Hidden, []int{100}) || m.PriorVariance != 1 || m.InitSigma != bandit.DefaultInitSigma || m.Prior != "fan-in" || m.Likelihood != "auto" || m.Noise != "context" ||
 		m.NoisePrior == nil || *m.NoisePrior != (bandit.NoisePrior{Shape: 2, Rate: 0.5}):
 		t.Errorf("model %+v", m)
 	case tr.Iterations != 500 || tr.BatchSize != 64 || tr.LR != 1e-3 || tr.SnapshotEvery != 10 || *tr.MinInterval != bandit.Duration(bandit.DefaultMinInterval) ||

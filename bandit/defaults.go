@@ -15,8 +15,9 @@ import (
 // no default. Each call returns new slices and pointers.
 //
 // The defaults that depend on the kind: the mean-field Thompson
-// samplers (Capabilities.MeanField) act on one sample and have one
-// hidden layer of 100; the kinds that fit a point estimate
+// samplers (Capabilities.MeanField) act on one sample, have one hidden
+// layer of 100 and, under a Gaussian likelihood, a noise variance per
+// arm linear in the context (model.noise "context"); the kinds that fit a point estimate
 // (Capabilities.MAP) keep the model they had before issue 28 (a fixed
 // prior, a Gaussian likelihood, no noise prior: docs/model.md); the
 // kind's own options (epsilon, laplace, flow) are its decider's
@@ -77,6 +78,7 @@ func DefaultConfig(k PolicyKind) Config {
 		c.Policy.Samples = DefaultThompsonSamples
 		c.Model.Hidden = slices.Clone(DefaultThompsonHidden)
 		c.Model.HiddenPriorVariance = DefaultThompsonHiddenPriorVariance
+		c.Model.Noise = NoiseContext
 	}
 	if caps.MAP {
 		c.Model.Prior = PriorFixed

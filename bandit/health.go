@@ -235,6 +235,27 @@ func (a *Agent) noiseHealth(m *model) *NoiseHealth {
 	if m.lik != nil {
 		v = m.lik.Data()
 	}
+	if m.lik != nil && m.lik.Options().NoiseContext {
+		// Per arm, the mean of its noise variance at the contexts of
+		// its rewards (at the zero context with none).
+		for arm := range a.arch.Out() {
+			nv := NoiseVariance{Arm: a.cfg.Arms[arm], NoiseVariance: m.lik.NoiseVars(nil, m.q.Hyper)[arm]}
+			var sum float64
+			n := 0
+			for i := range v.Len() {
+				if v.Arm(i) == arm {
+					sum += m.lik.ContextNoiseVar(arm, v.X(i), m.q.Hyper)
+					n++
+				}
+			}
+			if n > 0 {
+				nv.NoiseVariance = sum / float64(n)
+			}
+			nv.RewardVariance, nv.Rewards = rewardVariance(v, arm)
+			nh.Variances = append(nh.Variances, nv)
+		}
+		return nh
+	}
 	perArm := len(m.q.Hyper) > 1
 	for k, h := range m.q.Hyper {
 		nv := NoiseVariance{NoiseVariance: math.Exp(h)}
@@ -318,7 +339,7 @@ func scoreRows(dst []rowScore, p *nn.Predictor, pr predictive, v nn.View, rows [
 		var psum float64
 		for s := range draws {
 			f := preds[s*arms+a]
-			lls[s] = pr.lik.LogDensity(y, a, f, pr.hyper)
+			lls[s] = pr.lik.LogDensity(y, a, f, v.X(i), pr.hyper)
 			if bern {
 				psum += nn.Sigmoid(f)
 			} else {

@@ -216,12 +216,20 @@ func TestHealthOfEachVersion(t *testing.T) {
 				if ho.CalibrationError != nil || ho.RecentCalibrationError != nil {
 					t.Errorf("ECE %v of rewards that are not 0/1, want none", ho.CalibrationError)
 				}
-				if h.Noise == nil || h.Noise.Likelihood != "gaussian" || len(h.Noise.Variances) != 1 {
-					t.Fatalf("noise %+v, want one gaussian variance", h.Noise)
+				// model.noise "context", mf-ts's default: one variance
+				// per arm, each the mean over its rewards' contexts.
+				if h.Noise == nil || h.Noise.Likelihood != "gaussian" || len(h.Noise.Variances) != 2 {
+					t.Fatalf("noise %+v, want a gaussian variance per arm", h.Noise)
 				}
-				nv := h.Noise.Variances[0]
-				if !(nv.NoiseVariance > 0) || nv.RewardVariance == nil || !(*nv.RewardVariance > 0) || nv.Rewards != n || nv.Arm != "" {
-					t.Errorf("noise %+v (reward variance %v), want positive variances over %d rewards", nv, nv.RewardVariance, n)
+				rewards := 0
+				for k, nv := range h.Noise.Variances {
+					if !(nv.NoiseVariance > 0) || nv.RewardVariance == nil || !(*nv.RewardVariance > 0) || nv.Arm != []string{"a", "b"}[k] {
+						t.Errorf("noise %+v (reward variance %v), want arm %d's positive variances", nv, nv.RewardVariance, k)
+					}
+					rewards += nv.Rewards
+				}
+				if rewards != n {
+					t.Errorf("the arms' noise variances are over %d rewards, want %d", rewards, n)
 				}
 			}
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/refinery-bandits/refinery/bandit/spec"
 	"github.com/refinery-bandits/refinery/internal/mergepatch"
+	"github.com/refinery-bandits/refinery/nn"
 	"github.com/refinery-bandits/refinery/posterior"
 )
 
@@ -399,7 +400,12 @@ func (a *Agent) grownSnapshot(cfg *Config) (*Snapshot, error) {
 		q.PriorMean = make([]float64, n)
 		a.arch.Embed(b, inputs, q.PriorMean, m.q.PriorMean)
 	}
-	if len(m.q.Hyper) == a.arch.Out() && len(m.q.Hyper) > 1 {
+	if d := a.arch.In() + 1; a.noiseContext() && len(m.q.Hyper) == a.arch.Out()*d {
+		// A noise linear in the context: each arm keeps its intercept
+		// and its slopes move with their inputs; the new inputs' slopes
+		// start at 0, the new arms at the old arms' mean intercept.
+		q = growContextHyper(q, m.q.Hyper, a.arch, b, inputs)
+	} else if len(m.q.Hyper) == a.arch.Out() && len(m.q.Hyper) > 1 {
 		// One noise variance per arm: the new arms start at the old
 		// arms' mean log variance.
 		q = growHyper(q, m.q.Hyper, b.Out())
@@ -622,6 +628,36 @@ func (s *Service) Delete(ctx context.Context, name string, purge bool) error {
 	s.mu.Unlock()
 	s.announceChanged(ctx, name)
 	return nil
+}
+
+// growContextHyper returns q with the hyperparameters of a noise linear
+// in the context (model.noise "context") of network b, grown from old,
+// network a's: per arm of a its intercept and its slopes at their inputs'
+// new positions (inputs, as Arch.Embed takes them), zero slopes on b's
+// new inputs, and for b's new arms the mean of a's intercepts.
+func growContextHyper(q *posterior.MeanField, old []float64, a, b nn.Arch, inputs []int) *posterior.MeanField {
+	da, db := a.In()+1, b.In()+1
+	g := posterior.NewMeanField(q.Len(), b.Out()*db, q.PriorVar, 1)
+	copy(g.Mu, q.Mu)
+	copy(g.Rho, q.Rho)
+	g.PriorMean = q.PriorMean
+	var mean float64
+	for o := range a.Out() {
+		mean += old[o*da]
+	}
+	mean /= float64(a.Out())
+	for o := range b.Out() {
+		h := g.Hyper[o*db : (o+1)*db]
+		if o >= a.Out() {
+			h[0] = mean
+			continue
+		}
+		h[0] = old[o*da]
+		for i, j := range inputs {
+			h[1+j] = old[o*da+1+i]
+		}
+	}
+	return g
 }
 
 // growHyper returns q with one log noise variance per arm of a network

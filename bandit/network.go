@@ -192,7 +192,7 @@ func (a *Agent) likelihood(v nn.View) *nn.Likelihood {
 	}
 	opt := nn.Options{Estimator: est, RISSamples: a.cfg.Training.RISSamples, Family: a.fam}
 	if a.fam == nn.Gaussian {
-		opt.LearnNoise, opt.NoisePerArm, opt.Standardization = true, a.noisePerArm(), a.std
+		opt.LearnNoise, opt.NoisePerArm, opt.NoiseContext, opt.Standardization = true, a.noisePerArm(), a.noiseContext(), a.std
 		if np := a.cfg.Model.NoisePrior; np != nil {
 			opt.NoisePrior = nn.InvGamma{Shape: np.Shape, Rate: np.Rate}
 		}
@@ -214,17 +214,27 @@ func (a *Agent) noisePerArm() bool {
 	return a.cfg.Model.Noise == NoisePerArm && a.likelihoodChoice()
 }
 
+// noiseContext reports whether the Gaussian likelihood's log noise
+// variance is linear in the context, per arm (model.noise "context",
+// where it applies; nn.Options.NoiseContext).
+func (a *Agent) noiseContext() bool {
+	return a.cfg.Model.Noise == NoiseContext && a.likelihoodChoice()
+}
+
 // numHyper is the number of likelihood hyperparameters of the agent's
 // family: the log noise variances.
 func (a *Agent) numHyper() int { return a.hyperCount(a.fam) }
 
-// hyperCount is the number of log noise variances of the likelihood of
-// family fam under the configuration: none for Bernoulli, one per arm
-// or one in all for Gaussian.
+// hyperCount is the number of noise hyperparameters of the likelihood
+// of family fam under the configuration: none for Bernoulli; for
+// Gaussian one log noise variance per arm or one in all, or under
+// model.noise "context" per arm an intercept and a slope per input.
 func (a *Agent) hyperCount(fam nn.Family) int {
 	switch {
 	case fam == nn.Bernoulli:
 		return 0
+	case a.noiseContext():
+		return a.arch.Out() * (a.arch.In() + 1)
 	case a.noisePerArm():
 		return a.arch.Out()
 	}
@@ -345,7 +355,11 @@ func (a *Agent) fitNetwork(ctx context.Context, budget int) (posterior.RunStats,
 			a.std = std
 		}
 		if !a.fit {
-			for k := range a.q.Hyper {
+			stride := 1
+			if a.noiseContext() {
+				stride = a.arch.In() + 1 // an intercept per arm, its slopes at 0
+			}
+			for k := 0; k < len(a.q.Hyper); k += stride {
 				a.q.Hyper[k] = 2 * math.Log(std.Scale) // the noise starts at one standardized unit
 			}
 		}

@@ -498,7 +498,7 @@ func (e *evaluator32) outGrad(n int) {
 		row := g[i*k : (i+1)*k]
 		clear(row)
 		a := d.arm[r]
-		row[a] = float32(e.out.row(d.y[r], a, float64(f[i*k+a])))
+		row[a] = float32(e.out.row(d.y[r], a, float64(f[i*k+a]), d.X(r)))
 	}
 }
 

@@ -104,19 +104,22 @@ func TestFastEngineMatchesReference(t *testing.T) {
 	}
 	for _, pc := range problems {
 		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
-			for _, fam := range []Family{Gaussian, Bernoulli} {
-				t.Run(pc.name+"/"+estName(est)+"/"+fam.String(), func(t *testing.T) {
+			for _, model := range []string{"gaussian", "bernoulli", "context noise"} {
+				t.Run(pc.name+"/"+estName(est)+"/"+model, func(t *testing.T) {
 					p := pc.p
 					a := p.arch
 					n := a.NumParams()
 					opt := Options{Estimator: est, RISSamples: 2, LearnNoise: true, Standardization: Standardization{Shift: 1, Scale: 2}, ReferenceNoise: true}
-					if fam == Bernoulli {
+					nh := 1
+					switch model {
+					case "bernoulli":
 						p = p.binary()
 						opt.Family, opt.Standardization = Bernoulli, Standardization{}
-					}
-					nh := 1
-					if fam == Bernoulli {
 						nh = 0
+					case "context noise":
+						opt.NoiseContext = true
+						p.hyper = contextHyper(a, 5)
+						nh = len(p.hyper)
 					}
 					if est == risFixed {
 						opt.Estimator, opt.RISFixedProposal = RIS, true
@@ -136,8 +139,10 @@ func TestFastEngineMatchesReference(t *testing.T) {
 						if e := relErr(got, want, 1); e > fastTol {
 							t.Errorf("rows %v: value fast %.10g, reference %.10g, relative error %.3g", rows, got, want, e)
 						}
-						if nh > 0 && relErr(fHyper[0], dHyper[0], 1) > fastTol {
-							t.Errorf("rows %v: dHyper fast %.10g, reference %.10g", rows, fHyper[0], dHyper[0])
+						for k := range nh {
+							if relErr(fHyper[k], dHyper[k], 1) > fastTol {
+								t.Errorf("rows %v: dHyper[%d] fast %.10g, reference %.10g", rows, k, fHyper[k], dHyper[k])
+							}
 						}
 						gMu, gSigma := make([]float64, n), make([]float64, n)
 						a.FromEngine(gMu, fMu)

@@ -320,17 +320,18 @@ func (e *evaluator) batch(rows []int, lo, hi int) (x []float64, arms []int, ys [
 }
 
 // outGrad reads f from act[last] and writes d log p / df into grad[last]
-// for the rows of the batch (outTerm.row), zero for the arms not played,
-// adding the rows to e.out.
-func (e *evaluator) outGrad(arms []int, ys []float64) {
+// for the rows of the batch (contexts x, played arms, rewards ys;
+// outTerm.row), zero for the arms not played, adding the rows to e.out.
+func (e *evaluator) outGrad(x []float64, arms []int, ys []float64) {
 	k := e.arch.Out()
 	last := e.last()
 	f, g := e.act[last], e.grad[last]
+	d := e.arch.In()
 	for i, y := range ys {
 		row := g[i*k : (i+1)*k]
 		clear(row)
 		a := arms[i]
-		row[a] = e.out.row(y, a, f[i*k+a])
+		row[a] = e.out.row(y, a, f[i*k+a], x[i*d:(i+1)*d])
 	}
 }
 
@@ -363,7 +364,7 @@ func (e *evaluator) pointLogLik(dW, dHyper, w []float64, rows []int) float64 {
 		hi := min(lo+e.max, n)
 		x, arms, ys := e.batch(rows, lo, hi)
 		e.forward(w, e.wT, x, hi-lo)
-		e.outGrad(arms, ys)
+		e.outGrad(x, arms, ys)
 		if dW != nil {
 			beta := 1.0
 			if lo == 0 {
@@ -461,7 +462,7 @@ func (e *evaluator) localReparam(dMu, dSigma, dHyper, mu, sigma []float64, rows 
 		hi := min(lo+e.max, n)
 		x, arms, ys := e.batch(rows, lo, hi)
 		e.forwardLocal(mu, x, hi-lo, rng)
-		e.outGrad(arms, ys)
+		e.outGrad(x, arms, ys)
 		beta := 1.0
 		if lo == 0 {
 			beta = 0

@@ -31,7 +31,7 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 	}
 	for _, ar := range archs {
 		for _, est := range []Estimator{LocalReparam, WeightReparam, Deterministic, RIS, risFixed} {
-			for _, model := range []string{"fixed noise", "learned noise", "learned noise per arm", "bernoulli"} {
+			for _, model := range []string{"fixed noise", "learned noise", "learned noise per arm", "context noise", "bernoulli"} {
 				name := ar.name + "/" + estName(est) + "/" + model
 				t.Run(name, func(t *testing.T) {
 					p := newProblem(6, ar.hidden, 3, 11, 7)
@@ -48,6 +48,9 @@ func TestGradientsMatchCentralDifferences(t *testing.T) {
 					case "learned noise per arm":
 						opt.LearnNoise, opt.NoisePerArm = true, true
 						p.hyper = []float64{math.Log(3.7), math.Log(0.4), math.Log(11)}
+					case "context noise":
+						opt.LearnNoise, opt.NoiseContext = true, true
+						p.hyper = contextHyper(p.arch, 3)
 					case "bernoulli":
 						opt.Family, opt.Standardization = Bernoulli, Standardization{}
 						p = p.binary()

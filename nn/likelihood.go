@@ -146,6 +146,26 @@ type Options struct {
 	// NoisePerArm, with LearnNoise, gives every arm its own noise
 	// variance: NumHyper is the number of arms and hyper[a] = log s2_a.
 	NoisePerArm bool
+	// NoiseContext, with LearnNoise, makes every arm's log noise
+	// variance a linear function of the context (a heteroscedastic
+	// Gaussian likelihood; Nix & Weigend 1994 give the variance its own
+	// output, here a linear one):
+	//
+	//	log s2_a(x) = c_a + u_a . x,   (c_a, u_a) = hyper[a(d+1) : (a+1)(d+1)],
+	//
+	// with d = Arch.In(), s2 in squared reward units: NumHyper is
+	// Arch.Out() x (d+1). A context whose rewards vary a lot for its
+	// arm (the mushroom's poisonous ones when eaten) is then fitted
+	// less closely than one whose rewards do not. The intercepts take
+	// NoisePrior, the slopes u N(0, NoiseSlopeVar). It overrides
+	// NoisePerArm. s2_a(x) is held at or above ContextNoiseFloor x
+	// Scale^2 (a noise standard deviation of at least a tenth of the
+	// rewards'), and log s2_a(x) at most MaxLogNoise: without the
+	// floor an arm whose rewards never vary (the mushroom's "pass")
+	// has its noise fall without bound, and its likelihood's sharpness
+	// with it (bench/mushroom-noise: two seeds of five locked into
+	// passing).
+	NoiseContext bool
 	// NoisePrior is the prior of each learned noise variance; the zero
 	// value is none (the point estimate is then the maximum likelihood
 	// one, which a model can drive towards explaining every reward as
@@ -161,6 +181,22 @@ type Options struct {
 	// with one rng.Uint64 per call, about ten times faster.
 	ReferenceNoise bool
 }
+
+// NoiseSlopeVar is the prior variance of each slope u_aj of a context
+// noise (Options.NoiseContext), in log-variance units: a one-hot
+// feature can change an arm's noise variance by a factor of about
+// e^1 = 2.7 a prior standard deviation.
+const NoiseSlopeVar = 1.0
+
+// MaxLogNoise bounds |log s2_a(x)| of a context noise
+// (Options.NoiseContext): s2 between 1e-13 and 1e13 squared reward
+// units, so that no row's variance underflows to zero or overflows.
+const MaxLogNoise = 30.0
+
+// ContextNoiseFloor is the least noise variance of a context noise
+// (Options.NoiseContext) as a fraction of the squared standardization
+// scale, Scale^2: the one value screened (bench/mushroom-noise).
+const ContextNoiseFloor = 0.01
 
 // Likelihood is the Gaussian bandit likelihood of an MLP on a fixed View:
 // for row i with context x_i, played arm a_i and reward y_i,
@@ -217,9 +253,15 @@ func NewLikelihood(a Arch, data View, opt Options) *Likelihood {
 		if opt.Standardization.Shift != 0 || opt.Standardization.scale() != 1 {
 			panic("nn: a Bernoulli likelihood takes no standardization")
 		}
-		opt.LearnNoise, opt.NoisePerArm = false, false
+		opt.LearnNoise, opt.NoisePerArm, opt.NoiseContext = false, false, false
 	default:
 		panic("nn: unknown family")
+	}
+	if !opt.LearnNoise {
+		opt.NoisePerArm, opt.NoiseContext = false, false
+	}
+	if opt.NoiseContext {
+		opt.NoisePerArm = false
 	}
 	if p := opt.NoisePrior; p != (InvGamma{}) && !(p.Shape > 0 && p.Rate > 0 && !math.IsInf(p.Shape, 0) && !math.IsInf(p.Rate, 0)) {
 		panic("nn: inverse-gamma shape and rate must be positive and finite")
@@ -231,13 +273,15 @@ func NewLikelihood(a Arch, data View, opt Options) *Likelihood {
 // NumParams returns the length of w, Arch.NumParams.
 func (l *Likelihood) NumParams() int { return l.arch.n }
 
-// NumHyper returns the number of learned noise variances: 0 if the
-// noise is fixed or the family has none, the number of arms with
-// NoisePerArm, else 1.
+// NumHyper returns the number of noise hyperparameters: 0 if the
+// noise is fixed or the family has none, Arch.Out() x (Arch.In() + 1)
+// with NoiseContext, the number of arms with NoisePerArm, else 1.
 func (l *Likelihood) NumHyper() int {
 	switch {
 	case !l.opt.LearnNoise:
 		return 0
+	case l.opt.NoiseContext:
+		return l.arch.Out() * (l.arch.In() + 1)
 	case l.opt.NoisePerArm:
 		return l.arch.Out()
 	}
@@ -261,9 +305,9 @@ func (l *Likelihood) Options() Options { return l.opt }
 
 // NoiseVar returns the noise variance s2 in squared reward units given the
 // hyperparameters: exp(hyper[0]) if the noise is learned, else the fixed
-// Options.NoiseVar; with NoisePerArm, the mean of the arms' variances.
-// It is 1 for a Bernoulli likelihood, whose curvature in the logit is at
-// most 1/4.
+// Options.NoiseVar; with NoisePerArm, the mean of the arms' variances
+// (with NoiseContext, of NoiseVars'). It is 1 for a Bernoulli
+// likelihood, whose curvature in the logit is at most 1/4.
 func (l *Likelihood) NoiseVar(hyper []float64) float64 {
 	if len(hyper) != l.NumHyper() {
 		panic("nn: len(hyper) must be NumHyper")
@@ -275,15 +319,47 @@ func (l *Likelihood) NoiseVar(hyper []float64) float64 {
 		return l.opt.NoiseVar
 	}
 	var s float64
-	for _, h := range hyper {
-		s += math.Exp(h)
+	vs := l.NoiseVars(nil, hyper)
+	for _, v := range vs {
+		s += v
 	}
-	return s / float64(len(hyper))
+	return s / float64(len(vs))
+}
+
+// ContextNoiseVar returns arm a's noise variance at context x, in
+// squared reward units: exp(log s2_a(x)) under Options.NoiseContext
+// (clamped as there), NoiseVars' otherwise.
+func (l *Likelihood) ContextNoiseVar(a int, x, hyper []float64) float64 {
+	if !l.opt.NoiseContext || l.opt.Family == Bernoulli {
+		return l.NoiseVars(nil, hyper)[a]
+	}
+	ls, _ := contextLogNoise(hyper, a, l.arch.In(), x, l.opt.Standardization.Scale)
+	return math.Exp(ls)
+}
+
+// contextLogNoise is log s2_a(x) of Options.NoiseContext under the
+// standardization scale sc, held to [log(ContextNoiseFloor sc^2),
+// MaxLogNoise] (and above -MaxLogNoise), and whether it was held.
+func contextLogNoise(hyper []float64, a, d int, x []float64, sc float64) (float64, bool) {
+	h := hyper[a*(d+1) : (a+1)*(d+1)]
+	ls := h[0]
+	for j, v := range x {
+		if v != 0 {
+			ls += h[1+j] * v
+		}
+	}
+	held := ls <= -MaxLogNoise || ls >= MaxLogNoise
+	ls = min(max(ls, -MaxLogNoise), MaxLogNoise)
+	if floor := math.Log(ContextNoiseFloor * sc * sc); ls < floor {
+		ls, held = floor, true
+	}
+	return ls, held
 }
 
 // NoiseVars writes the noise variance of every arm, in squared reward
-// units, into dst (length Arch.Out(); allocated when nil) and returns it.
-// A Bernoulli likelihood has none: it writes ones.
+// units, into dst (length Arch.Out(); allocated when nil) and returns it;
+// under NoiseContext, each arm's at the zero context, exp(c_a). A
+// Bernoulli likelihood has none: it writes ones.
 func (l *Likelihood) NoiseVars(dst, hyper []float64) []float64 {
 	if len(hyper) != l.NumHyper() {
 		panic("nn: len(hyper) must be NumHyper")
@@ -300,6 +376,8 @@ func (l *Likelihood) NoiseVars(dst, hyper []float64) []float64 {
 			dst[a] = 1
 		case !l.opt.LearnNoise:
 			dst[a] = l.opt.NoiseVar
+		case l.opt.NoiseContext:
+			dst[a] = math.Exp(hyper[a*(l.arch.In()+1)])
 		case l.opt.NoisePerArm:
 			dst[a] = math.Exp(hyper[a])
 		default:
@@ -310,23 +388,42 @@ func (l *Likelihood) NoiseVars(dst, hyper []float64) []float64 {
 }
 
 // LogHyperPrior returns the log prior density of the hyperparameters,
-// sum_k log p(h_k) under Options.NoisePrior (InvGamma), and writes its
-// gradient into dHyper (length NumHyper) when it is not nil. Without a
-// prior it returns 0 and a zero gradient. posterior's trainer adds it to
-// the objective it maximizes (posterior.HyperPrior).
+// sum_k log p(h_k) under Options.NoisePrior (InvGamma) on each log noise
+// variance (under NoiseContext on each intercept c_a, and N(0,
+// NoiseSlopeVar) on each slope), and writes its gradient into dHyper
+// (length NumHyper) when it is not nil. Without a prior it returns 0 and
+// a zero gradient (under NoiseContext, the slopes' prior alone).
+// posterior's trainer adds it to the objective it maximizes
+// (posterior.HyperPrior).
 func (l *Likelihood) LogHyperPrior(dHyper, hyper []float64) float64 {
 	if len(hyper) != l.NumHyper() || dHyper != nil && len(dHyper) != len(hyper) {
 		panic("nn: len(hyper) must be NumHyper")
 	}
+	clear(dHyper)
+	var lp float64
+	stride := 1
+	if l.opt.NoiseContext {
+		// Slopes: log N(u | 0, NoiseSlopeVar).
+		stride = l.arch.In() + 1
+		c := -0.5 * math.Log(2*math.Pi*NoiseSlopeVar)
+		for k, u := range hyper {
+			if k%stride == 0 {
+				continue
+			}
+			lp += c - u*u/(2*NoiseSlopeVar)
+			if dHyper != nil {
+				dHyper[k] = -u / NoiseSlopeVar
+			}
+		}
+	}
 	p := l.opt.NoisePrior
 	if p == (InvGamma{}) {
-		clear(dHyper)
-		return 0
+		return lp
 	}
 	sc2 := l.opt.Standardization.Scale * l.opt.Standardization.Scale
 	lg, _ := math.Lgamma(p.Shape)
-	var lp float64
-	for k, h := range hyper {
+	for k := 0; k < len(hyper); k += stride {
+		h := hyper[k]
 		// v = exp(h)/Scale^2; log p(h) = a log b - lgamma(a) - a log v - b/v.
 		logv := h - math.Log(sc2)
 		binv := p.Rate * math.Exp(-logv)

@@ -3,6 +3,7 @@ package nn
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -122,4 +123,84 @@ func TestLikelihoodFamiliesClosedForm(t *testing.T) {
 		}
 		checkGrad(t, "LogHyperPrior", func() float64 { return lik.LogHyperPrior(nil, hyper) }, hyper, dh, gradTol)
 	})
+	t.Run("gaussian with a noise variance linear in the context", func(t *testing.T) {
+		std := Standardization{Shift: 2, Scale: 3}
+		prior := InvGamma{Shape: 2, Rate: 0.5}
+		lik := NewLikelihood(a, p.data, Options{LearnNoise: true, NoiseContext: true, NoisePrior: prior, Standardization: std})
+		hyper := contextHyper(a, 8)
+		if lik.NumHyper() != 3*(4+1) {
+			t.Fatalf("NumHyper %d, want arms x (inputs + 1) = 15", lik.NumHyper())
+		}
+		got := lik.NewEvaluator(7).LogLik(nil, nil, w, hyper, nil)
+		var want float64
+		for i := range p.data.Len() {
+			arm := p.data.arm[i]
+			ls := hyper[arm*5]
+			for j := range 4 {
+				ls += hyper[arm*5+1+j] * p.data.x[i*4+j]
+			}
+			s2 := math.Exp(ls)
+			r := p.data.y[i] - (std.Shift + std.Scale*out(i, arm))
+			want += -0.5*math.Log(2*math.Pi*s2) - r*r/(2*s2)
+		}
+		if relErr(got, want, 1) > 1e-12 {
+			t.Errorf("LogLik = %.15g, want %.15g", got, want)
+		}
+		var wantPrior float64
+		lg, _ := math.Lgamma(prior.Shape)
+		for k, h := range hyper {
+			if k%5 != 0 { // a slope: N(0, NoiseSlopeVar)
+				wantPrior += -0.5*math.Log(2*math.Pi*NoiseSlopeVar) - h*h/(2*NoiseSlopeVar)
+				continue
+			}
+			v := math.Exp(h) / (std.Scale * std.Scale)
+			wantPrior += prior.Shape*math.Log(prior.Rate) - lg - (prior.Shape+1)*math.Log(v) - prior.Rate/v + math.Log(v)
+		}
+		dh := make([]float64, len(hyper))
+		if gotPrior := lik.LogHyperPrior(dh, hyper); relErr(gotPrior, wantPrior, 1) > 1e-12 {
+			t.Errorf("LogHyperPrior = %.15g, want %.15g", gotPrior, wantPrior)
+		}
+		checkGrad(t, "LogHyperPrior", func() float64 { return lik.LogHyperPrior(nil, hyper) }, hyper, dh, gradTol)
+		for arm := range 3 {
+			x := p.data.X(0)
+			ls := hyper[arm*5]
+			for j := range 4 {
+				ls += hyper[arm*5+1+j] * x[j]
+			}
+			if got := lik.ContextNoiseVar(arm, x, hyper); relErr(got, math.Exp(ls), 1) > 1e-14 {
+				t.Errorf("ContextNoiseVar(%d) = %g, want %g", arm, got, math.Exp(ls))
+			}
+		}
+		// Below the floor the variance is the floor's, and the row's
+		// log-likelihood is flat in the hyperparameters.
+		low := slices.Clone(hyper)
+		for arm := range 3 {
+			low[arm*5] = -40
+		}
+		floor := ContextNoiseFloor * std.Scale * std.Scale
+		if got := lik.ContextNoiseVar(0, p.data.X(0), low); relErr(got, floor, 1) > 1e-14 {
+			t.Errorf("ContextNoiseVar below the floor = %g, want the floor %g", got, floor)
+		}
+		dLow := make([]float64, len(low))
+		lik.NewEvaluator(7).LogLik(nil, dLow, w, low, nil)
+		if maxAbs(dLow) != 0 {
+			t.Errorf("below the floor the log-likelihood moves with the hyperparameters: %v", dLow)
+		}
+	})
+}
+
+// contextHyper returns hyperparameters of a context noise
+// (Options.NoiseContext) for arch: per arm an intercept log s2 between
+// log 3 and log 7 and slopes of standard deviation 0.2.
+func contextHyper(arch Arch, seed uint64) []float64 {
+	rng := seeded(seed)
+	d := arch.In()
+	h := make([]float64, arch.Out()*(d+1))
+	for a := range arch.Out() {
+		h[a*(d+1)] = math.Log(3 + 4*rng.Float64())
+		for j := 1; j <= d; j++ {
+			h[a*(d+1)+j] = 0.2 * rng.NormFloat64()
+		}
+	}
+	return h
 }

@@ -10,8 +10,13 @@ import "math"
 //
 //	sum_k [ -n_k/2 log(2 pi s2_k) - ss_k/(2 s2_k) ],   d/d(log s2_k) = -n_k/2 + ss_k/(2 s2_k);
 //
-// for a Bernoulli likelihood it sums y f - log(1 + exp(f)) directly.
-// Both evaluators (float64 and the fast engine) use it, so the two
+// for a Bernoulli likelihood it sums y f - log(1 + exp(f)) directly, and
+// for a context noise (Options.NoiseContext) each row's
+//
+//	-1/2 log(2 pi s2_a(x)) - r^2/(2 s2_a(x)),   d/d(log s2_a(x)) = -1/2 + r^2/(2 s2_a(x)),
+//
+// with the latter's gradient in (c_a, u_a) through log s2_a(x) = c_a +
+// u_a . x. Both evaluators (float64 and the fast engine) use it, so the
 // families are written once.
 type outTerm struct {
 	fam     Family
@@ -19,9 +24,15 @@ type outTerm struct {
 	sh, sc  float64
 	s2      []float64 // noise variance per group
 	n, ss   []float64 // rows and residual sums of squares per group
-	ll      float64   // Bernoulli: the log-likelihood so far
+	ll      float64   // Bernoulli and context noise: the log-likelihood so far
 	learned bool
 	fixed   float64
+	// Context noise: the inputs d, the call's hyperparameters and the
+	// gradient in them so far.
+	context bool
+	d       int
+	hyper   []float64
+	dh      []float64
 }
 
 func newOutTerm(l *Likelihood) outTerm {
@@ -29,11 +40,17 @@ func newOutTerm(l *Likelihood) outTerm {
 	if l.opt.LearnNoise && l.opt.NoisePerArm {
 		groups = l.arch.Out()
 	}
-	return outTerm{
+	o := outTerm{
 		fam: l.opt.Family, perArm: groups > 1, learned: l.opt.LearnNoise, fixed: l.opt.NoiseVar,
 		sh: l.opt.Standardization.Shift, sc: l.opt.Standardization.scale(),
 		s2: make([]float64, groups), n: make([]float64, groups), ss: make([]float64, groups),
 	}
+	if l.opt.NoiseContext && l.opt.Family == Gaussian {
+		o.context, o.d, o.perArm = true, l.arch.In(), false
+		o.dh = make([]float64, l.NumHyper())
+		o.s2, o.n, o.ss = nil, nil, nil
+	}
+	return o
 }
 
 // start clears the sums for a call at the hyperparameters hyper (of
@@ -42,6 +59,11 @@ func (o *outTerm) start(hyper []float64) {
 	clear(o.n)
 	clear(o.ss)
 	o.ll = 0
+	if o.context {
+		o.hyper = hyper
+		clear(o.dh)
+		return
+	}
 	for k := range o.s2 {
 		if o.learned {
 			o.s2[k] = math.Exp(hyper[k])
@@ -51,15 +73,34 @@ func (o *outTerm) start(hyper []float64) {
 	}
 }
 
-// row adds the row (reward y, played arm a, output f of the played arm)
-// and returns d log p(y | f) / df:
+// row adds the row (reward y, played arm a, output f of the played arm,
+// context x, read only under a context noise) and returns
+// d log p(y | f) / df:
 //
-//	Gaussian:  r = y - Shift - Scale*f,   Scale*r/s2;
+//	Gaussian:  r = y - Shift - Scale*f,   Scale*r/s2 (s2 = s2_a(x) under a context noise);
 //	Bernoulli: y - sigmoid(f).
-func (o *outTerm) row(y float64, a int, f float64) float64 {
+func (o *outTerm) row(y float64, a int, f float64, x []float64) float64 {
 	if o.fam == Bernoulli {
 		o.ll += y*f - Softplus(f)
 		return y - sigmoid1(f)
+	}
+	if o.context {
+		ls, held := contextLogNoise(o.hyper, a, o.d, x, o.sc)
+		s2 := math.Exp(ls)
+		r := y - (o.sh + o.sc*f)
+		o.ll += -0.5*(math.Log(2*math.Pi)+ls) - r*r/(2*s2)
+		g := -0.5 + r*r/(2*s2)
+		if held {
+			g = 0 // held at a bound: flat in the hyperparameters
+		}
+		dh := o.dh[a*(o.d+1) : (a+1)*(o.d+1)]
+		dh[0] += g
+		for j, v := range x {
+			if v != 0 {
+				dh[1+j] += g * v
+			}
+		}
+		return o.sc * r / s2
 	}
 	k := 0
 	if o.perArm {
@@ -76,6 +117,12 @@ func (o *outTerm) row(y float64, a int, f float64) float64 {
 // when it is not empty.
 func (o *outTerm) finish(dHyper []float64) float64 {
 	if o.fam == Bernoulli {
+		return o.ll
+	}
+	if o.context {
+		if len(dHyper) > 0 {
+			copy(dHyper, o.dh)
+		}
 		return o.ll
 	}
 	var ll float64

@@ -10,12 +10,13 @@ import "math"
 //	Gaussian:  -1/2 log(2 pi s2_a) - (y - pred)^2 / (2 s2_a),
 //	Bernoulli: y pred - log(1 + exp(pred)),
 //
-// with s2_a the noise variance of arm a (NoiseVars). It is the per-row
+// with s2_a the noise variance of arm a (NoiseVars; at the row's context
+// x under Options.NoiseContext, x unread otherwise). It is the per-row
 // term of Evaluator.LogLik, for figures that need rows one at a time
 // (a posterior predictive density per row, averaged over draws of w). It
 // allocates nothing and panics if len(hyper) is not NumHyper or a is not
 // an arm.
-func (l *Likelihood) LogDensity(y float64, a int, pred float64, hyper []float64) float64 {
+func (l *Likelihood) LogDensity(y float64, a int, pred float64, x, hyper []float64) float64 {
 	if len(hyper) != l.NumHyper() {
 		panic("nn: len(hyper) must be NumHyper")
 	}
@@ -29,6 +30,9 @@ func (l *Likelihood) LogDensity(y float64, a int, pred float64, hyper []float64)
 	switch {
 	case !l.opt.LearnNoise:
 		s2 = l.opt.NoiseVar
+	case l.opt.NoiseContext:
+		ls, _ := contextLogNoise(hyper, a, l.arch.In(), x, l.opt.Standardization.Scale)
+		s2 = math.Exp(ls)
 	case l.opt.NoisePerArm:
 		s2 = math.Exp(hyper[a])
 	default:

@@ -126,7 +126,8 @@ type NoiseHealth struct {
 	// (p(y = 1) = sigmoid(f)) and then Variances is absent.
 	Likelihood string `json:"likelihood"`
 	// Variances holds one entry per learned noise variance: one shared
-	// by every arm (Arm absent) or one per arm (model.noise "per-arm").
+	// by every arm (Arm absent) or one per arm (model.noise "per-arm",
+	// and "context", whose entry is the arm's mean over its rewards).
 	Variances []NoiseVariance `json:"variances,omitempty"`
 }
 
@@ -135,7 +136,9 @@ type NoiseHealth struct {
 type NoiseVariance struct {
 	// Arm is the arm of a per-arm noise; absent for a shared one.
 	Arm string `json:"arm,omitempty"`
-	// NoiseVariance is exp(hyper), in squared reward units.
+	// NoiseVariance is exp(hyper), in squared reward units; under
+	// model.noise "context" the mean over the arm's rewards of its
+	// noise variance at their contexts.
 	NoiseVariance float64 `json:"noise_variance"`
 	// RewardVariance is the sample variance (n - 1 denominator) of the
 	// rewards the posterior was trained on (the arm's, for a per-arm
