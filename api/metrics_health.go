@@ -28,7 +28,7 @@ func newHealthCollector() *healthCollector {
 			"Share of a layer's parameters whose posterior standard deviation is at least 0.9 of the prior's (model.prior, model.prior_variance): the share the data has not narrowed. Not reported for a layer fitted as a point estimate.",
 			[]string{"bandit", "layer"}, nil),
 		noise: prometheus.NewDesc("refinery_noise_variance",
-			"Learned Gaussian noise variance, squared reward units: arm=\"shared\" for one noise of every arm, else per arm (model.noise per-arm). None under the Bernoulli likelihood.",
+			"Learned Gaussian noise variance, squared reward units: arm=\"shared\" for one noise of every arm, else per arm (model.noise per-arm; context: the arm's mean over the contexts of its rewards). None under the Bernoulli likelihood.",
 			[]string{"bandit", "arm"}, nil),
 		rewardVar: prometheus.NewDesc("refinery_reward_variance",
 			"Sample variance of the rewards the published posterior was trained on (of the arm's, beside a per-arm noise), squared reward units; beside refinery_noise_variance.",

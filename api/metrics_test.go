@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -196,8 +197,9 @@ func TestMetricsHealthGauges(t *testing.T) {
 		}
 		if h.Noise != nil {
 			for _, v := range h.Noise.Variances {
-				add("refinery_noise_variance", fmt.Sprintf(`arm="shared",bandit=%q`, name), v.NoiseVariance)
-				add("refinery_reward_variance", fmt.Sprintf(`arm="shared",bandit=%q`, name), *v.RewardVariance)
+				arm := cmp.Or(v.Arm, "shared") // an arm's under model.noise context or per-arm
+				add("refinery_noise_variance", fmt.Sprintf(`arm=%q,bandit=%q`, arm, name), v.NoiseVariance)
+				add("refinery_reward_variance", fmt.Sprintf(`arm=%q,bandit=%q`, arm, name), *v.RewardVariance)
 			}
 		}
 		if ho := h.HeldOut; ho != nil {
@@ -220,8 +222,9 @@ func TestMetricsHealthGauges(t *testing.T) {
 				t.Errorf("locked: %+v, want an alarm, held-out figures with an ECE, no layers (a point estimate)", h)
 			}
 		case "mf":
-			if len(h.Layers) != 2 || !h.Layers[0].PointEstimate || h.Layers[1].PointEstimate || h.Noise == nil || len(h.Noise.Variances) != 1 || h.HeldOut == nil || h.HeldOut.CalibrationError != nil {
-				t.Errorf("mf: %+v, want 2 layers (the hidden a point estimate), one noise variance and held-out figures without an ECE", h)
+			// mf-ts's default model.noise "context": a noise variance per arm.
+			if len(h.Layers) != 2 || !h.Layers[0].PointEstimate || h.Layers[1].PointEstimate || h.Noise == nil || len(h.Noise.Variances) != 2 || h.HeldOut == nil || h.HeldOut.CalibrationError != nil {
+				t.Errorf("mf: %+v, want 2 layers (the hidden a point estimate), a noise variance per arm and held-out figures without an ECE", h)
 			}
 		case "u":
 			if h.LockIn.Alarm || h.Layers != nil || h.Noise != nil || h.HeldOut != nil || h.LockIn.Decisions != 120 {

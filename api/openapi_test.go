@@ -704,7 +704,6 @@ var contractUnseen = map[string]string{
 	"#/components/schemas/Propensity/properties/output_draws":       "omitted with two allowed arms, as every bandit of the scenario has",
 	"#/components/schemas/Propensity/properties/beyond_bounds":      "omitted when false; true only when the bank runs short of usable samples",
 	"#/components/schemas/LockInHealth/properties/best_probability": "computed only when one arm took 99% of at least 100 decisions (bandit.TestLockInAlarmFiresOnAGreedyLockIn, api.TestMetricsHealthGauges)",
-	"#/components/schemas/NoiseVariance/properties/arm":             "present only with model.noise per-arm, which no bandit of the scenario has",
 }
 
 // The OpenAPI document is true of the handlers: every route the router

@@ -235,16 +235,20 @@ func (a *Agent) noiseHealth(m *model) *NoiseHealth {
 	if m.lik != nil {
 		v = m.lik.Data()
 	}
-	if m.lik != nil && m.lik.Options().NoiseContext {
-		// Per arm, the mean of its noise variance at the contexts of
-		// its rewards (at the zero context with none).
-		for arm := range a.arch.Out() {
-			nv := NoiseVariance{Arm: a.cfg.Arms[arm], NoiseVariance: m.lik.NoiseVars(nil, m.q.Hyper)[arm]}
+	if d := a.arch.In() + 1; a.noiseContext() && len(m.q.Hyper) == a.arch.Out()*d {
+		// Per output (an arm's, or the one of a bandit with arm
+		// features), the mean of its noise variance at the contexts of
+		// its rewards; exp(c_a), the zero context's, before any.
+		for out := range a.arch.Out() {
+			nv, arm := NoiseVariance{NoiseVariance: math.Exp(m.q.Hyper[out*d])}, -1
+			if a.arch.Out() > 1 {
+				nv.Arm, arm = a.cfg.Arms[out], out
+			}
 			var sum float64
 			n := 0
 			for i := range v.Len() {
-				if v.Arm(i) == arm {
-					sum += m.lik.ContextNoiseVar(arm, v.X(i), m.q.Hyper)
+				if arm < 0 || v.Arm(i) == arm {
+					sum += m.lik.ContextNoiseVar(out, v.X(i), m.q.Hyper)
 					n++
 				}
 			}
