@@ -58,8 +58,9 @@ func (p Preset) Retraining(override int) int {
 //     (max_sample_uses 1, bank_size 3); 3 samples per decision.
 //   - fast: the service's model (model.prior "fan-in", model.likelihood
 //     "auto", training.bound "collapsed-mean": the defaults of
-//     bandit.Config: one hidden layer of 100 for refined and mean-field
-//     TS, the paper's 2x100 for the other neural kinds), the paper's
+//     bandit.Config: one hidden layer of 100 and model.noise "context"
+//     for refined and mean-field TS, the paper's 2x100 for the other
+//     neural kinds), the paper's
 //     optimizer, refinement fractions and samples per decision, with
 //     less work: the posterior
 //     retrained every 10 rewards for 100 iterations (a fiftieth of the
@@ -98,7 +99,7 @@ func Presets() map[string]Preset {
 	}
 	fast := paper
 	fast.Name = "fast"
-	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; for refined and mean-field TS one hidden layer of 100 as a point estimate (prior variance 15, a weak weight decay) under the output layer's posterior, starting at the prior's width; the paper's 2x100 for the others) and samples per decision (1 for refined and mean-field TS, the paper's 3 for the others), the paper's optimizer and refinement fractions; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
+	fast.Description = "the service's model (fan-in prior, likelihood by the rewards, collapsed-mean bound; for refined and mean-field TS a Gaussian noise per arm linear in the context, one hidden layer of 100 as a point estimate (prior variance 15, a weak weight decay) under the output layer's posterior, starting at the prior's width; the paper's 2x100 for the others) and samples per decision (1 for refined and mean-field TS, the paper's 3 for the others), the paper's optimizer and refinement fractions; retrain every 10 rewards for 100 iterations; 200 refinement iterations per sample"
 	fast.Bandit.Policy.Samples = 0 // the service's, per kind
 	fast.Bandit.Model = bandit.ModelConfig{PriorVariance: 1}
 	fast.Bandit.Training.Bound = ""
