@@ -583,6 +583,7 @@ type statusHealth struct {
 			Noise *struct {
 				Likelihood string `json:"likelihood"`
 				Variances  []struct {
+					Arm            string   `json:"arm"`
 					NoiseVariance  float64  `json:"noise_variance"`
 					RewardVariance *float64 `json:"reward_variance"`
 				} `json:"variances"`
@@ -779,8 +780,9 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 	if _, ok := page["mf"]["lockin-badge"]; ok {
 		t.Error("mf: a lock-in badge on a bandit without the alarm")
 	}
-	if len(mf.Layers) != 2 || mf.Noise == nil || len(mf.Noise.Variances) != 1 || mf.HeldOut == nil {
-		t.Fatalf("mf: health %+v, want 2 layers, a noise variance and held-out figures", mf)
+	// mf-ts's default model.noise "context": a noise variance per arm.
+	if len(mf.Layers) != 2 || mf.Noise == nil || len(mf.Noise.Variances) != 2 || mf.HeldOut == nil {
+		t.Fatalf("mf: health %+v, want 2 layers, a noise variance per arm and held-out figures", mf)
 	}
 	// mf-ts's default model.stochastic "output": the hidden layer is a
 	// point estimate, whose held sigmas the page does not show as a
@@ -801,8 +803,13 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 		near("mf", fmt.Sprint("sigma-median-", l.Layer), l.MedianSigma, false)
 		near("mf", fmt.Sprint("at-prior-", l.Layer), l.AtPriorShare, true)
 	}
-	near("mf", "noise-variance", mf.Noise.Variances[0].NoiseVariance, false)
-	near("mf", "reward-variance", *mf.Noise.Variances[0].RewardVariance, false)
+	for _, v := range mf.Noise.Variances {
+		if v.Arm == "" {
+			t.Errorf("mf: a noise variance %+v without its arm", v)
+		}
+		near("mf", "noise-variance-"+v.Arm, v.NoiseVariance, false)
+		near("mf", "reward-variance-"+v.Arm, *v.RewardVariance, false)
+	}
 	near("mf", "heldout-loglik", mf.HeldOut.LogLikPerReward, false)
 	near("mf", "recent-loglik", mf.HeldOut.RecentLogLikPerReward, false)
 	near("mf", "lockin-top-share", mf.LockIn.TopShare, true)
