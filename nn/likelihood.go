@@ -333,14 +333,18 @@ func (l *Likelihood) ContextNoiseVar(a int, x, hyper []float64) float64 {
 	if !l.opt.NoiseContext || l.opt.Family == Bernoulli {
 		return l.NoiseVars(nil, hyper)[a]
 	}
-	ls, _ := contextLogNoise(hyper, a, l.arch.In(), x, l.opt.Standardization.Scale)
+	ls, _ := contextLogNoise(hyper, a, l.arch.In(), x, logNoiseFloor(l.opt.Standardization.Scale))
 	return math.Exp(ls)
 }
 
-// contextLogNoise is log s2_a(x) of Options.NoiseContext under the
-// standardization scale sc, held to [log(ContextNoiseFloor sc^2),
-// MaxLogNoise] (and above -MaxLogNoise), and whether it was held.
-func contextLogNoise(hyper []float64, a, d int, x []float64, sc float64) (float64, bool) {
+// logNoiseFloor is log(ContextNoiseFloor sc^2), the least log noise
+// variance of a context noise under the standardization scale sc.
+func logNoiseFloor(sc float64) float64 { return math.Log(ContextNoiseFloor * sc * sc) }
+
+// contextLogNoise is log s2_a(x) of Options.NoiseContext, held to
+// [floor, MaxLogNoise] (and above -MaxLogNoise), floor being
+// logNoiseFloor of the standardization's scale, and whether it was held.
+func contextLogNoise(hyper []float64, a, d int, x []float64, floor float64) (float64, bool) {
 	h := hyper[a*(d+1) : (a+1)*(d+1)]
 	ls := h[0]
 	for j, v := range x {
@@ -350,7 +354,7 @@ func contextLogNoise(hyper []float64, a, d int, x []float64, sc float64) (float6
 	}
 	held := ls <= -MaxLogNoise || ls >= MaxLogNoise
 	ls = min(max(ls, -MaxLogNoise), MaxLogNoise)
-	if floor := math.Log(ContextNoiseFloor * sc * sc); ls < floor {
+	if ls < floor {
 		ls, held = floor, true
 	}
 	return ls, held

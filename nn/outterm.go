@@ -31,6 +31,7 @@ type outTerm struct {
 	// gradient in them so far.
 	context bool
 	d       int
+	floor   float64 // logNoiseFloor(sc), once rather than a log per row
 	hyper   []float64
 	dh      []float64
 }
@@ -46,7 +47,7 @@ func newOutTerm(l *Likelihood) outTerm {
 		s2: make([]float64, groups), n: make([]float64, groups), ss: make([]float64, groups),
 	}
 	if l.opt.NoiseContext && l.opt.Family == Gaussian {
-		o.context, o.d, o.perArm = true, l.arch.In(), false
+		o.context, o.d, o.perArm, o.floor = true, l.arch.In(), false, logNoiseFloor(o.sc)
 		o.dh = make([]float64, l.NumHyper())
 		o.s2, o.n, o.ss = nil, nil, nil
 	}
@@ -85,7 +86,7 @@ func (o *outTerm) row(y float64, a int, f float64, x []float64) float64 {
 		return y - sigmoid1(f)
 	}
 	if o.context {
-		ls, held := contextLogNoise(o.hyper, a, o.d, x, o.sc)
+		ls, held := contextLogNoise(o.hyper, a, o.d, x, o.floor)
 		s2 := math.Exp(ls)
 		r := y - (o.sh + o.sc*f)
 		o.ll += -0.5*(math.Log(2*math.Pi)+ls) - r*r/(2*s2)

@@ -31,7 +31,7 @@ func (l *Likelihood) LogDensity(y float64, a int, pred float64, x, hyper []float
 	case !l.opt.LearnNoise:
 		s2 = l.opt.NoiseVar
 	case l.opt.NoiseContext:
-		ls, _ := contextLogNoise(hyper, a, l.arch.In(), x, l.opt.Standardization.Scale)
+		ls, _ := contextLogNoise(hyper, a, l.arch.In(), x, logNoiseFloor(l.opt.Standardization.Scale))
 		s2 = math.Exp(ls)
 	case l.opt.NoisePerArm:
 		s2 = math.Exp(hyper[a])
